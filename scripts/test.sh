@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs everything nfguard's tests need on a fresh Debian bookworm machine
+# (as root) and runs every test. This is the README's test command and what
+# CI (.ci/run) calls.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "$(id -u)" != 0 ]; then
+  echo "scripts/test.sh: run as root (tests create network namespaces and write netfilter rules inside them)" >&2
+  exit 2
+fi
+
+APT_PACKAGES=(
+  iptables nftables iproute2 kmod   # the host tools and netns for scenario tests
+  docker-registry skopeo umoci      # a real OCI registry on loopback, image tooling
+  libclang-dev pkg-config           # build-time needs of -sys crates
+  shellcheck jq zstd curl ca-certificates
+)
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+command -v cargo-nextest >/dev/null || cargo install --locked cargo-nextest
+
+# Real iptables releases 1.8.7 / 1.8.9 / 1.8.11 from Debian's archive.
+export NFGUARD_FIXTURES="${NFGUARD_FIXTURES:-$PWD/target/fixtures}"
+scripts/fetch-iptables.sh "$NFGUARD_FIXTURES/iptables"
+
+# Privileged tests must run here, never skip silently.
+export NFGUARD_REQUIRE_PRIVILEGED=1
+
+cargo build --locked --all-targets
+cargo nextest run --locked --no-fail-fast "$@"

@@ -1,0 +1,165 @@
+//! `NodeNetfilterProfile`: one per node, named after it, owned by the Node.
+//! The reporter owns the probe fields of the status (field manager
+//! `nfguard-reporter`); the controller owns `conditions` and the writer
+//! inventory (`nfguard-controller`). Every status field is optional so each
+//! manager's server-side apply carries only its own fields.
+
+use crate::compat::{Backend, Hazard, IptablesFacts, Version};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "nfguard.io",
+    version = "v1alpha1",
+    kind = "NodeNetfilterProfile",
+    plural = "nodenetfilterprofiles",
+    shortname = "nnp",
+    status = "NodeNetfilterProfileStatus",
+    printcolumn = r#"{"name":"Backend","type":"string","jsonPath":".status.activeBackend"}"#,
+    printcolumn = r#"{"name":"Version","type":"string","jsonPath":".status.iptables.version"}"#,
+    printcolumn = r#"{"name":"MinReader","type":"string","jsonPath":".status.minReaderVersion"}"#,
+    printcolumn = r#"{"name":"Hazards","type":"string","jsonPath":".status.hazards[*].code"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeNetfilterProfileSpec {
+    /// The node this profile describes (equal to metadata.name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeNetfilterProfileStatus {
+    // ---- reporter-owned ----
+    /// The host's own iptables (from the node's root filesystem).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iptables: Option<IptablesFacts>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<KernelFacts>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backends: Option<BackendsFacts>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_backend: Option<ActiveBackend>,
+    /// Oldest iptables-nft release that reads every live rule without loss; None when only xt-compat expressions are present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_reader_version: Option<Version>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bridge: Option<BridgeFacts>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip_forward: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hazards: Option<Vec<Hazard>>,
+    /// RFC 3339 time of the last probe (the reporter's heartbeat).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_probe_time: Option<String>,
+    /// Set when the last probe failed; the other fields keep the last good values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_error: Option<String>,
+    /// The reporter's heartbeat interval, so the controller can judge freshness.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_interval_seconds: Option<u32>,
+
+    // ---- controller-owned ----
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditions: Option<Vec<Condition>>,
+    /// Containers of running pods on this node that can write its rules.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writers: Option<Vec<Writer>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub newest_writer_version: Option<Version>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oldest_reader_version: Option<Version>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KernelFacts {
+    pub release: String,
+    pub nf_tables: bool,
+    pub ip_tables: bool,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct BackendsFacts {
+    pub nft: BackendFacts,
+    pub legacy: BackendFacts,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BackendFacts {
+    pub tables: u32,
+    pub chains: u32,
+    pub rules: u32,
+    pub hint_chain: bool,
+    pub canary_chain: bool,
+    /// Tables holding a marker chain, e.g. ["ip/mangle", "ip6/filter"].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub marker_tables: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ActiveBackend {
+    Nft,
+    Legacy,
+    Mixed,
+    None,
+}
+
+impl ActiveBackend {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActiveBackend::Nft => "nft",
+            ActiveBackend::Legacy => "legacy",
+            ActiveBackend::Mixed => "mixed",
+            ActiveBackend::None => "none",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BridgeFacts {
+    pub br_netfilter: bool,
+    pub call_iptables: bool,
+    pub call_ip6tables: bool,
+}
+
+/// A standard Kubernetes condition (metav1.Condition shape).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// "True", "False" or "Unknown".
+    pub status: String,
+    pub reason: String,
+    #[serde(default)]
+    pub message: String,
+    pub last_transition_time: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// One container that can write the node's rules.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Writer {
+    /// `namespace/name`.
+    pub pod: String,
+    pub container: String,
+    pub image: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<Version>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<Backend>,
+    /// Why version/backend are missing (unresolved image, no iptables, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}

@@ -1,0 +1,14 @@
+//! nfguard: stops iptables version and backend mismatches from breaking
+//! Kubernetes cluster networking. See README.md and docs/.
+
+pub mod api;
+pub mod check;
+pub mod compat;
+pub mod controller;
+pub mod inspect;
+pub mod kernel;
+pub mod node;
+pub mod output;
+pub mod registry;
+pub mod reporter;
+pub mod webhook;

@@ -1,0 +1,135 @@
+//! OCI registry access: reference -> platform manifest -> layers streamed
+//! top-down into `inspect::Layer`s until the answer is settled. Cached by
+//! manifest digest and layer digest.
+//!
+//! OWNER: registry helper. Interface used by check/, webhook/, controller/.
+
+pub mod cli;
+
+use crate::compat::ImageProfile;
+use crate::inspect::LayerLimits;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// `os/arch[/variant]`, e.g. "linux/amd64", "linux/arm64/v8".
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Platform {
+    pub os: String,
+    pub architecture: String,
+    pub variant: Option<String>,
+}
+
+impl Platform {
+    /// The platform of the machine nfguard runs on (Go/OCI architecture names).
+    pub fn host() -> Self {
+        let arch = match std::env::consts::ARCH {
+            "x86_64" => "amd64",
+            "aarch64" => "arm64",
+            "x86" => "386",
+            "powerpc64" => "ppc64le",
+            other => other,
+        };
+        Platform {
+            os: "linux".into(),
+            architecture: arch.into(),
+            variant: None,
+        }
+    }
+}
+
+impl std::str::FromStr for Platform {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut it = s.split('/');
+        match (it.next(), it.next(), it.next(), it.next()) {
+            (Some(os), Some(arch), variant, None) if !os.is_empty() && !arch.is_empty() => {
+                Ok(Platform {
+                    os: os.into(),
+                    architecture: arch.into(),
+                    variant: variant.filter(|v| !v.is_empty()).map(Into::into),
+                })
+            }
+            _ => Err(format!("platform must be os/arch[/variant], got {s:?}")),
+        }
+    }
+}
+
+impl std::fmt::Display for Platform {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.os, self.architecture)?;
+        if let Some(v) = &self.variant {
+            write!(f, "/{v}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Registry credentials for one look-up (docker config, imagePullSecrets).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credentials {
+    Anonymous,
+    Basic { username: String, password: String },
+}
+
+#[derive(Debug, Clone)]
+pub struct RegistryConfig {
+    /// `HOST:PORT`s spoken to over plain HTTP; every other registry is HTTPS.
+    pub insecure_registries: Vec<String>,
+    /// A docker config.json (or a directory holding one) for credentials.
+    pub docker_config: Option<PathBuf>,
+    /// Budget for one whole inspection.
+    pub timeout: Duration,
+    pub layer_limits: LayerLimits,
+    /// Refuse a layer whose decompressed stream exceeds this many bytes.
+    pub max_decompressed_layer_bytes: u64,
+    /// Bounded caches (entries).
+    pub cache_entries: usize,
+}
+
+impl Default for RegistryConfig {
+    fn default() -> Self {
+        Self {
+            insecure_registries: Vec::new(),
+            docker_config: None,
+            timeout: Duration::from_secs(30),
+            layer_limits: LayerLimits::default(),
+            max_decompressed_layer_bytes: 8 << 30,
+            cache_entries: 4096,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error("{0}")]
+    Other(String),
+}
+
+/// Resolves images to `ImageProfile`s; cheap to clone and share.
+#[derive(Clone)]
+pub struct ImageInspector {
+    _config: std::sync::Arc<RegistryConfig>,
+}
+
+impl ImageInspector {
+    pub fn new(config: RegistryConfig) -> Self {
+        Self {
+            _config: std::sync::Arc::new(config),
+        }
+    }
+
+    /// Inspect `reference` for `platform`, from cache when possible.
+    pub async fn inspect(
+        &self,
+        _reference: &str,
+        _platform: &Platform,
+        _credentials: Option<&Credentials>,
+    ) -> Result<ImageProfile, RegistryError> {
+        todo!("registry helper")
+    }
+
+    /// A cached answer only (the webhook's warm path); never touches the network.
+    pub fn cached(&self, _reference: &str, _platform: &Platform) -> Option<ImageProfile> {
+        None
+    }
+}
