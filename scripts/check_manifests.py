@@ -4,7 +4,8 @@ sees: custom resources against the CRD schemas, and the security and wiring
 invariants of docs/install.md (least privilege, non-root, the reporter's
 single capability, the webhook's failure policy, ...).
 
-Usage: check_manifests.py RENDERED.yaml
+Usage: check_manifests.py RENDERED.yaml [docs/install.md]
+(with the doc, its RBAC table must equal the rendered RBAC)
 Prints one line per violation and exits 1 if there is any, else 0.
 """
 import copy
@@ -93,7 +94,8 @@ def check_custom_resources(objs):
         bad = copy.deepcopy(crs[0])
         bad["spec"]["action"] = "Allow"
         bad["spec"]["unknownField"] = 1
-        if len(schema_errors(validators, bad)) < 2:
+        bad["spec"]["maxTaintedNodesPercent"] = 150
+        if len(schema_errors(validators, bad)) < 3:
             fail("self-test: the CRD schema check accepted an invalid NetfilterPolicy")
     policy = find(objs, "NetfilterPolicy", "default")
     if policy and (policy["spec"].get("action"), policy["spec"].get("unresolvedImages")) != ("Deny", "Warn"):
@@ -325,6 +327,39 @@ def check_rbac(objs):
                 fail(f"ClusterRole/{r['metadata']['name']}: cluster-wide secrets beyond get")
 
 
+def rbac_table(doc_path):
+    """The RBAC table of docs/install.md as the same tuples rules_of() returns."""
+    granted = {}
+    with open(doc_path, encoding="utf-8") as f:
+        for line in f:
+            if not line.startswith("| nfguard-"):
+                continue
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            sa, groups, resources, verbs, scope = cells[:5]
+            names = ()
+            if "(`" in resources:
+                resources, rest = resources.split("(`", 1)
+                names = (rest.split("`", 1)[0],)
+            ns = None if scope == "cluster" else scope
+            for g in groups.split(","):
+                g = g.strip().strip('"')
+                for r in resources.split(","):
+                    for v in verbs.split(","):
+                        granted.setdefault(sa, set()).add((ns, g, r.strip(), v.strip(), names))
+    return granted
+
+
+def check_rbac_doc(objs, doc_path):
+    table = rbac_table(doc_path)
+    if not table:
+        fail(f"{doc_path}: no RBAC table found")
+    for sa, want in table.items():
+        got = rules_of(objs, sa)
+        if got != want:
+            fail(f"{doc_path} RBAC table for {sa} differs from manifests/: "
+                 f"only in the doc {sorted(want - got, key=str)}, only in manifests {sorted(got - want, key=str)}")
+
+
 def check_reporter_policy(objs):
     vap = find(objs, "ValidatingAdmissionPolicy", "nfguard-reporter-own-node")
     binding = find(objs, "ValidatingAdmissionPolicyBinding", "nfguard-reporter-own-node")
@@ -345,7 +380,7 @@ def check_reporter_policy(objs):
 
 
 def main():
-    if len(sys.argv) != 2:
+    if len(sys.argv) not in (2, 3):
         print(__doc__, file=sys.stderr)
         return 2
     with open(sys.argv[1], encoding="utf-8") as f:
@@ -356,6 +391,8 @@ def main():
             check(objs)
         except (KeyError, TypeError, ValueError, IndexError) as e:
             fail(f"{check.__name__}: malformed manifest ({type(e).__name__}: {e})")
+    if len(sys.argv) == 3:
+        check_rbac_doc(objs, sys.argv[2])
     for e in errors:
         print(f"check_manifests: {e}")
     print(f"check_manifests: {len(objs)} objects, {len(errors)} problems")
