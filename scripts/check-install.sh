@@ -5,9 +5,11 @@
 #   2. validate every built-in object with kubernetes-validate (strict) for
 #      the oldest (1.30: ValidatingAdmissionPolicy v1, node-name token claim)
 #      and newest Kubernetes release nfguard supports;
-#   3. validate custom resources against the generated CRD schemas and check
-#      the security and wiring invariants (scripts/check_manifests.py).
-# Needs python3 with: kubernetes-validate==1.37.0 jsonschema==4.26.0 PyYAML==6.0.3.
+#   3. validate custom resources against the generated CRD schemas, evaluate
+#      the reporter policy's CEL on sample requests, and check the security
+#      and wiring invariants (scripts/check_manifests.py).
+# Needs python3 with: kubernetes-validate==1.37.0 jsonschema==4.26.0 PyYAML==6.0.3
+# common-expression-language==0.10.0 (CEL of the reporter's admission policy).
 # Without them it prints "skipped: ..." and exits 0, unless
 # NFGUARD_REQUIRE_PRIVILEGED=1 or NFGUARD_REQUIRE_INSTALL_TOOLS=1 (CI), then 1.
 # NFGUARD_RENDERER=fallback forces the Python renderer (to test it).
@@ -15,6 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 K8S_VERSIONS=(1.30.0 1.33.0)
+PIP_PACKAGES="kubernetes-validate==1.37.0 jsonschema==4.26.0 PyYAML==6.0.3 common-expression-language==0.10.0"
 PY=${PYTHON:-python3}
 
 skip_or_fail() {
@@ -27,8 +30,8 @@ skip_or_fail() {
 }
 
 command -v "$PY" >/dev/null || skip_or_fail "python3 not found"
-"$PY" -c 'import yaml, jsonschema, kubernetes_validate' 2>/dev/null ||
-  skip_or_fail "python modules missing: pip install kubernetes-validate==1.37.0 jsonschema==4.26.0 PyYAML==6.0.3"
+"$PY" -c 'import yaml, jsonschema, kubernetes_validate, cel' 2>/dev/null ||
+  skip_or_fail "python modules missing: pip install $PIP_PACKAGES"
 KV=(kubernetes-validate)
 command -v kubernetes-validate >/dev/null || KV=("$PY" -m kubernetes_validate)
 

@@ -379,6 +379,51 @@ def check_reporter_policy(objs):
         fail("reporter policy: must compare the token's node-name with the profile's name")
 
 
+def check_reporter_policy_cel(objs):
+    """Evaluates the policy's CEL (common-expression-language, the Rust CEL
+    interpreter's bindings) on the requests it must tell apart. Standard CEL
+    only; the API server's own type checking is not reproduced."""
+    import cel  # pip: common-expression-language
+
+    vap = find(objs, "ValidatingAdmissionPolicy", "nfguard-reporter-own-node")
+    if not vap:
+        return
+    reporter = f"system:serviceaccount:{NS}:nfguard-reporter"
+    claim = "authentication.kubernetes.io/node-name"
+
+    def request(user, name, extra=None):
+        info = {"username": user}
+        if extra is not None:
+            info["extra"] = extra
+        return {"request": {"userInfo": info, "name": name, "operation": "UPDATE"}}
+
+    # (what, request, policy applies, allowed)
+    cases = [
+        ("reporter writes its own node's profile", request(reporter, "w1", {claim: ["w1"]}), True, True),
+        ("reporter writes another node's profile", request(reporter, "w2", {claim: ["w1"]}), True, False),
+        ("reporter token without node claim", request(reporter, "w1", {}), True, False),
+        ("reporter token without extra", request(reporter, "w1"), True, False),
+        ("controller is not constrained", request(f"system:serviceaccount:{NS}:nfguard-controller", "w2"), False, None),
+        ("reporter of another namespace is not this one", request("system:serviceaccount:other:nfguard-reporter", "w1"), False, None),
+    ]
+    for what, ctx, applies, allowed in cases:
+        try:
+            matched = all(cel.evaluate(c["expression"], ctx) is True for c in vap["spec"]["matchConditions"])
+            if matched != applies:
+                fail(f"reporter policy CEL: {what}: matchConditions gave {matched}, want {applies}")
+                continue
+            if not applies:
+                continue
+            ok = all(cel.evaluate(v["expression"], ctx) is True for v in vap["spec"]["validations"])
+            if ok != allowed:
+                fail(f"reporter policy CEL: {what}: allowed={ok}, want {allowed}")
+            for v in vap["spec"]["validations"]:
+                if "messageExpression" in v and not isinstance(cel.evaluate(v["messageExpression"], ctx), str):
+                    fail(f"reporter policy CEL: messageExpression does not yield a string ({what})")
+        except Exception as e:  # the bindings raise their own error types on bad CEL
+            fail(f"reporter policy CEL: {what}: {type(e).__name__}: {e}")
+
+
 def main():
     if len(sys.argv) not in (2, 3):
         print(__doc__, file=sys.stderr)
@@ -386,7 +431,8 @@ def main():
     with open(sys.argv[1], encoding="utf-8") as f:
         objs = [o for o in yaml.safe_load_all(f) if o]
     for check in (check_namespaces, check_custom_resources, check_reporter,
-                  check_webhook, check_rbac, check_reporter_policy):
+                  check_webhook, check_rbac, check_reporter_policy,
+                  check_reporter_policy_cel):
         try:
             check(objs)
         except (KeyError, TypeError, ValueError, IndexError) as e:
