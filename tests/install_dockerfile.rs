@@ -181,3 +181,25 @@ fn manifests_use_the_image_the_dockerfile_builds() {
     assert!(kustomization.contains("name: ghcr.io/nfguard/nfguard"));
     assert!(read("e2e/run.sh").contains("ghcr.io/nfguard/nfguard:dev"));
 }
+
+#[test]
+fn builder_toolchain_matches_the_crates_rust_version() {
+    // The lock file is resolved for Cargo.toml's rust-version (MSRV-aware
+    // resolver), so the builder must use exactly that toolchain or newer.
+    let cargo = read("Cargo.toml");
+    let msrv = cargo
+        .lines()
+        .find_map(|l| l.strip_prefix("rust-version = "))
+        .map(|v| v.trim().trim_matches('"').to_string())
+        .expect("Cargo.toml sets rust-version");
+    let dockerfile = read("Dockerfile");
+    let arg = dockerfile
+        .lines()
+        .find_map(|l| l.strip_prefix("ARG RUST_VERSION="))
+        .map(str::trim)
+        .expect("Dockerfile has ARG RUST_VERSION=...");
+    assert_eq!(
+        arg, msrv,
+        "Dockerfile's RUST_VERSION must equal Cargo.toml's rust-version"
+    );
+}
