@@ -98,22 +98,26 @@ done
 kind load docker-image "$IMAGE" --name "$CLUSTER"
 
 # ---- workload images bundling real Debian iptables releases -------------------
-build_iptables_image() { # tag base version mode
-  local tag=$1 base=$2 version=$3 mode=$4 ctx
+# With the .debs of scripts/fetch-iptables.sh the release is installed from
+# them onto a supported base (apt resolves the remaining libraries there);
+# without them the release's own Debian suite image installs its iptables.
+build_iptables_image() { # tag version mode base-with-debs base-without
+  local tag=$1 version=$2 mode=$3 base=$5 ctx
   ctx=$(mktemp -d)
   mkdir -p "$ctx/debs"
   if compgen -G "$FIXTURES/iptables/$version/debs/*.deb" >/dev/null; then
     cp "$FIXTURES/iptables/$version/debs/"*.deb "$ctx/debs/"
+    base=$4
   fi
   cp e2e/images/Dockerfile.iptables e2e/images/iptables-wrapper "$ctx/"
   docker build -q -f "$ctx/Dockerfile.iptables" --build-arg "BASE=$base" \
     --build-arg "VERSION=$version" --build-arg "MODE=$mode" -t "$PUSH_PREFIX/$tag" "$ctx" >/dev/null
   docker push -q "$PUSH_PREFIX/$tag" >/dev/null
   rm -rf "$ctx"
-  log "pushed $PULL_PREFIX/$tag"
+  log "pushed $PULL_PREFIX/$tag (iptables $version, $mode, on $base)"
 }
-build_iptables_image incident:1.8.7-nft debian:bullseye-slim 1.8.7 nft
-build_iptables_image compatible:1.8.11-wrapper debian:trixie-slim 1.8.11 wrapper
+build_iptables_image incident:1.8.7-nft 1.8.7 nft debian:bookworm-slim debian:bullseye-slim
+build_iptables_image compatible:1.8.11-wrapper 1.8.11 wrapper debian:trixie-slim debian:trixie-slim
 
 # ---- install ----------------------------------------------------------------
 kubectl apply --server-side -k crds/
