@@ -6,7 +6,7 @@ use serde_json::Value;
 use std::path::PathBuf;
 
 const CRD_FILE: &str = "crds/nfguard.io_crds.yaml";
-const REGENERATE: &str = "regenerate with: cargo run -- crd > crds/nfguard.io_crds.yaml";
+const REGENERATE: &str = "regenerate with: cargo run -- crd > crds/nfguard.io_crds.yaml (or NFGUARD_UPDATE_CRDS=1 cargo test --test install_crds)";
 
 fn repo_path(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(rel)
@@ -18,6 +18,11 @@ fn crds_dir_matches_rust_types() {
     let on_disk = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}; {REGENERATE}", path.display()));
     let generated = nfguard::api::crds_yaml();
+    if on_disk != generated && std::env::var("NFGUARD_UPDATE_CRDS").as_deref() == Ok("1") {
+        std::fs::write(&path, &generated).expect("write crds/");
+        println!("NFGUARD_UPDATE_CRDS=1: rewrote {CRD_FILE}");
+        return;
+    }
     if on_disk != generated {
         let first_diff = on_disk
             .lines()
