@@ -265,10 +265,13 @@ impl LayeredRoot {
                 break;
             }
         }
+        // A directory only implied by a child's name (no entry of its own)
+        // exists as a directory unless a read layer below names it: a tar
+        // extractor creates it, or follows a lower layer's link there.
         Ok(match (implied, closed) {
-            (Some(e), true) => Lookup::Found(e),
+            (Some(e), _) => Lookup::Found(e),
             (None, true) => Lookup::Absent,
-            (_, false) => Lookup::Unknown,
+            (None, false) => Lookup::Unknown,
         })
     }
 
