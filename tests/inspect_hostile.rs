@@ -157,6 +157,15 @@ fn truncated_tars_are_errors() {
 fn garbage_is_an_error() {
     let err = Layer::from_tar(&[0xABu8; 4096][..], &LayerLimits::default()).unwrap_err();
     assert!(matches!(err, LayerError::Tar(_)), "{err}");
+    // A GNU long name claiming 1 GiB (a gzip bomb's favourite): refused on
+    // its header, nothing buffered.
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::GNULongName);
+    h.set_size(1 << 30);
+    h.set_cksum();
+    let stream = Cursor::new(h.as_bytes().to_vec()).chain(std::io::repeat(b'a'));
+    let err = Layer::from_tar(stream, &LayerLimits::default()).unwrap_err();
+    assert!(matches!(err, LayerError::Tar(_)), "{err}");
     // A header that claims 8 GiB and then ends.
     let err = Layer::from_tar(&ustar_header("opt/x", 8 << 30)[..], &LayerLimits::default());
     assert!(matches!(err, Err(LayerError::Tar(_))), "{err:?}");
