@@ -386,3 +386,19 @@ fn no_iptables_at_all() {
     assert_eq!(c.facts, None);
     assert!(c.settled);
 }
+
+#[test]
+fn opaque_root_and_whiteout_at_the_root() {
+    let base = || from(&debian_install("1.8.7", "1.8.7-1", "nft"));
+    let opaque_root = from(&tar(&[
+        E::File("./.wh..wh..opq", b""),
+        E::File("./etc/hostname", b"x"),
+    ]));
+    let root = image(vec![base(), opaque_root], true);
+    assert_eq!(collect(&root, &no_labels()).facts, None);
+    let no_var = from(&tar(&[E::File(".wh.var", b"")]));
+    let root = image(vec![base(), no_var], true);
+    let f = collect(&root, &no_labels()).facts.unwrap();
+    assert_eq!(f.package_version, None);
+    assert_eq!(f.version, Some(Version::new(1, 8, 7)));
+}

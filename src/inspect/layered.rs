@@ -116,10 +116,11 @@ fn maybe_tracked(raw: &str) -> bool {
         }
     }
     let first = trimmed.split('/').next().unwrap_or("");
-    let first = first.strip_prefix(WHITEOUT_PREFIX).unwrap_or(first);
-    // `..` components can move a name anywhere: let normalize decide.
+    // `..` components can move a name anywhere, and whiteouts at the root
+    // (`.wh.usr`, an opaque `/`) matter: let normalize decide.
     raw.contains("..")
         || first.is_empty()
+        || first.starts_with(WHITEOUT_PREFIX)
         || matches!(first, "usr" | "var" | "lib" | "sbin" | "bin" | "etc")
 }
 
