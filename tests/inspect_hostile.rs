@@ -275,6 +275,11 @@ fn host_read_limit_is_enforced() {
     ));
     assert_eq!(root.read("/f", 1000).unwrap().found().unwrap().len(), 1000);
     assert!(matches!(root.read("/", 10), Err(FsError::NotAFile(_))));
+    // A FIFO where a binary should be: refused, never opened (it would block).
+    let fifo = t.path().join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    assert!(matches!(root.read("/fifo", 10), Err(FsError::NotAFile(_))));
 }
 
 #[test]
