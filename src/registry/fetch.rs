@@ -118,6 +118,13 @@ fn map_oci(e: OciDistributionError, registry: &str, what: &str) -> RegistryError
             registry: registry.into(),
             detail: d.clone(),
         },
+        E::DigestError(oci_client::errors::DigestError::VerificationError {
+            ref expected,
+            ref actual,
+        }) => RegistryError::DigestMismatch {
+            digest: expected.clone(),
+            actual: actual.clone(),
+        },
         E::RequestError(ref r) => RegistryError::Network {
             registry: registry.into(),
             detail: error_chain(r),
@@ -314,11 +321,9 @@ impl Inner {
         let parsing = tokio::task::spawn_blocking(move || parse(&mut reader));
         let size = u64::try_from(desc.size).ok().filter(|s| *s > 0);
         let pumped = stream::pump(sized.stream, tx, &desc.digest, size, fetched).await;
-        let parsed = parsing
-            .await
-            .map_err(|e| RegistryError::Internal(format!("parser task: {e}")))?;
+        let parsed = parsing.await;
         pumped?; // a network or digest failure explains any parse failure
-        parsed
+        parsed.map_err(|e| RegistryError::Internal(format!("parser task: {e}")))?
     }
 
     async fn read_config(
