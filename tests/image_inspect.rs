@@ -380,7 +380,7 @@ fn label_declaration() {
         &[base_layer(work.path())],
         &config,
     );
-    let out = ok(&reg.host(), &img.reference, &["-o", "json"]);
+    let out = ok(&reg.host(), &img.reference, &[]);
     let f = &out["iptables"];
     assert_eq!(f["version"], "1.8.9", "{out:#}");
     assert_eq!(f["backend"], "legacy", "{out:#}");
@@ -495,4 +495,84 @@ fn big_lower_layer_is_not_downloaded() {
     let total = stats["imageBytes"].as_u64().unwrap();
     assert!(fetched * 20 < total, "fetched {fetched} of {total} bytes");
     assert_eq!(stats["layersFetched"], 1, "{stats}");
+}
+
+#[test]
+fn docker_config_basic_auth() {
+    let mut reg = Registry::start();
+    let work = tempfile::tempdir().unwrap();
+    let img = debian_image(&reg, work.path(), "private", "1.8.9", Alt::Nft);
+    reg.restart_with_basic_auth("alice", "s3cret");
+
+    // Anonymous: refused with a clear cause.
+    let anon = inspect(&reg.host(), &img.reference, &[]);
+    assert_eq!(anon.code, 2, "{}", anon.stderr);
+    assert!(anon.stderr.contains("credentials"), "{}", anon.stderr);
+
+    // `auths.<host>.auth` via --docker-config (a directory holding config.json).
+    use base64::Engine;
+    let auth = base64::engine::general_purpose::STANDARD.encode("alice:s3cret");
+    let cfg_dir = work.path().join("docker");
+    std::fs::create_dir_all(&cfg_dir).unwrap();
+    std::fs::write(
+        cfg_dir.join("config.json"),
+        format!(r#"{{"auths":{{"{}":{{"auth":"{auth}"}}}}}}"#, reg.host()),
+    )
+    .unwrap();
+    let out = ok(
+        &reg.host(),
+        &img.reference,
+        &["--docker-config", cfg_dir.to_str().unwrap()],
+    );
+    assert_eq!(out["iptables"]["version"], "1.8.9", "{out:#}");
+
+    // username/password fields via $DOCKER_CONFIG.
+    let env_dir = work.path().join("envdocker");
+    std::fs::create_dir_all(&env_dir).unwrap();
+    std::fs::write(
+        env_dir.join("config.json"),
+        format!(
+            r#"{{"auths":{{"http://{}/":{{"username":"alice","password":"s3cret"}}}}}}"#,
+            reg.host()
+        ),
+    )
+    .unwrap();
+    let via_env = Command::cargo_bin("nfguard")
+        .unwrap()
+        .args([
+            "inspect",
+            "image",
+            &img.reference,
+            "--insecure-registry",
+            &reg.host(),
+            "-o",
+            "json",
+        ])
+        .env("DOCKER_CONFIG", &env_dir)
+        .output()
+        .unwrap();
+    assert!(
+        via_env.status.success(),
+        "{}",
+        String::from_utf8_lossy(&via_env.stderr)
+    );
+
+    // Wrong password: refused.
+    std::fs::write(
+        env_dir.join("config.json"),
+        format!(
+            r#"{{"auths":{{"{}":{{"username":"alice","password":"wrong"}}}}}}"#,
+            reg.host()
+        ),
+    )
+    .unwrap();
+    let wrong = inspect(
+        &reg.host(),
+        &img.reference,
+        &[
+            "--docker-config",
+            env_dir.join("config.json").to_str().unwrap(),
+        ],
+    );
+    assert_eq!(wrong.code, 2, "{:#}", wrong.json);
 }
