@@ -180,3 +180,58 @@ impl Drop for Netns {
             .output();
     }
 }
+
+/// A node root filesystem with one fixture release installed the way Debian
+/// leaves it: the extracted package tree, its dpkg status stanza (from the
+/// real .deb's control file) and the alternatives symlinks
+/// `/usr/sbin/iptables -> /etc/alternatives/iptables -> /usr/sbin/iptables-<backend>`.
+pub fn installed_host_root(release: &str, backend: &str) -> tempfile::TempDir {
+    use std::os::unix::fs::symlink;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = release_dir(release);
+    check(
+        Command::new("cp")
+            .arg("-a")
+            .arg(format!("{}/.", dir.join("root").display()))
+            .arg(tmp.path())
+            .output()
+            .expect("cp"),
+        "copy fixture root",
+    );
+    let deb = std::fs::read_dir(dir.join("debs"))
+        .expect("debs dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("iptables_"))
+        })
+        .expect("iptables .deb in fixtures");
+    let control = check(
+        Command::new("dpkg-deb")
+            .arg("-f")
+            .arg(&deb)
+            .output()
+            .expect("dpkg-deb"),
+        "dpkg-deb -f",
+    );
+    let mut stanza = String::new();
+    for line in String::from_utf8_lossy(&control.stdout).lines() {
+        stanza.push_str(line);
+        stanza.push('\n');
+        if line.starts_with("Package:") {
+            stanza.push_str("Status: install ok installed\n");
+        }
+    }
+    let root = tmp.path();
+    std::fs::create_dir_all(root.join("var/lib/dpkg")).unwrap();
+    std::fs::write(root.join("var/lib/dpkg/status"), format!("{stanza}\n")).unwrap();
+    std::fs::create_dir_all(root.join("etc/alternatives")).unwrap();
+    symlink(
+        format!("/usr/sbin/iptables-{backend}"),
+        root.join("etc/alternatives/iptables"),
+    )
+    .unwrap();
+    let _ = std::fs::remove_file(root.join("usr/sbin/iptables"));
+    symlink("/etc/alternatives/iptables", root.join("usr/sbin/iptables")).unwrap();
+    tmp
+}
