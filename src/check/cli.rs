@@ -1,8 +1,191 @@
-//! TODO: this subcommand's flags and entry point (owned by this module's helper).
+//! `nfguard check -f FILE... --profiles PATH [--nodes PATH] [--policy PATH]`
+//! or with `--kubeconfig`/`--cluster` reading the facts from a live cluster.
+//! Exit 0 allow/warn, 1 deny, 2 error (returned as Err to main).
 
-#[derive(clap::Args, Debug)]
-pub struct Args {}
+use super::resolve::{ImageResolver, RegistryResolver};
+use super::{Inputs, ResolveOptions, check, cluster, load};
+use crate::compat::evaluate::DEFAULT_PLATFORM;
+use crate::output::{Format, render_structured};
+use crate::registry::{ImageInspector, RegistryConfig};
+use anyhow::Context;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
 
-pub async fn run(_args: Args) -> anyhow::Result<u8> {
-    anyhow::bail!("not implemented yet")
+#[derive(clap::Args, Debug, Clone)]
+pub struct Args {
+    /// Manifest file(s): multi-document YAML or JSON; `-` reads stdin.
+    #[arg(
+        short = 'f',
+        long = "filename",
+        required = true,
+        env = "NFGUARD_CHECK_FILES",
+        value_delimiter = ','
+    )]
+    pub files: Vec<String>,
+    /// NodeNetfilterProfile objects: a file or a directory of YAML/JSON files.
+    #[arg(long, env = "NFGUARD_PROFILES")]
+    pub profiles: Option<PathBuf>,
+    /// Node objects (labels, taints) for candidate-node selection.
+    #[arg(long, env = "NFGUARD_NODES")]
+    pub nodes: Option<PathBuf>,
+    /// NetfilterPolicy objects (default without any: action Deny, unresolvedImages Warn).
+    #[arg(long, env = "NFGUARD_POLICY")]
+    pub policy: Option<PathBuf>,
+    /// Registry spoken to over plain HTTP (HOST:PORT); repeatable.
+    #[arg(
+        long = "insecure-registry",
+        env = "NFGUARD_INSECURE_REGISTRIES",
+        value_delimiter = ','
+    )]
+    pub insecure_registries: Vec<String>,
+    /// docker config.json (or its directory) with registry credentials.
+    #[arg(long, env = "NFGUARD_DOCKER_CONFIG")]
+    pub docker_config: Option<PathBuf>,
+    /// Platform for nodes whose labels do not say (os/arch[/variant]).
+    #[arg(long, env = "NFGUARD_PLATFORM_DEFAULT", default_value = DEFAULT_PLATFORM)]
+    pub platform_default: String,
+    /// Overall budget in seconds for image look-ups; the rest count as unresolved.
+    #[arg(long, env = "NFGUARD_TIMEOUT", default_value_t = 30)]
+    pub timeout: u64,
+    /// Image look-ups in flight at once.
+    #[arg(long, env = "NFGUARD_CONCURRENCY", default_value_t = 8)]
+    pub concurrency: usize,
+    /// Read profiles (and nodes, policies, namespaces unless given as files)
+    /// from the cluster in this kubeconfig.
+    #[arg(long, env = "NFGUARD_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Read the facts from the cluster (in-cluster config or the default kubeconfig).
+    #[arg(long, env = "NFGUARD_CLUSTER")]
+    pub cluster: bool,
+    /// Output format.
+    #[arg(
+        short = 'o',
+        long,
+        env = "NFGUARD_OUTPUT",
+        value_enum,
+        default_value = "text"
+    )]
+    pub output: Format,
+    /// Node names listed per reason in text output.
+    #[arg(long, env = "NFGUARD_MAX_NODES", default_value_t = 10)]
+    pub max_nodes: usize,
+}
+
+/// Injectable dependencies (tests pass a fake resolver or a mock client).
+#[derive(Default)]
+pub struct Env {
+    pub resolver: Option<Arc<dyn ImageResolver>>,
+    pub client: Option<kube::Client>,
+}
+
+impl Args {
+    fn cluster_mode(&self) -> bool {
+        self.cluster || self.kubeconfig.is_some()
+    }
+}
+
+async fn client_for(args: &Args) -> anyhow::Result<kube::Client> {
+    match &args.kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+                .await
+                .with_context(|| format!("kubeconfig {}", path.display()))?;
+            Ok(kube::Client::try_from(cfg)?)
+        }
+        None => Ok(kube::Client::try_default()
+            .await
+            .context("connecting to the cluster")?),
+    }
+}
+
+/// Load manifests and facts from files and/or the cluster.
+pub async fn gather(args: &Args, client: Option<kube::Client>) -> anyhow::Result<Inputs> {
+    args.platform_default
+        .parse::<crate::registry::Platform>()
+        .map_err(anyhow::Error::msg)
+        .context("--platform-default")?;
+    let manifests = load::load_manifests(&args.files)?;
+    let mut inputs = Inputs {
+        workloads: manifests.workloads,
+        notes: manifests.notes,
+        default_platform: args.platform_default.clone(),
+        ..Inputs::default()
+    };
+    if let Some(p) = &args.nodes {
+        inputs.nodes = load::load_nodes(p)?;
+    }
+    if let Some(p) = &args.policy {
+        inputs.policies = load::load_policies(p)?;
+    }
+    if let Some(p) = &args.profiles {
+        inputs.profiles = load::load_profiles(p)?;
+    }
+    if args.cluster_mode() || client.is_some() {
+        let client = match client {
+            Some(c) => c,
+            None => client_for(args).await?,
+        };
+        let facts = cluster::load(client, args.nodes.is_none(), args.policy.is_none()).await?;
+        if args.profiles.is_none() {
+            inputs.profiles = facts.profiles;
+        }
+        if args.nodes.is_none() {
+            inputs.nodes = facts.nodes;
+        }
+        if args.policy.is_none() {
+            inputs.policies = facts.policies;
+        }
+        inputs.namespace_labels = Some(facts.namespace_labels);
+        if inputs.profiles.is_empty() {
+            anyhow::bail!(
+                "the cluster has no NodeNetfilterProfile (is nfguard's reporter running?)"
+            );
+        }
+    } else if args.profiles.is_none() {
+        anyhow::bail!("no node profiles: pass --profiles PATH, or --kubeconfig PATH / --cluster");
+    }
+    Ok(inputs)
+}
+
+/// Gather, resolve, evaluate.
+pub async fn execute(args: &Args, env: Env) -> anyhow::Result<super::Report> {
+    let inputs = gather(args, env.client).await?;
+    let timeout = Duration::from_secs(args.timeout.max(1));
+    let resolver = match env.resolver {
+        Some(r) => r,
+        None => Arc::new(RegistryResolver {
+            inspector: ImageInspector::new(RegistryConfig {
+                insecure_registries: args.insecure_registries.clone(),
+                docker_config: args.docker_config.clone(),
+                timeout,
+                ..RegistryConfig::default()
+            }),
+        }),
+    };
+    Ok(check(
+        &inputs,
+        &ResolveOptions {
+            resolver,
+            timeout,
+            concurrency: args.concurrency,
+        },
+    )
+    .await?)
+}
+
+/// The report in the requested format.
+pub fn render(report: &super::Report, format: Format, max_nodes: usize) -> anyhow::Result<String> {
+    Ok(match render_structured(report, format)? {
+        Some(s) => s,
+        None => report.to_text(max_nodes),
+    })
+}
+
+pub async fn run(args: Args) -> anyhow::Result<u8> {
+    let report = execute(&args, Env::default()).await?;
+    print!("{}", render(&report, args.output, args.max_nodes)?);
+    Ok(report.exit_code())
 }

@@ -2,6 +2,7 @@
 //! codes and (see `evaluate`) the verdict engine. No I/O, no async, no clock.
 //! (Named `compat` rather than `core` so it never shadows the `core` crate.)
 
+pub mod evaluate;
 pub mod facts;
 pub mod hazard;
 pub mod version;

@@ -1,3 +1,29 @@
-//! TODO
+//! `nfguard controller`: turns NodeNetfilterProfiles (facts written by the
+//! reporter) into cluster behaviour: profile conditions, node labels, the
+//! writer inventory, opt-in taints with a safety brake, and clean-up of
+//! profiles whose Node is gone.
+//!
+//! Every reconcile is a pipeline: gather (I/O: the Node, its profile, its
+//! running pods, the policies, image look-ups) -> [`plan::plan_node`] (pure,
+//! clock passed in) -> apply (node labels, taints, status, events). Only the
+//! holder of a `coordination.k8s.io/v1` Lease reconciles ([`lease`]).
 
+pub mod apply;
 pub mod cli;
+pub mod clock;
+pub mod conditions;
+pub mod gather;
+pub mod http;
+pub mod inventory;
+pub mod labels;
+pub mod lease;
+pub mod metrics;
+pub mod orphans;
+pub mod plan;
+pub mod run;
+pub mod taints;
+
+/// Field manager for the controller's part of the profile status.
+pub const FIELD_MANAGER: &str = "nfguard-controller";
+/// Name under which events are reported.
+pub const EVENT_REPORTER: &str = "nfguard-controller";

@@ -10,8 +10,10 @@ pub mod layered;
 pub mod paths;
 pub mod probes;
 pub mod rootfs;
+pub mod tarstream;
 
 pub use collect::{Collected, collect};
 pub use host::HostRoot;
 pub use layered::{Layer, LayerError, LayerLimits, LayeredRoot};
+pub use rootfs::{Chain, Hop, Resolved, follow_chain};
 pub use rootfs::{FsError, Lookup, NodeKind, RootFs};

@@ -1,8 +1,187 @@
-//! TODO: this subcommand's flags and entry point (owned by this module's helper).
+//! `nfguard reporter`: the DaemonSet entry point. Wires the real node
+//! prober, the nf_tables notification socket, the API (or a file sink) and
+//! the metrics server into `run::run_loop`.
+
+use super::core::Backoff;
+use super::metrics::{Metrics, router};
+use super::nft_watch::NftWatcher;
+use super::prober::NodeProber;
+use super::profile_api::ProfileWriter;
+use super::run::{Io, LoopConfig, SystemClock, run_loop};
+use super::sink::{FileSink, KubeSink, StatusSink};
+use crate::node::ProbeConfig;
+use anyhow::Context;
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
 
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// The node's root filesystem (the DaemonSet mounts it read-only at /host).
+    #[arg(long, env = "NFGUARD_HOST_ROOT", default_value = "/host")]
+    pub host_root: PathBuf,
+    /// This node's name (the DaemonSet sets NODE_NAME from the downward API).
+    #[arg(long, env = "NODE_NAME")]
+    pub node_name: Option<String>,
+    /// Write the status at least this often even when nothing changed (lastProbeTime).
+    #[arg(long, env = "NFGUARD_HEARTBEAT_SECONDS", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub heartbeat_seconds: u64,
+    /// How often to poll x_tables (legacy) rules and the bridge/forwarding
+    /// sysctls, which send no change notifications.
+    #[arg(long, env = "NFGUARD_POLL_SECONDS", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..=3_600))]
+    pub poll_seconds: u64,
+    /// Quiet time that ends a burst of nf_tables notifications before probing.
+    #[arg(long, env = "NFGUARD_DEBOUNCE_MS", default_value_t = 100,
+          value_parser = clap::value_parser!(u64).range(0..=5_000))]
+    pub debounce_ms: u64,
+    /// Serve /metrics, /healthz and /readyz here (plain HTTP); "off" disables.
+    #[arg(long, env = "NFGUARD_METRICS_LISTEN", default_value = "0.0.0.0:9090")]
+    pub metrics_listen: String,
+    /// Kubeconfig file; default: in-cluster or $KUBECONFIG.
+    #[arg(long, env = "NFGUARD_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Write each status to this file (or "-" for JSON lines on stdout)
+    /// instead of the API: for debugging without a cluster.
+    #[arg(long, env = "NFGUARD_STATUS_FILE")]
+    pub status_file: Option<PathBuf>,
+    /// Probe, write one status, and exit.
+    #[arg(long, env = "NFGUARD_ONCE")]
+    pub once: bool,
+}
 
-pub async fn run(_args: Args) -> anyhow::Result<u8> {
-    anyhow::bail!("not implemented yet")
+pub async fn run(args: Args) -> anyhow::Result<u8> {
+    let node_name = match (&args.node_name, &args.status_file) {
+        (Some(n), _) if !n.is_empty() => n.clone(),
+        (_, Some(_)) => local_hostname(),
+        _ => anyhow::bail!(
+            "the node name is required: --node-name or NODE_NAME (downward API spec.nodeName)"
+        ),
+    };
+    let cfg = LoopConfig {
+        heartbeat: Duration::from_secs(args.heartbeat_seconds),
+        poll: Duration::from_secs(args.poll_seconds),
+        debounce_quiet: Duration::from_millis(args.debounce_ms),
+        debounce_max: Duration::from_millis(args.debounce_ms.saturating_mul(3).max(1)),
+        backoff: Backoff::default(),
+        write_timeout: Duration::from_secs(30),
+        once: args.once,
+    };
+    let metrics = Metrics::new((args.poll_seconds as i64) * 3 + 60);
+
+    let mut sink: Box<dyn StatusSink> = match &args.status_file {
+        Some(path) => Box::new(FileSink {
+            path: path.clone(),
+            node_name: node_name.clone(),
+        }),
+        None => {
+            let client = match &args.kubeconfig {
+                Some(path) => {
+                    let kc = kube::config::Kubeconfig::read_from(path)
+                        .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+                    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+                        .await
+                        .context("loading kubeconfig")?;
+                    kube::Client::try_from(config).context("building the Kubernetes client")?
+                }
+                None => kube::Client::try_default()
+                    .await
+                    .context("building the Kubernetes client (in-cluster or $KUBECONFIG)")?,
+            };
+            Box::new(KubeSink(ProfileWriter::new(client, node_name.clone())))
+        }
+    };
+
+    if !args.once && args.metrics_listen != "off" {
+        let listener = tokio::net::TcpListener::bind(&args.metrics_listen)
+            .await
+            .with_context(|| format!("listening on {}", args.metrics_listen))?;
+        let app = router(metrics.clone());
+        tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, app).await {
+                tracing::error!(error = %e, "metrics server stopped");
+            }
+        });
+    }
+
+    let nft_events = if args.once {
+        None
+    } else {
+        match NftWatcher::subscribe() {
+            Ok(mut w) => {
+                let (tx, rx) = mpsc::channel(64);
+                tokio::spawn(async move {
+                    loop {
+                        match w.next().await {
+                            Ok(ev) => {
+                                // A full channel already holds a pending change: dropping is fine.
+                                if tx.try_send(ev).is_err() && tx.is_closed() {
+                                    return;
+                                }
+                            }
+                            Err(e) => {
+                                tracing::warn!(error = %e, "nf_tables notifications failed");
+                                return;
+                            }
+                        }
+                    }
+                });
+                Some(rx)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "no nf_tables notifications; polling only");
+                None
+            }
+        }
+    };
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = stop_tx.send(true);
+    });
+
+    let prober = NodeProber {
+        cfg: ProbeConfig::new(args.host_root.clone()),
+    };
+    let mut jitter = || rand::random::<f64>();
+    tracing::info!(node = %node_name, host_root = %args.host_root.display(), "reporter starting");
+    run_loop(
+        &cfg,
+        Io {
+            prober: &prober,
+            sink: sink.as_mut(),
+            nft_events,
+            clock: &SystemClock,
+            jitter: &mut jitter,
+            metrics,
+            shutdown: stop_rx,
+        },
+    )
+    .await?;
+    Ok(0)
+}
+
+fn local_hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "local".into())
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
 }

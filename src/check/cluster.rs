@@ -1,0 +1,82 @@
+//! Facts from a live cluster (instead of files): every NodeNetfilterProfile,
+//! Node, NetfilterPolicy and Namespace, read with plain `list` calls.
+
+use crate::api::{NetfilterPolicy, NodeNetfilterProfile};
+use k8s_openapi::api::core::v1::{Namespace, Node};
+use kube::api::{Api, ListParams};
+use std::collections::{BTreeMap, HashMap};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    #[error("listing {what}: {error}")]
+    List {
+        what: &'static str,
+        error: kube::Error,
+    },
+}
+
+/// What the cluster knows; namespace labels feed namespaceSelector matching.
+#[derive(Debug, Default)]
+pub struct ClusterFacts {
+    pub profiles: Vec<NodeNetfilterProfile>,
+    pub nodes: Vec<Node>,
+    pub policies: Vec<NetfilterPolicy>,
+    pub namespace_labels: HashMap<String, BTreeMap<String, String>>,
+}
+
+async fn list_all<K>(client: &kube::Client, what: &'static str) -> Result<Vec<K>, ClusterError>
+where
+    K: kube::Resource<Scope = k8s_openapi::ClusterResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let api: Api<K> = Api::all(client.clone());
+    let mut out = Vec::new();
+    let mut params = ListParams::default().limit(500);
+    loop {
+        let page = api
+            .list(&params)
+            .await
+            .map_err(|error| ClusterError::List { what, error })?;
+        out.extend(page.items);
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => break,
+        }
+    }
+    Ok(out)
+}
+
+/// List profiles, nodes (unless `with_nodes` is false: the user gave a file),
+/// policies (likewise) and namespaces.
+pub async fn load(
+    client: kube::Client,
+    with_nodes: bool,
+    with_policies: bool,
+) -> Result<ClusterFacts, ClusterError> {
+    let profiles = list_all::<NodeNetfilterProfile>(&client, "nodenetfilterprofiles").await?;
+    let nodes = if with_nodes {
+        list_all::<Node>(&client, "nodes").await?
+    } else {
+        Vec::new()
+    };
+    let policies = if with_policies {
+        list_all::<NetfilterPolicy>(&client, "netfilterpolicies").await?
+    } else {
+        Vec::new()
+    };
+    // Namespace labels matter for any policy's namespaceSelector, file or cluster.
+    let namespace_labels = list_all::<Namespace>(&client, "namespaces")
+        .await?
+        .into_iter()
+        .filter_map(|n| Some((n.metadata.name?, n.metadata.labels.unwrap_or_default())))
+        .collect();
+    Ok(ClusterFacts {
+        profiles,
+        nodes,
+        policies,
+        namespace_labels,
+    })
+}

@@ -1,0 +1,242 @@
+//! The nodes a workload's pods can land on, as the scheduler (or the
+//! DaemonSet controller) would see them, and each node's platform.
+
+use super::selector::node_selector_requirement_matches;
+use super::workload::{Workload, WorkloadKind};
+use crate::api::NodeNetfilterProfile;
+use k8s_openapi::api::core::v1::{Node, NodeSelectorTerm, Taint, Toleration};
+use std::collections::{BTreeMap, HashMap};
+
+/// Used when neither a Node's labels nor the pod's nodeSelector name a platform.
+pub const DEFAULT_PLATFORM: &str = "linux/amd64";
+
+const OS_LABEL: &str = "kubernetes.io/os";
+const ARCH_LABEL: &str = "kubernetes.io/arch";
+
+/// One node the workload can run on.
+#[derive(Clone, Debug)]
+pub struct Candidate<'a> {
+    pub name: &'a str,
+    /// `os/arch` to resolve images for.
+    pub platform: String,
+    /// None: a Node with no NodeNetfilterProfile (reported as NodeProfileMissing).
+    pub profile: Option<&'a NodeNetfilterProfile>,
+}
+
+/// The node a profile describes: spec.nodeName, else metadata.name.
+pub fn profile_node_name(p: &NodeNetfilterProfile) -> Option<&str> {
+    p.spec.node_name.as_deref().or(p.metadata.name.as_deref())
+}
+
+/// Candidates in the order given (`nodes` order when Nodes are at hand,
+/// else `profiles` order).
+///
+/// With Node objects: nodeName, required node affinity (matchExpressions on
+/// labels, matchFields on metadata.name), nodeSelector, and NoSchedule /
+/// NoExecute taints against tolerations (plus the tolerations the DaemonSet
+/// controller adds). Profiles whose Node is absent are not candidates.
+///
+/// Without Node objects (`nodes` empty) labels and taints are unknown, so every
+/// profile is a candidate except those excluded by name (nodeName, matchFields
+/// metadata.name); the platform then comes from the pod's own nodeSelector
+/// `kubernetes.io/os`/`arch`, else `default_platform`.
+pub fn select_candidates<'a>(
+    workload: &Workload,
+    profiles: &[&'a NodeNetfilterProfile],
+    nodes: &[&'a Node],
+    default_platform: &str,
+) -> Vec<Candidate<'a>> {
+    let spec = &workload.pod_spec;
+    if nodes.is_empty() {
+        let platform = pod_platform(workload, default_platform);
+        return profiles
+            .iter()
+            .filter_map(|p| {
+                let name = profile_node_name(p)?;
+                name_allowed(workload, name).then(|| Candidate {
+                    name,
+                    platform: platform.clone(),
+                    profile: Some(*p),
+                })
+            })
+            .collect();
+    }
+    let by_node: HashMap<&str, &'a NodeNetfilterProfile> = profiles
+        .iter()
+        .filter_map(|p| Some((profile_node_name(p)?, *p)))
+        .collect();
+    let tolerations = effective_tolerations(workload);
+    let empty = BTreeMap::new();
+    nodes
+        .iter()
+        .filter_map(|node| {
+            let name = node.metadata.name.as_deref()?;
+            let labels = node.metadata.labels.as_ref().unwrap_or(&empty);
+            if !name_allowed(workload, name) {
+                return None;
+            }
+            if spec.node_name.is_none() {
+                if !node_selector_ok(workload, labels) || !affinity_ok(workload, name, labels) {
+                    return None;
+                }
+                if !taints_tolerated(node, &tolerations, false) {
+                    return None;
+                }
+            } else if !taints_tolerated(node, &tolerations, true) {
+                // nodeName bypasses the scheduler, but NoExecute still evicts.
+                return None;
+            }
+            Some(Candidate {
+                name,
+                platform: node_platform(labels, default_platform),
+                profile: by_node.get(name).copied(),
+            })
+        })
+        .collect()
+}
+
+/// `os/arch` from a Node's well-known labels.
+pub fn node_platform(labels: &BTreeMap<String, String>, default_platform: &str) -> String {
+    match (labels.get(OS_LABEL), labels.get(ARCH_LABEL)) {
+        (Some(os), Some(arch)) => format!("{os}/{arch}"),
+        (None, Some(arch)) => format!("linux/{arch}"),
+        _ => default_platform.to_string(),
+    }
+}
+
+fn pod_platform(workload: &Workload, default_platform: &str) -> String {
+    match &workload.pod_spec.node_selector {
+        Some(sel) if sel.contains_key(ARCH_LABEL) => node_platform(sel, default_platform),
+        _ => default_platform.to_string(),
+    }
+}
+
+/// nodeName and every `matchFields metadata.name` the pod can satisfy.
+fn name_allowed(workload: &Workload, name: &str) -> bool {
+    let spec = &workload.pod_spec;
+    if let Some(n) = &spec.node_name {
+        return n == name;
+    }
+    let Some(terms) = required_terms(workload) else {
+        return true;
+    };
+    // Without labels a term passes unless its matchFields exclude the name.
+    let fields = BTreeMap::from([("metadata.name".to_string(), name.to_string())]);
+    terms.iter().any(|t| {
+        t.match_fields
+            .iter()
+            .flatten()
+            .all(|r| node_selector_requirement_matches(r, &fields))
+    })
+}
+
+fn required_terms(workload: &Workload) -> Option<&Vec<NodeSelectorTerm>> {
+    workload
+        .pod_spec
+        .affinity
+        .as_ref()?
+        .node_affinity
+        .as_ref()?
+        .required_during_scheduling_ignored_during_execution
+        .as_ref()
+        .map(|s| &s.node_selector_terms)
+}
+
+fn node_selector_ok(workload: &Workload, labels: &BTreeMap<String, String>) -> bool {
+    workload
+        .pod_spec
+        .node_selector
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v))
+}
+
+/// Terms are ORed; within a term expressions and fields are ANDed; a term
+/// with neither matches nothing (Kubernetes semantics).
+fn affinity_ok(workload: &Workload, name: &str, labels: &BTreeMap<String, String>) -> bool {
+    let Some(terms) = required_terms(workload) else {
+        return true;
+    };
+    let fields = BTreeMap::from([("metadata.name".to_string(), name.to_string())]);
+    terms.iter().any(|t| {
+        let exprs = t.match_expressions.as_deref().unwrap_or(&[]);
+        let flds = t.match_fields.as_deref().unwrap_or(&[]);
+        (!exprs.is_empty() || !flds.is_empty())
+            && exprs
+                .iter()
+                .all(|r| node_selector_requirement_matches(r, labels))
+            && flds
+                .iter()
+                .all(|r| node_selector_requirement_matches(r, &fields))
+    })
+}
+
+/// The pod's tolerations plus those the DaemonSet controller adds to every
+/// DaemonSet pod (so a DaemonSet still lands on not-ready or pressured nodes).
+fn effective_tolerations(workload: &Workload) -> Vec<Toleration> {
+    let mut out = workload.pod_spec.tolerations.clone().unwrap_or_default();
+    if workload.kind == WorkloadKind::DaemonSet {
+        let tol = |key: &str, effect: &str| Toleration {
+            key: Some(key.into()),
+            operator: Some("Exists".into()),
+            effect: Some(effect.into()),
+            ..Default::default()
+        };
+        out.push(tol("node.kubernetes.io/not-ready", "NoExecute"));
+        out.push(tol("node.kubernetes.io/unreachable", "NoExecute"));
+        out.push(tol("node.kubernetes.io/disk-pressure", "NoSchedule"));
+        out.push(tol("node.kubernetes.io/memory-pressure", "NoSchedule"));
+        out.push(tol("node.kubernetes.io/pid-pressure", "NoSchedule"));
+        out.push(tol("node.kubernetes.io/unschedulable", "NoSchedule"));
+        if workload.host_network() {
+            out.push(tol("node.kubernetes.io/network-unavailable", "NoSchedule"));
+        }
+    }
+    out
+}
+
+fn taints_tolerated(node: &Node, tolerations: &[Toleration], no_execute_only: bool) -> bool {
+    let spec = node.spec.as_ref();
+    let mut taints: Vec<Taint> = spec.and_then(|s| s.taints.clone()).unwrap_or_default();
+    if spec.and_then(|s| s.unschedulable).unwrap_or(false)
+        && !taints
+            .iter()
+            .any(|t| t.key == "node.kubernetes.io/unschedulable")
+    {
+        taints.push(Taint {
+            key: "node.kubernetes.io/unschedulable".into(),
+            effect: "NoSchedule".into(),
+            ..Default::default()
+        });
+    }
+    taints
+        .iter()
+        .filter(|t| match t.effect.as_str() {
+            "NoExecute" => true,
+            "NoSchedule" => !no_execute_only,
+            _ => false,
+        })
+        .all(|t| tolerations.iter().any(|tol| tolerates(tol, t)))
+}
+
+/// Kubernetes' Toleration.ToleratesTaint.
+pub fn tolerates(tol: &Toleration, taint: &Taint) -> bool {
+    if let Some(e) = tol.effect.as_deref().filter(|e| !e.is_empty())
+        && e != taint.effect
+    {
+        return false;
+    }
+    let key = tol.key.as_deref().unwrap_or("");
+    if !key.is_empty() && key != taint.key {
+        return false;
+    }
+    match tol.operator.as_deref().unwrap_or("Equal") {
+        "Exists" => true,
+        "Equal" | "" => {
+            // An empty key with Equal is invalid; it tolerates nothing.
+            !key.is_empty()
+                && tol.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or("")
+        }
+        _ => false,
+    }
+}

@@ -1,0 +1,110 @@
+//! Which images must be inspected for which platforms, and the table of
+//! answers the caller fills in (within its own time budget) for `evaluate`.
+
+use super::candidates::Candidate;
+use super::policy::EffectivePolicy;
+use super::workload::Workload;
+use crate::compat::ImageProfile;
+use std::collections::{BTreeSet, HashMap};
+
+/// One (image reference, `os/arch[/variant]`) pair.
+#[derive(Clone, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
+pub struct ImageKey {
+    pub image: String,
+    pub platform: String,
+}
+
+/// The outcome of inspecting one image for one platform.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum ImageResolution {
+    Resolved(ImageProfile),
+    /// Registry error, timeout, no such platform, ...: the message is shown.
+    Unresolved {
+        error: String,
+    },
+}
+
+/// Resolutions by image then platform (two levels so look-ups need no allocation).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ImageResolutions {
+    by_image: HashMap<String, HashMap<String, ImageResolution>>,
+}
+
+impl ImageResolutions {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn insert(&mut self, key: ImageKey, resolution: ImageResolution) {
+        self.by_image
+            .entry(key.image)
+            .or_default()
+            .insert(key.platform, resolution);
+    }
+
+    pub fn insert_profile(&mut self, image: &str, platform: &str, profile: ImageProfile) {
+        self.insert(
+            ImageKey {
+                image: image.into(),
+                platform: platform.into(),
+            },
+            ImageResolution::Resolved(profile),
+        );
+    }
+
+    pub fn insert_error(&mut self, image: &str, platform: &str, error: impl Into<String>) {
+        self.insert(
+            ImageKey {
+                image: image.into(),
+                platform: platform.into(),
+            },
+            ImageResolution::Unresolved {
+                error: error.into(),
+            },
+        );
+    }
+
+    pub fn get(&self, image: &str, platform: &str) -> Option<&ImageResolution> {
+        self.by_image.get(image)?.get(platform)
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_image.values().map(HashMap::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The pairs `evaluate` will look at: images of containers that can write
+/// netfilter rules (not exempt by policy or annotation), for the platform of
+/// every candidate. Empty for ordinary workloads, so they cost no registry
+/// look-up. Sorted and deduplicated.
+pub fn images_to_resolve(
+    workload: &Workload,
+    candidates: &[Candidate<'_>],
+    policy: &EffectivePolicy,
+) -> Vec<ImageKey> {
+    if !policy.applies() || policy.exempt_reason(workload).is_some() {
+        return Vec::new();
+    }
+    let images: BTreeSet<String> = workload
+        .containers()
+        .into_iter()
+        .filter(|c| c.can_write())
+        .filter_map(|c| c.image)
+        .filter(|i| policy.exempt_image_pattern(i).is_none())
+        .collect();
+    let platforms: BTreeSet<&str> = candidates.iter().map(|c| c.platform.as_str()).collect();
+    let mut out = Vec::with_capacity(images.len() * platforms.len());
+    for image in &images {
+        for platform in &platforms {
+            out.push(ImageKey {
+                image: image.clone(),
+                platform: (*platform).to_string(),
+            });
+        }
+    }
+    out
+}

@@ -1,0 +1,200 @@
+//! The verdict engine: is running this workload safe for the networking of
+//! the nodes it can land on? Pure (no I/O, no async, no clock), so the
+//! admission webhook, the controller and `nfguard check` give exactly the
+//! same answer for the same facts.
+//!
+//! Pipeline for a caller (every step pure):
+//! 1. [`Workload::from_value`] / [`Workload::from_dynamic`]: identity + pod spec.
+//! 2. [`EffectivePolicy::from_policies`] (or [`EffectivePolicy::default`]).
+//! 3. [`select_candidates`]: the nodes the pod can be scheduled to, with platform.
+//! 4. [`images_to_resolve`]: which (image, platform) pairs need a registry look-up
+//!    (none for workloads that cannot touch netfilter); the caller resolves them
+//!    within its own time budget into [`ImageResolutions`].
+//! 5. [`evaluate`]: the [`Decision`].
+
+mod candidates;
+mod images;
+mod nodeview;
+mod policy;
+mod render;
+mod rules;
+mod selector;
+mod workload;
+
+#[cfg(test)]
+mod tests;
+
+pub use candidates::{Candidate, DEFAULT_PLATFORM, select_candidates};
+pub use images::{ImageKey, ImageResolution, ImageResolutions, images_to_resolve};
+pub use policy::{EXEMPT_ANNOTATION, EffectivePolicy, PolicyError};
+pub use selector::{label_selector_matches, node_selector_requirement_matches};
+pub use workload::{
+    ContainerFacts, ContainerKind, Scope, Workload, WorkloadError, WorkloadKind, has_net_admin,
+};
+
+use crate::compat::{Backend, Severity, Version};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The overall answer. Ordered: `Allow < Warn < Deny`.
+#[derive(
+    Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize, JsonSchema, PartialOrd, Ord,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Allow,
+    Warn,
+    Deny,
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Verdict::Allow => "allow",
+            Verdict::Warn => "warn",
+            Verdict::Deny => "deny",
+        })
+    }
+}
+
+/// Stable reason codes: users alert on them, metrics are labelled by them.
+/// Never rename one; add new ones at the end.
+#[derive(
+    Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize, JsonSchema, PartialOrd, Ord,
+)]
+pub enum ReasonCode {
+    /// The image's iptables is 1.8.0-1.8.3 (broken `-C`, endless duplicate rules).
+    KnownBadIptables,
+    /// The image writes through the other backend than the node's rules (split rule sets).
+    BackendMismatch,
+    /// The node's kernel does not support the backend the image writes through.
+    KernelLacksBackend,
+    /// The image's iptables-nft (<= 1.8.7) cannot read native expressions that the
+    /// node's rules hold or its writers emit: a save/restore silently drops matches.
+    OldReaderNewRules,
+    /// The image (>= 1.8.8) writes native expressions that an older reader on the
+    /// node (a writer pod, or the host's own tools) misreads.
+    NewWriterOldReader,
+    /// Both >= 1.8.8 but the image is older than the newest writer: loud failures possible.
+    ReaderOlderThanWriter,
+    /// `iptables-wrapper` on a node without kubelet's marker chains: it defaults to nft.
+    WrapperNoMarkerChains,
+    /// Containers of one pod (own network namespace) use different backends.
+    PodBackendMismatch,
+    /// Containers of one pod: an iptables-nft <= 1.8.7 reads what a >= 1.8.8 one writes.
+    PodOldReaderNewWriter,
+    /// Containers of one pod: both >= 1.8.8, one older than the other.
+    PodReaderOlderThanWriter,
+    /// The image could not be inspected (registry error, timeout); policy `unresolvedImages` decides.
+    ImageUnresolved,
+    /// The image has an iptables command whose release could not be determined.
+    ImageVersionUnknown,
+    /// The image has no iptables command: it does not use iptables (informational).
+    NoIptables,
+    /// The node's profile has no usable status (reporter not run yet, probe failed).
+    NodeProfileIncomplete,
+    /// A scheduling candidate (a Node) has no NodeNetfilterProfile.
+    NodeProfileMissing,
+    /// The node's own hazard (e.g. FirewallUnconditionalDrop); informational, not the workload's fault.
+    NodeHazard,
+    /// hostNetwork without NET_ADMIN/ALL/privileged: it cannot write the node's rules.
+    HostNetworkWithoutNetAdmin,
+    /// The workload carries `nfguard.io/exempt: "<reason>"`.
+    Exempt,
+    /// The container's image matches a policy `exemptImages` pattern.
+    ImageExempt,
+    /// No NetfilterPolicy selects the workload's namespace.
+    NamespaceNotSelected,
+    /// No node profile matches the pod's scheduling constraints.
+    NoCandidateNodes,
+}
+
+impl std::fmt::Display for ReasonCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self, f)
+    }
+}
+
+/// One finding, aggregated over every node where it holds identically.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Reason {
+    pub code: ReasonCode,
+    /// The finding's own weight: critical = unsafe, warning, info.
+    pub severity: Severity,
+    /// What this reason does to the verdict under the effective policy.
+    pub effect: Verdict,
+    /// The first (often the only) node concerned; null when not node-specific.
+    pub node: Option<String>,
+    /// Every node concerned (sorted as the candidates were given).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<String>,
+    pub container: Option<String>,
+    pub image: Option<String>,
+    /// `os/arch[/variant]` the image was resolved for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub platform: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_version: Option<Version>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_backend: Option<Backend>,
+    /// The backend the node's rules live in (`nft`, `legacy`, `mixed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_backend: Option<String>,
+    /// The other party: the newest writer (for an old reader) or the oldest reader (for a new writer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_version: Option<Version>,
+    /// The live rules' minimum safe reader on the node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_reader_version: Option<Version>,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remedy: Option<String>,
+}
+
+/// The answer for one workload.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Decision {
+    pub verdict: Verdict,
+    pub reasons: Vec<Reason>,
+    /// Nodes the workload was judged against.
+    pub candidate_nodes: usize,
+    /// Containers that can write netfilter rules (the ones judged).
+    pub containers_in_scope: usize,
+}
+
+impl Decision {
+    /// Reasons that raise the verdict to `at_least` or above.
+    pub fn reasons_at_least(&self, at_least: Verdict) -> impl Iterator<Item = &Reason> {
+        self.reasons.iter().filter(move |r| r.effect >= at_least)
+    }
+
+    /// One line per reason with `effect >= at_least`, node lists capped at
+    /// `max_nodes` names (admission messages and warnings must stay short).
+    pub fn lines(&self, at_least: Verdict, max_nodes: usize) -> Vec<String> {
+        self.reasons_at_least(at_least)
+            .map(|r| render::one_line(r, max_nodes))
+            .collect()
+    }
+}
+
+/// Everything `evaluate` looks at. Borrowed, so callers holding reflector
+/// stores (`Arc<NodeNetfilterProfile>`) build it without cloning.
+#[derive(Clone, Copy, Debug)]
+pub struct EvalInput<'a> {
+    pub workload: &'a Workload,
+    /// From [`select_candidates`].
+    pub candidates: &'a [Candidate<'a>],
+    /// Every pair [`images_to_resolve`] listed, resolved or marked unresolved;
+    /// a missing pair counts as unresolved.
+    pub images: &'a ImageResolutions,
+    pub policy: &'a EffectivePolicy,
+}
+
+/// The judgement. See the shared doc §2 and `rules.rs` for the table.
+pub fn evaluate(input: &EvalInput<'_>) -> Decision {
+    rules::evaluate(input)
+}

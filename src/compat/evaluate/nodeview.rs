@@ -1,0 +1,196 @@
+//! A node profile reduced to what the decision table needs: which backend
+//! the node's rules live in, the newest writer and the oldest reader of its
+//! nft rules (host tools + writer pods), and the live minimum reader.
+
+use crate::api::{ActiveBackend, NodeNetfilterProfileStatus};
+use crate::compat::{Backend, Hazard, Severity, Version};
+
+/// Who wrote (or reads) a node's rules.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum Party<'a> {
+    /// The node's own iptables (kubelet, firewalld, the OS).
+    Host,
+    /// A running writer pod's container (`status.writers`).
+    Pod { pod: &'a str, container: &'a str },
+    /// Only the summary field the controller wrote (no per-writer detail).
+    Summary,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct Versioned<'a> {
+    pub party: Party<'a>,
+    pub version: Version,
+}
+
+/// Where the node's rules live.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum RulesBackend {
+    Nft,
+    Legacy,
+    /// Both backends hold rules; `kube` is where kubelet's marker chains are.
+    Mixed {
+        kube: Option<Backend>,
+    },
+}
+
+impl RulesBackend {
+    /// The backend new rules must go to for kube-proxy's chains to be seen.
+    pub fn target(self) -> Option<Backend> {
+        match self {
+            RulesBackend::Nft => Some(Backend::Nft),
+            RulesBackend::Legacy => Some(Backend::Legacy),
+            RulesBackend::Mixed { kube } => kube,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RulesBackend::Nft => "nft",
+            RulesBackend::Legacy => "legacy",
+            RulesBackend::Mixed { .. } => "mixed",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct NodeView<'a> {
+    /// None when nothing says (empty rule sets and unknown host backend).
+    pub rules: Option<RulesBackend>,
+    /// Marker chains per backend; None when the reporter gave no backend facts.
+    pub nft_markers: Option<bool>,
+    pub legacy_markers: Option<bool>,
+    pub kernel_nf_tables: Option<bool>,
+    pub kernel_ip_tables: Option<bool>,
+    pub min_reader: Option<Version>,
+    /// Newest iptables-nft writing this node's nft rules.
+    pub newest_writer: Option<Versioned<'a>>,
+    /// Oldest iptables-nft among writer pods (presumed to save/restore).
+    pub oldest_pod_reader: Option<Versioned<'a>>,
+    /// The host's own iptables-nft release, when the host uses nft.
+    pub host_nft: Option<Version>,
+    pub critical_hazards: Vec<&'a Hazard>,
+}
+
+/// None when the status says nothing usable (no host facts, no backends).
+pub fn view(status: &NodeNetfilterProfileStatus) -> Option<NodeView<'_>> {
+    if status.iptables.is_none() && status.active_backend.is_none() && status.backends.is_none() {
+        return None;
+    }
+    let host = status.iptables.as_ref();
+    let host_backend = host.and_then(|f| f.backend);
+    let nft_markers = status
+        .backends
+        .as_ref()
+        .map(|b| b.nft.hint_chain || b.nft.canary_chain);
+    let legacy_markers = status
+        .backends
+        .as_ref()
+        .map(|b| b.legacy.hint_chain || b.legacy.canary_chain);
+    let marker_backend = match (nft_markers, legacy_markers) {
+        (Some(true), _) => Some(Backend::Nft),
+        (_, Some(true)) => Some(Backend::Legacy),
+        _ => None,
+    };
+    let host_as_rules = |b: Option<Backend>| match b {
+        Some(Backend::Nft) => Some(RulesBackend::Nft),
+        Some(Backend::Legacy) => Some(RulesBackend::Legacy),
+        _ => None,
+    };
+    let rules = match status.active_backend {
+        Some(ActiveBackend::Nft) => Some(RulesBackend::Nft),
+        Some(ActiveBackend::Legacy) => Some(RulesBackend::Legacy),
+        Some(ActiveBackend::Mixed) => Some(RulesBackend::Mixed {
+            kube: marker_backend,
+        }),
+        // No rules yet: whatever the host's tools will write decides.
+        Some(ActiveBackend::None) | None => {
+            host_as_rules(host_backend).or_else(|| host_as_rules(marker_backend))
+        }
+    };
+    let nft_target = rules.and_then(RulesBackend::target) == Some(Backend::Nft);
+
+    let host_nft = match host_backend {
+        Some(Backend::Nft) => host.and_then(|f| f.version),
+        // A wrapper host follows the rules' backend.
+        Some(Backend::Wrapper) if nft_target => host.and_then(|f| f.version),
+        _ => None,
+    };
+    let mut newest: Option<Versioned> = host_nft.map(|version| Versioned {
+        party: Party::Host,
+        version,
+    });
+    let mut oldest_pod: Option<Versioned> = None;
+    for w in status.writers.iter().flatten() {
+        let is_nft = match w.backend {
+            Some(Backend::Nft) => true,
+            Some(Backend::Wrapper) => nft_target,
+            _ => false,
+        };
+        let Some(version) = w.version.filter(|_| is_nft) else {
+            continue;
+        };
+        let v = Versioned {
+            party: Party::Pod {
+                pod: &w.pod,
+                container: &w.container,
+            },
+            version,
+        };
+        if newest.is_none_or(|n| version > n.version) {
+            newest = Some(v);
+        }
+        if oldest_pod.is_none_or(|o| version < o.version) {
+            oldest_pod = Some(v);
+        }
+    }
+    // The controller's summaries cover writers we may not have in detail.
+    if let Some(v) = status.newest_writer_version
+        && nft_target
+        && newest.is_none_or(|n| v > n.version)
+    {
+        newest = Some(Versioned {
+            party: Party::Summary,
+            version: v,
+        });
+    }
+    if let Some(v) = status.oldest_reader_version
+        && nft_target
+        && !status.writers.as_ref().is_some_and(|w| !w.is_empty())
+        && host_nft != Some(v)
+        && oldest_pod.is_none_or(|o| v < o.version)
+    {
+        oldest_pod = Some(Versioned {
+            party: Party::Summary,
+            version: v,
+        });
+    }
+    Some(NodeView {
+        rules,
+        nft_markers,
+        legacy_markers,
+        kernel_nf_tables: status.kernel.as_ref().map(|k| k.nf_tables),
+        kernel_ip_tables: status.kernel.as_ref().map(|k| k.ip_tables),
+        min_reader: status.min_reader_version,
+        newest_writer: newest,
+        oldest_pod_reader: oldest_pod,
+        host_nft,
+        critical_hazards: status
+            .hazards
+            .iter()
+            .flatten()
+            .filter(|h| h.severity == Severity::Critical)
+            .collect(),
+    })
+}
+
+impl NodeView<'_> {
+    /// What an `iptables-wrapper` picks on this node: nft markers -> nft,
+    /// legacy markers -> legacy, neither -> nft (and `false`: no markers).
+    pub fn wrapper_choice(&self) -> (Backend, bool) {
+        match (self.nft_markers, self.legacy_markers) {
+            (Some(true), _) => (Backend::Nft, true),
+            (_, Some(true)) => (Backend::Legacy, true),
+            _ => (Backend::Nft, false),
+        }
+    }
+}

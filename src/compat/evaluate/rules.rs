@@ -1,0 +1,535 @@
+//! The decision table (shared doc §2), applied per (container, node) and
+//! per pod, with findings aggregated over identical nodes.
+//!
+//! Reasoning is about the oldest reader against the newest writer of each
+//! rule set, not about two version strings:
+//! - the node's nft rules are written by the host's tools and by every writer
+//!   pod (`status.writers`), and the live rules need `minReaderVersion`;
+//! - an image's iptables is both a reader (save/restore of what is there) and
+//!   a writer (what it adds is read by everyone else).
+
+use super::candidates::Candidate;
+use super::images::ImageResolution;
+use super::nodeview::{NodeView, Party, RulesBackend, Versioned, view};
+use super::render;
+use super::workload::{ContainerFacts, Scope};
+use super::{Decision, EvalInput, Reason, ReasonCode, Verdict};
+use crate::api::{PolicyAction, UnresolvedAction};
+use crate::compat::version::{FIRST_NATIVE_WRITER, is_known_bad};
+use crate::compat::{Backend, HazardCode, IptablesFacts, Severity, Version};
+use std::collections::HashMap;
+
+/// The other party of a finding.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub(super) enum Other<'a> {
+    Node(Versioned<'a>),
+    /// Another container of the same workload (index into the containers).
+    Container {
+        index: usize,
+        version: Option<Version>,
+        backend: Option<Backend>,
+    },
+}
+
+/// One finding before aggregation: everything that goes into the message,
+/// so identical findings on many nodes collapse into one reason.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub(super) struct Finding<'a> {
+    pub code: ReasonCode,
+    pub severity: Severity,
+    pub effect: Verdict,
+    pub container: Option<usize>,
+    pub platform: Option<&'a str>,
+    pub image_version: Option<Version>,
+    pub image_backend: Option<Backend>,
+    /// The backend the image actually uses on this node (wrapper resolved).
+    pub effective_backend: Option<Backend>,
+    pub node_backend: Option<RulesBackend>,
+    pub other: Option<Other<'a>>,
+    pub min_reader: Option<Version>,
+    pub hazard: Option<HazardCode>,
+    pub detail: Option<&'a str>,
+}
+
+impl<'a> Finding<'a> {
+    fn new(code: ReasonCode, severity: Severity, effect: Verdict) -> Self {
+        Finding {
+            code,
+            severity,
+            effect,
+            container: None,
+            platform: None,
+            image_version: None,
+            image_backend: None,
+            effective_backend: None,
+            node_backend: None,
+            other: None,
+            min_reader: None,
+            hazard: None,
+            detail: None,
+        }
+    }
+}
+
+/// Groups identical findings; remembers nodes in candidate order.
+struct Acc<'a> {
+    index: HashMap<Finding<'a>, usize>,
+    groups: Vec<(Finding<'a>, Vec<&'a str>)>,
+    last: Option<usize>,
+}
+
+impl<'a> Acc<'a> {
+    fn push(&mut self, f: Finding<'a>, node: Option<&'a str>) {
+        // Consecutive nodes usually repeat the previous finding: skip the hash.
+        let idx = match self.last {
+            Some(i) if self.groups[i].0 == f => i,
+            _ => match self.index.get(&f) {
+                Some(i) => *i,
+                None => {
+                    self.groups.push((f, Vec::new()));
+                    let i = self.groups.len() - 1;
+                    self.index.insert(f, i);
+                    i
+                }
+            },
+        };
+        self.last = Some(idx);
+        if let Some(n) = node {
+            self.groups[idx].1.push(n);
+        }
+    }
+}
+
+struct Ctx<'a> {
+    action: PolicyAction,
+    unresolved: UnresolvedAction,
+    containers: &'a [ContainerFacts],
+}
+
+impl Ctx<'_> {
+    fn unsafe_effect(&self) -> Verdict {
+        match self.action {
+            PolicyAction::Deny => Verdict::Deny,
+            PolicyAction::Warn | PolicyAction::Taint => Verdict::Warn,
+        }
+    }
+
+    /// "Cannot evaluate" findings follow `unresolvedImages`.
+    fn unknown(&self, code: ReasonCode) -> Finding<'static> {
+        let (sev, eff) = match self.unresolved {
+            UnresolvedAction::Allow => (Severity::Info, Verdict::Allow),
+            UnresolvedAction::Warn => (Severity::Warning, Verdict::Warn),
+            UnresolvedAction::Deny => (Severity::Warning, Verdict::Deny),
+        };
+        Finding::new(code, sev, eff)
+    }
+
+    fn critical(&self, code: ReasonCode) -> Finding<'static> {
+        Finding::new(code, Severity::Critical, self.unsafe_effect())
+    }
+}
+
+fn warning(code: ReasonCode) -> Finding<'static> {
+    Finding::new(code, Severity::Warning, Verdict::Warn)
+}
+
+fn info(code: ReasonCode) -> Finding<'static> {
+    Finding::new(code, Severity::Info, Verdict::Allow)
+}
+
+/// One in-scope container's image on one node's platform.
+#[derive(Clone, Copy)]
+struct Judged<'a> {
+    index: usize,
+    scope: Scope,
+    facts: &'a IptablesFacts,
+}
+
+pub(super) fn evaluate(input: &EvalInput<'_>) -> Decision {
+    let w = input.workload;
+    let policy = input.policy;
+    let containers = w.containers();
+    let ctx = Ctx {
+        action: policy.action,
+        unresolved: policy.unresolved_images,
+        containers: &containers,
+    };
+    let mut acc = Acc {
+        index: HashMap::new(),
+        groups: Vec::new(),
+        last: None,
+    };
+    let candidates = input.candidates;
+    let mut in_scope = 0;
+
+    if !policy.applies() {
+        acc.push(info(ReasonCode::NamespaceNotSelected), None);
+    } else if let Some(reason) = policy.exempt_reason(w) {
+        let mut f = info(ReasonCode::Exempt);
+        f.detail = Some(reason);
+        acc.push(f, None);
+    } else {
+        let mut judged: Vec<(usize, &str)> = Vec::new();
+        for (i, c) in containers.iter().enumerate() {
+            match c.scope {
+                Scope::HostReadOnly => {
+                    let mut f = info(ReasonCode::HostNetworkWithoutNetAdmin);
+                    f.container = Some(i);
+                    acc.push(f, None);
+                }
+                Scope::None => {}
+                Scope::HostShared | Scope::PodNetns => {
+                    let image = c.image.as_deref().unwrap_or("");
+                    if let Some(pattern) = policy.exempt_image_pattern(image) {
+                        let mut f = info(ReasonCode::ImageExempt);
+                        f.container = Some(i);
+                        f.detail = Some(pattern);
+                        acc.push(f, None);
+                    } else {
+                        judged.push((i, image));
+                    }
+                }
+            }
+        }
+        in_scope = judged.len();
+        if !judged.is_empty() {
+            if candidates.is_empty() {
+                acc.push(warning(ReasonCode::NoCandidateNodes), None);
+            }
+            judge_nodes(input, &ctx, &judged, &mut acc);
+        }
+    }
+
+    let reasons: Vec<Reason> = acc
+        .groups
+        .into_iter()
+        .map(|(f, nodes)| render::reason(&f, nodes, &containers))
+        .collect();
+    let verdict = reasons
+        .iter()
+        .map(|r| r.effect)
+        .max()
+        .unwrap_or(Verdict::Allow);
+    Decision {
+        verdict,
+        reasons,
+        candidate_nodes: candidates.len(),
+        containers_in_scope: in_scope,
+    }
+}
+
+fn judge_nodes<'a>(
+    input: &EvalInput<'a>,
+    ctx: &Ctx<'_>,
+    judged: &[(usize, &'a str)],
+    acc: &mut Acc<'a>,
+) {
+    let any_host = judged
+        .iter()
+        .any(|(i, _)| ctx.containers[*i].scope == Scope::HostShared);
+    // Per container: platform -> resolution, filled lazily (few platforms).
+    let mut cache: Vec<Vec<(&'a str, Option<&'a ImageResolution>)>> =
+        vec![Vec::new(); judged.len()];
+    let mut facts: Vec<Judged<'a>> = Vec::with_capacity(judged.len());
+
+    for cand in input.candidates {
+        let node = Some(cand.name);
+        let platform: &'a str = platform_of(cand);
+        let nv = match cand.profile {
+            None => {
+                if any_host {
+                    acc.push(ctx.unknown(ReasonCode::NodeProfileMissing), node);
+                }
+                None
+            }
+            Some(p) => match p.status.as_ref().and_then(view) {
+                Some(v) => Some(v),
+                None => {
+                    if any_host {
+                        let mut f = ctx.unknown(ReasonCode::NodeProfileIncomplete);
+                        f.detail = p.status.as_ref().and_then(|s| s.probe_error.as_deref());
+                        acc.push(f, node);
+                    }
+                    None
+                }
+            },
+        };
+        if any_host && let Some(nv) = &nv {
+            for h in &nv.critical_hazards {
+                let mut f = info(ReasonCode::NodeHazard);
+                f.hazard = Some(h.code);
+                acc.push(f, node);
+            }
+        }
+
+        facts.clear();
+        for (slot, (i, image)) in judged.iter().enumerate() {
+            let res = match cache[slot].iter().find(|(p, _)| *p == platform) {
+                Some((_, r)) => *r,
+                None => {
+                    let r = input.images.get(image, platform);
+                    cache[slot].push((platform, r));
+                    r
+                }
+            };
+            match res {
+                Some(ImageResolution::Resolved(profile)) => match &profile.iptables {
+                    Some(f) if f.backend.is_some() => facts.push(Judged {
+                        index: *i,
+                        scope: ctx.containers[*i].scope,
+                        facts: f,
+                    }),
+                    _ => {
+                        let mut f = info(ReasonCode::NoIptables);
+                        f.container = Some(*i);
+                        f.platform = Some(platform);
+                        acc.push(f, None);
+                    }
+                },
+                Some(ImageResolution::Unresolved { error }) => {
+                    let mut f = ctx.unknown(ReasonCode::ImageUnresolved);
+                    f.container = Some(*i);
+                    f.platform = Some(platform);
+                    f.detail = Some(error);
+                    acc.push(f, node);
+                }
+                None => {
+                    let mut f = ctx.unknown(ReasonCode::ImageUnresolved);
+                    f.container = Some(*i);
+                    f.platform = Some(platform);
+                    acc.push(f, node);
+                }
+            }
+        }
+
+        for j in &facts {
+            judge_container(ctx, j, nv.as_ref(), platform, node, acc);
+        }
+        if facts.len() > 1 {
+            judge_pod(ctx, &facts, nv.as_ref(), platform, node, acc);
+        }
+    }
+}
+
+fn platform_of<'a>(c: &'a Candidate<'a>) -> &'a str {
+    c.platform.as_str()
+}
+
+/// The backend a container's iptables writes through on this node.
+fn effective_backend(j: &Judged<'_>, nv: Option<&NodeView<'_>>) -> Option<(Backend, bool)> {
+    match j.facts.backend? {
+        Backend::Wrapper => match (j.scope, nv) {
+            // kubelet's marker chains are in the host's netns only.
+            (Scope::HostShared, Some(nv)) => Some(nv.wrapper_choice()),
+            (Scope::HostShared, None) => Some((Backend::Nft, true)),
+            _ => Some((Backend::Nft, true)),
+        },
+        b => Some((b, true)),
+    }
+}
+
+fn judge_container<'a>(
+    ctx: &Ctx<'_>,
+    j: &Judged<'a>,
+    nv: Option<&NodeView<'a>>,
+    platform: &'a str,
+    node: Option<&'a str>,
+    acc: &mut Acc<'a>,
+) {
+    let base = |mut f: Finding<'a>| {
+        f.container = Some(j.index);
+        f.platform = Some(platform);
+        f.image_version = j.facts.version;
+        f.image_backend = j.facts.backend;
+        f
+    };
+    if let Some(v) = j.facts.version
+        && is_known_bad(v)
+    {
+        acc.push(base(ctx.critical(ReasonCode::KnownBadIptables)), node);
+    }
+    let Some((eb, markers)) = effective_backend(j, nv) else {
+        return;
+    };
+    let Some(nv) = nv else {
+        // No node facts: only the pod-internal comparison can run.
+        return;
+    };
+    let with_node = |mut f: Finding<'a>| {
+        f = base(f);
+        f.effective_backend = Some(eb);
+        f.node_backend = nv.rules;
+        f
+    };
+    if j.facts.backend == Some(Backend::Wrapper) && !markers {
+        acc.push(with_node(warning(ReasonCode::WrapperNoMarkerChains)), node);
+    }
+    let kernel_ok = match eb {
+        Backend::Nft => nv.kernel_nf_tables,
+        Backend::Legacy => nv.kernel_ip_tables,
+        Backend::Wrapper => None,
+    };
+    if kernel_ok == Some(false) {
+        acc.push(
+            with_node(ctx.critical(ReasonCode::KernelLacksBackend)),
+            node,
+        );
+        return;
+    }
+    if j.scope != Scope::HostShared {
+        return;
+    }
+    if let Some(target) = nv.rules.and_then(RulesBackend::target)
+        && target != eb
+    {
+        acc.push(with_node(ctx.critical(ReasonCode::BackendMismatch)), node);
+        return;
+    }
+    if eb != Backend::Nft {
+        // legacy on legacy: same kernel interface; known-bad checked above.
+        return;
+    }
+    let Some(v) = j.facts.version else {
+        acc.push(
+            with_node(ctx.unknown(ReasonCode::ImageVersionUnknown)),
+            node,
+        );
+        return;
+    };
+    if v < FIRST_NATIVE_WRITER {
+        // Old reader: silent loss when the rules hold (or will hold) native expressions.
+        let live = nv.min_reader.filter(|m| v < *m);
+        let writer = nv
+            .newest_writer
+            .filter(|w| w.version >= FIRST_NATIVE_WRITER);
+        if live.is_some() || writer.is_some() {
+            let mut f = with_node(ctx.critical(ReasonCode::OldReaderNewRules));
+            f.min_reader = nv.min_reader;
+            f.other = writer.map(Other::Node);
+            acc.push(f, node);
+        }
+        return;
+    }
+    // New writer: who on the node reads its native expressions with an old tool?
+    if let Some(r) = nv
+        .oldest_pod_reader
+        .filter(|r| r.version < FIRST_NATIVE_WRITER)
+    {
+        let mut f = with_node(ctx.critical(ReasonCode::NewWriterOldReader));
+        f.other = Some(Other::Node(r));
+        acc.push(f, node);
+    } else if let Some(h) = nv.host_nft.filter(|h| *h < FIRST_NATIVE_WRITER) {
+        // The host's tools only corrupt if something on the host saves/restores.
+        let mut f = with_node(warning(ReasonCode::NewWriterOldReader));
+        f.other = Some(Other::Node(Versioned {
+            party: Party::Host,
+            version: h,
+        }));
+        acc.push(f, node);
+    }
+    let newer_writer = nv.newest_writer.filter(|w| w.version > v);
+    let newer_rules = nv.min_reader.filter(|m| *m > v);
+    if newer_writer.is_some() || newer_rules.is_some() {
+        let mut f = with_node(warning(ReasonCode::ReaderOlderThanWriter));
+        f.other = newer_writer.map(Other::Node);
+        f.min_reader = nv.min_reader;
+        acc.push(f, node);
+    }
+}
+
+/// Containers of one pod share one rule set (the pod's netns, or the node's):
+/// each reads what the others write.
+fn judge_pod<'a>(
+    ctx: &Ctx<'_>,
+    facts: &[Judged<'a>],
+    nv: Option<&NodeView<'a>>,
+    platform: &'a str,
+    node: Option<&'a str>,
+    acc: &mut Acc<'a>,
+) {
+    let eff: Vec<(Judged<'a>, Backend)> = facts
+        .iter()
+        .filter_map(|j| Some((*j, effective_backend(j, nv)?.0)))
+        .collect();
+    let mk = |mut f: Finding<'a>, j: &Judged<'a>, o: &Judged<'a>, eb: Backend| {
+        f.container = Some(j.index);
+        f.platform = Some(platform);
+        f.image_version = j.facts.version;
+        f.image_backend = j.facts.backend;
+        f.effective_backend = Some(eb);
+        f.other = Some(Other::Container {
+            index: o.index,
+            version: o.facts.version,
+            backend: o.facts.backend,
+        });
+        f
+    };
+    // The node comparison already reports host-shared backend splits when
+    // the node's backend is known.
+    let node_known = nv
+        .and_then(|n| n.rules)
+        .and_then(RulesBackend::target)
+        .is_some();
+    let first_nft = eff.iter().find(|(_, b)| *b == Backend::Nft);
+    let first_legacy = eff.iter().find(|(_, b)| *b == Backend::Legacy);
+    if let (Some((n, _)), Some((l, _))) = (first_nft, first_legacy)
+        && !(node_known && l.scope == Scope::HostShared)
+    {
+        acc.push(
+            mk(
+                ctx.critical(ReasonCode::PodBackendMismatch),
+                l,
+                n,
+                Backend::Legacy,
+            ),
+            node,
+        );
+    }
+    let nft: Vec<&Judged<'a>> = eff
+        .iter()
+        .filter(|(_, b)| *b == Backend::Nft)
+        .map(|(j, _)| j)
+        .collect();
+    if nft.len() < 2 {
+        return;
+    }
+    if let Some(unknown) = nft.iter().find(|j| j.facts.version.is_none()) {
+        if unknown.scope == Scope::PodNetns {
+            let mut f = ctx.unknown(ReasonCode::ImageVersionUnknown);
+            f.container = Some(unknown.index);
+            f.platform = Some(platform);
+            f.image_backend = unknown.facts.backend;
+            acc.push(f, node);
+        }
+        return;
+    }
+    let oldest = nft.iter().min_by_key(|j| j.facts.version).copied();
+    let newest = nft.iter().max_by_key(|j| j.facts.version).copied();
+    let (Some(o), Some(n)) = (oldest, newest) else {
+        return;
+    };
+    let (Some(ov), Some(nvv)) = (o.facts.version, n.facts.version) else {
+        return;
+    };
+    if ov < FIRST_NATIVE_WRITER && nvv >= FIRST_NATIVE_WRITER {
+        acc.push(
+            mk(
+                ctx.critical(ReasonCode::PodOldReaderNewWriter),
+                o,
+                n,
+                Backend::Nft,
+            ),
+            node,
+        );
+    } else if ov >= FIRST_NATIVE_WRITER && ov < nvv {
+        acc.push(
+            mk(
+                warning(ReasonCode::PodReaderOlderThanWriter),
+                o,
+                n,
+                Backend::Nft,
+            ),
+            node,
+        );
+    }
+}

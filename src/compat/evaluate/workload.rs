@@ -1,0 +1,353 @@
+//! Workload objects -> the pod spec they run, and the per-container facts
+//! that decide whether a container can touch netfilter at all.
+
+use k8s_openapi::api::core::v1::{Container, EphemeralContainer, PodSpec, SecurityContext};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkloadError {
+    #[error("object has no string field \"kind\"")]
+    NoKind,
+    #[error("{kind} {name}: missing {pointer}")]
+    MissingPodSpec {
+        kind: String,
+        name: String,
+        pointer: &'static str,
+    },
+    #[error("{kind} {name}: invalid pod spec: {error}")]
+    InvalidPodSpec {
+        kind: String,
+        name: String,
+        error: serde_json::Error,
+    },
+    #[error("{kind} {name}: invalid metadata: {error}")]
+    InvalidMetadata {
+        kind: String,
+        name: String,
+        error: serde_json::Error,
+    },
+}
+
+/// The kinds whose pods nfguard judges.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum WorkloadKind {
+    Pod,
+    DaemonSet,
+    Deployment,
+    StatefulSet,
+    ReplicaSet,
+    ReplicationController,
+    Job,
+    CronJob,
+}
+
+impl WorkloadKind {
+    pub fn parse(kind: &str) -> Option<Self> {
+        Some(match kind {
+            "Pod" => Self::Pod,
+            "DaemonSet" => Self::DaemonSet,
+            "Deployment" => Self::Deployment,
+            "StatefulSet" => Self::StatefulSet,
+            "ReplicaSet" => Self::ReplicaSet,
+            "ReplicationController" => Self::ReplicationController,
+            "Job" => Self::Job,
+            "CronJob" => Self::CronJob,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pod => "Pod",
+            Self::DaemonSet => "DaemonSet",
+            Self::Deployment => "Deployment",
+            Self::StatefulSet => "StatefulSet",
+            Self::ReplicaSet => "ReplicaSet",
+            Self::ReplicationController => "ReplicationController",
+            Self::Job => "Job",
+            Self::CronJob => "CronJob",
+        }
+    }
+
+    /// JSON pointers to the pod template's spec and metadata.
+    fn pointers(self) -> (&'static str, &'static str) {
+        match self {
+            Self::Pod => ("/spec", "/metadata"),
+            Self::CronJob => (
+                "/spec/jobTemplate/spec/template/spec",
+                "/spec/jobTemplate/spec/template/metadata",
+            ),
+            _ => ("/spec/template/spec", "/spec/template/metadata"),
+        }
+    }
+}
+
+/// One object that runs pods: its identity and its pod spec.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Workload {
+    pub kind: WorkloadKind,
+    /// None for a manifest without one (the CLI then shows "default").
+    pub namespace: Option<String>,
+    /// metadata.name (or generateName when only that is set).
+    pub name: String,
+    /// The object's annotations.
+    pub annotations: BTreeMap<String, String>,
+    /// The pod template's annotations (the Pod's own for a Pod).
+    pub template_annotations: BTreeMap<String, String>,
+    pub pod_spec: PodSpec,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct Meta {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default, rename = "generateName")]
+    generate_name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    annotations: Option<BTreeMap<String, String>>,
+}
+
+impl Workload {
+    /// `Ok(None)` for kinds nfguard does not judge (ConfigMap, Service, ...).
+    pub fn from_value(obj: &Value) -> Result<Option<Self>, WorkloadError> {
+        let kind = obj
+            .get("kind")
+            .and_then(Value::as_str)
+            .ok_or(WorkloadError::NoKind)?;
+        match WorkloadKind::parse(kind) {
+            Some(k) => Self::of_kind(k, obj).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// For the webhook: `AdmissionRequest<DynamicObject>::object`.
+    pub fn from_dynamic(obj: &kube::api::DynamicObject) -> Result<Option<Self>, WorkloadError> {
+        let kind = obj
+            .types
+            .as_ref()
+            .map(|t| t.kind.as_str())
+            .ok_or(WorkloadError::NoKind)?;
+        let Some(k) = WorkloadKind::parse(kind) else {
+            return Ok(None);
+        };
+        let mut v = serde_json::Map::new();
+        v.insert("kind".into(), Value::String(kind.into()));
+        v.insert(
+            "metadata".into(),
+            serde_json::to_value(&obj.metadata).unwrap_or(Value::Null),
+        );
+        if let Value::Object(data) = &obj.data {
+            for (key, val) in data {
+                v.insert(key.clone(), val.clone());
+            }
+        }
+        Self::of_kind(k, &Value::Object(v)).map(Some)
+    }
+
+    /// The pod spec of an object already known to be of `kind`.
+    pub fn of_kind(kind: WorkloadKind, obj: &Value) -> Result<Self, WorkloadError> {
+        let meta_of = |v: Option<&Value>| -> Result<Meta, serde_json::Error> {
+            match v {
+                Some(v) if !v.is_null() => Meta::deserialize_value(v),
+                _ => Ok(Meta::default()),
+            }
+        };
+        let name_hint = obj
+            .pointer("/metadata/name")
+            .or_else(|| obj.pointer("/metadata/generateName"))
+            .and_then(Value::as_str)
+            .unwrap_or("<unnamed>")
+            .to_string();
+        let meta =
+            meta_of(obj.get("metadata")).map_err(|error| WorkloadError::InvalidMetadata {
+                kind: kind.as_str().into(),
+                name: name_hint.clone(),
+                error,
+            })?;
+        let (spec_ptr, meta_ptr) = kind.pointers();
+        let spec = obj
+            .pointer(spec_ptr)
+            .ok_or_else(|| WorkloadError::MissingPodSpec {
+                kind: kind.as_str().into(),
+                name: name_hint.clone(),
+                pointer: spec_ptr,
+            })?;
+        let pod_spec: PodSpec = serde_json::from_value(spec.clone()).map_err(|error| {
+            WorkloadError::InvalidPodSpec {
+                kind: kind.as_str().into(),
+                name: name_hint.clone(),
+                error,
+            }
+        })?;
+        let template_meta = if kind == WorkloadKind::Pod {
+            None
+        } else {
+            Some(meta_of(obj.pointer(meta_ptr)).map_err(|error| {
+                WorkloadError::InvalidMetadata {
+                    kind: kind.as_str().into(),
+                    name: name_hint.clone(),
+                    error,
+                }
+            })?)
+        };
+        let annotations = meta.annotations.unwrap_or_default();
+        let template_annotations = match template_meta {
+            Some(m) => m.annotations.unwrap_or_default(),
+            None => annotations.clone(),
+        };
+        Ok(Workload {
+            kind,
+            namespace: meta.namespace,
+            name: meta.name.or(meta.generate_name).unwrap_or(name_hint),
+            annotations,
+            template_annotations,
+            pod_spec,
+        })
+    }
+
+    /// `Kind/namespace/name`, e.g. "DaemonSet/kube-system/kube-router".
+    pub fn object_ref(&self) -> String {
+        format!(
+            "{}/{}/{}",
+            self.kind.as_str(),
+            self.namespace.as_deref().unwrap_or("default"),
+            self.name
+        )
+    }
+
+    pub fn host_network(&self) -> bool {
+        self.pod_spec.host_network.unwrap_or(false)
+    }
+
+    /// Every container (init, app, ephemeral) with its netfilter scope.
+    pub fn containers(&self) -> Vec<ContainerFacts> {
+        let host = self.host_network();
+        let spec = &self.pod_spec;
+        let mut out = Vec::new();
+        let mut push = |kind, c: &Container| {
+            out.push(ContainerFacts::new(
+                kind,
+                &c.name,
+                c.image.as_deref(),
+                c.security_context.as_ref(),
+                host,
+            ))
+        };
+        for c in spec.init_containers.iter().flatten() {
+            push(ContainerKind::Init, c);
+        }
+        for c in &spec.containers {
+            push(ContainerKind::App, c);
+        }
+        for c in spec.ephemeral_containers.iter().flatten() {
+            out.push(ContainerFacts::from_ephemeral(c, host));
+        }
+        out
+    }
+}
+
+impl Meta {
+    fn deserialize_value(v: &Value) -> Result<Self, serde_json::Error> {
+        serde::Deserialize::deserialize(v)
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ContainerKind {
+    Init,
+    App,
+    Ephemeral,
+}
+
+/// Which rule set a container can write.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Scope {
+    /// hostNetwork + NET_ADMIN/ALL/privileged: the node's own rules.
+    HostShared,
+    /// Own network namespace + NET_ADMIN/ALL/privileged: the pod's rules only.
+    PodNetns,
+    /// hostNetwork without the capability: can read nothing, write nothing.
+    HostReadOnly,
+    /// Neither: not judged.
+    None,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContainerFacts {
+    pub kind: ContainerKind,
+    pub name: String,
+    /// None when the spec has no image (invalid, but never a panic).
+    pub image: Option<String>,
+    pub net_admin: bool,
+    pub privileged: bool,
+    pub scope: Scope,
+}
+
+impl ContainerFacts {
+    fn new(
+        kind: ContainerKind,
+        name: &str,
+        image: Option<&str>,
+        sc: Option<&SecurityContext>,
+        host_network: bool,
+    ) -> Self {
+        let privileged = sc.and_then(|s| s.privileged).unwrap_or(false);
+        let net_admin = has_net_admin(sc);
+        let can_write = privileged || net_admin;
+        let scope = match (host_network, can_write) {
+            (true, true) => Scope::HostShared,
+            (false, true) => Scope::PodNetns,
+            (true, false) => Scope::HostReadOnly,
+            (false, false) => Scope::None,
+        };
+        ContainerFacts {
+            kind,
+            name: name.to_string(),
+            image: image.map(str::to_string),
+            net_admin,
+            privileged,
+            scope,
+        }
+    }
+
+    fn from_ephemeral(c: &EphemeralContainer, host_network: bool) -> Self {
+        Self::new(
+            ContainerKind::Ephemeral,
+            &c.name,
+            c.image.as_deref(),
+            c.security_context.as_ref(),
+            host_network,
+        )
+    }
+
+    /// Whether this container's iptables can change some rule set.
+    pub fn can_write(&self) -> bool {
+        matches!(self.scope, Scope::HostShared | Scope::PodNetns)
+    }
+}
+
+/// `capabilities.add` holds NET_ADMIN or ALL (with or without the `CAP_`
+/// prefix, any case, as container runtimes accept), and no later `drop` of it.
+pub fn has_net_admin(sc: Option<&SecurityContext>) -> bool {
+    let Some(caps) = sc.and_then(|s| s.capabilities.as_ref()) else {
+        return false;
+    };
+    let norm = |c: &String| {
+        let u = c.trim().to_ascii_uppercase();
+        u.strip_prefix("CAP_").map(str::to_string).unwrap_or(u)
+    };
+    let added = caps
+        .add
+        .iter()
+        .flatten()
+        .map(norm)
+        .any(|c| c == "NET_ADMIN" || c == "ALL");
+    // Runtimes drop first, then add: only an explicit drop of NET_ADMIN while
+    // not adding it matters, which `added` already covers.
+    added
+}

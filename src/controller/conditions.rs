@@ -1,0 +1,319 @@
+//! Profile conditions (pure; the clock is an argument):
+//! - `Fresh`: the reporter's heartbeat (`lastProbeTime`) is within
+//!   3 x `probeIntervalSeconds` (default 60) -> True, else Unknown.
+//! - `Healthy`: no critical hazard -> True; a critical hazard -> False.
+//! - `Consistent`: exactly one backend holds rules -> True; both -> False.
+//!
+//! `lastTransitionTime` changes only when a condition's status changes.
+
+use super::clock::rfc3339;
+use crate::api::{ActiveBackend, Condition, NodeNetfilterProfileStatus};
+use crate::compat::Severity;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+pub const FRESH: &str = "Fresh";
+pub const HEALTHY: &str = "Healthy";
+pub const CONSISTENT: &str = "Consistent";
+/// The reporter's heartbeat when the profile does not say.
+pub const DEFAULT_PROBE_INTERVAL_SECONDS: u32 = 60;
+/// Missed heartbeats tolerated before `Fresh` turns Unknown.
+pub const FRESH_INTERVALS: i64 = 3;
+
+fn cond(type_: &str, status: &str, reason: &str, message: String) -> Condition {
+    Condition {
+        type_: type_.into(),
+        status: status.into(),
+        reason: reason.into(),
+        message,
+        last_transition_time: String::new(),
+        observed_generation: None,
+    }
+}
+
+/// When the heartbeat stops counting as fresh; None without a (parsable) heartbeat.
+pub fn fresh_until(status: &NodeNetfilterProfileStatus) -> Option<Timestamp> {
+    let last: Timestamp = status.last_probe_time.as_deref()?.trim().parse().ok()?;
+    let interval = status
+        .probe_interval_seconds
+        .filter(|s| *s > 0)
+        .unwrap_or(DEFAULT_PROBE_INTERVAL_SECONDS);
+    last.checked_add(SignedDuration::from_secs(
+        FRESH_INTERVALS * i64::from(interval),
+    ))
+    .ok()
+}
+
+fn fresh(status: &NodeNetfilterProfileStatus, now: Timestamp) -> Condition {
+    let Some(raw) = status.last_probe_time.as_deref() else {
+        return cond(
+            FRESH,
+            "Unknown",
+            "NoHeartbeat",
+            "the reporter has not probed this node yet".into(),
+        );
+    };
+    match fresh_until(status) {
+        None => cond(
+            FRESH,
+            "Unknown",
+            "InvalidProbeTime",
+            format!("lastProbeTime {raw:?} is not an RFC 3339 time"),
+        ),
+        Some(until) if now <= until => cond(
+            FRESH,
+            "True",
+            "HeartbeatRecent",
+            format!("last probe at {raw}"),
+        ),
+        Some(_) => cond(
+            FRESH,
+            "Unknown",
+            "HeartbeatStale",
+            format!(
+                "last probe at {raw}, more than {FRESH_INTERVALS} probe intervals ago: is the reporter running on this node?"
+            ),
+        ),
+    }
+}
+
+fn probed(status: &NodeNetfilterProfileStatus) -> bool {
+    status.iptables.is_some() || status.backends.is_some() || status.active_backend.is_some()
+}
+
+fn healthy(status: &NodeNetfilterProfileStatus) -> Condition {
+    let mut critical: Vec<String> = status
+        .hazards
+        .iter()
+        .flatten()
+        .filter(|h| h.severity == Severity::Critical)
+        .map(|h| h.code.to_string())
+        .collect();
+    critical.sort();
+    critical.dedup();
+    if let Some(first) = critical.first() {
+        let detail: Vec<&str> = status
+            .hazards
+            .iter()
+            .flatten()
+            .filter(|h| h.severity == Severity::Critical)
+            .map(|h| h.message.as_str())
+            .collect();
+        return cond(
+            HEALTHY,
+            "False",
+            first,
+            format!(
+                "critical hazards: {}: {}",
+                critical.join(", "),
+                detail.join("; ")
+            ),
+        );
+    }
+    if !probed(status) && status.hazards.is_none() {
+        let why = match &status.probe_error {
+            Some(e) => format!("the probe failed: {e}"),
+            None => "no probe results yet".into(),
+        };
+        return cond(HEALTHY, "Unknown", "NotProbed", why);
+    }
+    cond(
+        HEALTHY,
+        "True",
+        "NoCriticalHazard",
+        "no critical netfilter hazard".into(),
+    )
+}
+
+fn consistent(status: &NodeNetfilterProfileStatus) -> Condition {
+    match status.active_backend {
+        Some(b @ (ActiveBackend::Nft | ActiveBackend::Legacy)) => cond(
+            CONSISTENT,
+            "True",
+            "SingleBackend",
+            format!("only the {} backend holds rules", b.as_str()),
+        ),
+        Some(ActiveBackend::Mixed) => cond(
+            CONSISTENT,
+            "False",
+            "MixedBackends",
+            "both the nft and the legacy backend hold rules: they are evaluated separately".into(),
+        ),
+        Some(ActiveBackend::None) => cond(
+            CONSISTENT,
+            "Unknown",
+            "NoActiveBackend",
+            "neither backend holds rules yet".into(),
+        ),
+        None => cond(
+            CONSISTENT,
+            "Unknown",
+            "NotProbed",
+            "no backend facts yet".into(),
+        ),
+    }
+}
+
+/// The three conditions for `status` at `now`, keeping each previous
+/// `lastTransitionTime` whose status did not change.
+pub fn conditions(
+    status: &NodeNetfilterProfileStatus,
+    previous: &[Condition],
+    now: Timestamp,
+    observed_generation: Option<i64>,
+) -> Vec<Condition> {
+    let stamp = rfc3339(now);
+    [fresh(status, now), healthy(status), consistent(status)]
+        .into_iter()
+        .map(|mut c| {
+            c.observed_generation = observed_generation;
+            c.last_transition_time = previous
+                .iter()
+                .find(|p| {
+                    p.type_ == c.type_ && p.status == c.status && !p.last_transition_time.is_empty()
+                })
+                .map(|p| p.last_transition_time.clone())
+                .unwrap_or_else(|| stamp.clone());
+            c
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compat::{Hazard, HazardCode, IptablesFacts};
+
+    fn ts(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    fn base() -> NodeNetfilterProfileStatus {
+        NodeNetfilterProfileStatus {
+            iptables: Some(IptablesFacts::default()),
+            active_backend: Some(ActiveBackend::Nft),
+            hazards: Some(vec![]),
+            last_probe_time: Some("2026-01-01T00:00:00Z".into()),
+            probe_interval_seconds: Some(60),
+            ..Default::default()
+        }
+    }
+
+    fn get<'a>(cs: &'a [Condition], t: &str) -> &'a Condition {
+        cs.iter().find(|c| c.type_ == t).unwrap()
+    }
+
+    #[test]
+    fn fresh_within_three_intervals_else_unknown() {
+        let s = base();
+        let c = conditions(&s, &[], ts("2026-01-01T00:03:00Z"), None);
+        assert_eq!(get(&c, FRESH).status, "True");
+        let c = conditions(&s, &[], ts("2026-01-01T00:03:01Z"), None);
+        assert_eq!(get(&c, FRESH).status, "Unknown");
+        assert_eq!(get(&c, FRESH).reason, "HeartbeatStale");
+    }
+
+    #[test]
+    fn fresh_uses_default_interval_and_reports_bad_times() {
+        let mut s = base();
+        s.probe_interval_seconds = None;
+        assert_eq!(
+            fresh_until(&s),
+            Some(ts("2026-01-01T00:03:00Z")),
+            "default interval is 60 s"
+        );
+        s.last_probe_time = Some("yesterday".into());
+        let c = conditions(&s, &[], ts("2026-01-01T00:00:00Z"), None);
+        assert_eq!(get(&c, FRESH).reason, "InvalidProbeTime");
+        s.last_probe_time = None;
+        let c = conditions(&s, &[], ts("2026-01-01T00:00:00Z"), None);
+        assert_eq!(get(&c, FRESH).reason, "NoHeartbeat");
+    }
+
+    #[test]
+    fn healthy_false_on_critical_hazard_only() {
+        let mut s = base();
+        let hazard = |code, severity| Hazard {
+            code,
+            severity,
+            message: format!("{code:?} here"),
+            backend: None,
+            table: None,
+            chain: None,
+            rule: None,
+        };
+        s.hazards = Some(vec![hazard(
+            HazardCode::KubeletChainsMissing,
+            Severity::Warning,
+        )]);
+        let c = conditions(&s, &[], ts("2026-01-01T00:00:10Z"), None);
+        assert_eq!(get(&c, HEALTHY).status, "True");
+        s.hazards.as_mut().unwrap().push(hazard(
+            HazardCode::FirewallUnconditionalDrop,
+            Severity::Critical,
+        ));
+        let c = conditions(&s, &[], ts("2026-01-01T00:00:10Z"), None);
+        let h = get(&c, HEALTHY);
+        assert_eq!(
+            (h.status.as_str(), h.reason.as_str()),
+            ("False", "FirewallUnconditionalDrop")
+        );
+        assert!(h.message.contains("FirewallUnconditionalDrop here"));
+    }
+
+    #[test]
+    fn consistent_by_active_backend() {
+        let now = ts("2026-01-01T00:00:10Z");
+        for (b, want) in [
+            (Some(ActiveBackend::Nft), "True"),
+            (Some(ActiveBackend::Legacy), "True"),
+            (Some(ActiveBackend::Mixed), "False"),
+            (Some(ActiveBackend::None), "Unknown"),
+            (None, "Unknown"),
+        ] {
+            let mut s = base();
+            s.active_backend = b;
+            assert_eq!(
+                get(&conditions(&s, &[], now, None), CONSISTENT).status,
+                want,
+                "{b:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn unprobed_profile_is_unknown_not_healthy() {
+        let s = NodeNetfilterProfileStatus {
+            probe_error: Some("permission denied".into()),
+            ..Default::default()
+        };
+        let c = conditions(&s, &[], ts("2026-01-01T00:00:10Z"), None);
+        assert_eq!(get(&c, HEALTHY).status, "Unknown");
+        assert!(get(&c, HEALTHY).message.contains("permission denied"));
+    }
+
+    #[test]
+    fn transition_time_moves_only_on_status_change() {
+        let s = base();
+        let t0 = ts("2026-01-01T00:01:00.750Z");
+        let first = conditions(&s, &[], t0, Some(3));
+        assert!(
+            first
+                .iter()
+                .all(|c| c.last_transition_time == "2026-01-01T00:01:00Z")
+        );
+        assert!(first.iter().all(|c| c.observed_generation == Some(3)));
+        // Same facts later: times kept.
+        let second = conditions(&s, &first, ts("2026-01-01T00:02:00Z"), Some(3));
+        assert_eq!(first, second);
+        // Heartbeat goes stale: only Fresh moves.
+        let third = conditions(&s, &second, ts("2026-01-01T00:10:00Z"), Some(3));
+        assert_eq!(
+            get(&third, FRESH).last_transition_time,
+            "2026-01-01T00:10:00Z"
+        );
+        assert_eq!(
+            get(&third, HEALTHY).last_transition_time,
+            "2026-01-01T00:01:00Z"
+        );
+    }
+}

@@ -1,0 +1,215 @@
+//! Writer inventory (pure): the containers of a node's running pods that can
+//! write the node's own rules (hostNetwork with NET_ADMIN/ALL, or
+//! privileged), resolved to the iptables their image bundles.
+//!
+//! Summaries, both over iptables-nft only (legacy never misreads native
+//! expressions) and over the host's own iptables *and* the writers:
+//! - `newestWriterVersion`: the newest iptables-nft that writes the node's rules;
+//! - `oldestReaderVersion`: the oldest iptables-nft that reads them (every
+//!   writer also reads: `iptables-save`/`-restore`, `-C` checks).
+//!
+//! An `iptables-wrapper` counts as nft when the node's marker chains (or
+//! their absence) make the wrapper pick nft.
+
+use crate::api::{NodeNetfilterProfileStatus, Writer};
+use crate::compat::evaluate::{ImageKey, ImageResolution, ImageResolutions, has_net_admin};
+use crate::compat::{Backend, Version};
+use k8s_openapi::api::core::v1::{Pod, SecurityContext};
+use std::collections::BTreeMap;
+
+/// `kubernetes.io/os` + `kubernetes.io/arch`.
+pub const OS_LABEL: &str = "kubernetes.io/os";
+pub const ARCH_LABEL: &str = "kubernetes.io/arch";
+pub const DEFAULT_PLATFORM: &str = crate::compat::evaluate::DEFAULT_PLATFORM;
+
+/// `os/arch` from a Node's labels (default when they are missing).
+pub fn node_platform(labels: Option<&BTreeMap<String, String>>) -> String {
+    let get = |k| labels.and_then(|l| l.get(k));
+    match (get(OS_LABEL), get(ARCH_LABEL)) {
+        (Some(os), Some(arch)) => format!("{os}/{arch}"),
+        (None, Some(arch)) => format!("linux/{arch}"),
+        _ => DEFAULT_PLATFORM.to_string(),
+    }
+}
+
+/// A running pod whose containers may touch netfilter.
+pub fn is_running(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_none()
+        && pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+}
+
+fn can_write(sc: Option<&SecurityContext>) -> bool {
+    sc.and_then(|s| s.privileged).unwrap_or(false) || has_net_admin(sc)
+}
+
+/// One container that can write the node's rules, before image resolution.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WriterContainer<'a> {
+    pub namespace: &'a str,
+    pub pod: &'a str,
+    pub container: &'a str,
+    /// None: a container without an image (invalid spec, reported as such).
+    pub image: Option<&'a str>,
+    pub init: bool,
+}
+
+/// The writer containers of one running pod (init containers too: what they
+/// wrote at start stays in the kernel; ephemeral ones while they exist).
+pub fn writer_containers<'p>(pod: &'p Pod) -> Vec<WriterContainer<'p>> {
+    let Some(spec) = pod.spec.as_ref() else {
+        return Vec::new();
+    };
+    if !spec.host_network.unwrap_or(false) || !is_running(pod) {
+        return Vec::new();
+    }
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+    let pod_name = pod.metadata.name.as_deref().unwrap_or("");
+    let entry =
+        |container: &'p str, image: Option<&'p String>, sc: Option<&SecurityContext>, init| {
+            can_write(sc).then(|| WriterContainer {
+                namespace,
+                pod: pod_name,
+                container,
+                image: image.map(String::as_str),
+                init,
+            })
+        };
+    let init = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .filter_map(|c| entry(&c.name, c.image.as_ref(), c.security_context.as_ref(), true));
+    let app = spec.containers.iter().filter_map(|c| {
+        entry(
+            &c.name,
+            c.image.as_ref(),
+            c.security_context.as_ref(),
+            false,
+        )
+    });
+    let ephemeral = spec.ephemeral_containers.iter().flatten().filter_map(|c| {
+        entry(
+            &c.name,
+            c.image.as_ref(),
+            c.security_context.as_ref(),
+            false,
+        )
+    });
+    init.chain(app).chain(ephemeral).collect()
+}
+
+/// (image, platform) pairs the inventory needs resolved, deduplicated.
+pub fn images_needed<'a>(pods: impl IntoIterator<Item = &'a Pod>, platform: &str) -> Vec<ImageKey> {
+    let mut keys: Vec<ImageKey> = pods
+        .into_iter()
+        .flat_map(writer_containers)
+        .filter_map(|w| w.image)
+        .map(|image| ImageKey {
+            image: image.to_string(),
+            platform: platform.to_string(),
+        })
+        .collect();
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Inventory {
+    pub writers: Vec<Writer>,
+    pub newest_writer_version: Option<Version>,
+    pub oldest_reader_version: Option<Version>,
+}
+
+/// Whether a wrapper on this node writes nft: nft markers -> nft, else legacy
+/// markers -> legacy, else nft (the wrapper's default).
+fn wrapper_is_nft(status: Option<&NodeNetfilterProfileStatus>) -> bool {
+    match status.and_then(|s| s.backends.as_ref()) {
+        Some(b) if b.nft.hint_chain || b.nft.canary_chain => true,
+        Some(b) if b.legacy.hint_chain || b.legacy.canary_chain => false,
+        _ => true,
+    }
+}
+
+fn nft_version(
+    version: Option<Version>,
+    backend: Option<Backend>,
+    wrapper_nft: bool,
+) -> Option<Version> {
+    match backend {
+        Some(Backend::Nft) => version,
+        Some(Backend::Wrapper) if wrapper_nft => version,
+        _ => None,
+    }
+}
+
+/// The inventory for one node from its running pods and resolved images.
+pub fn inventory<'a>(
+    pods: impl IntoIterator<Item = &'a Pod>,
+    status: Option<&NodeNetfilterProfileStatus>,
+    images: &ImageResolutions,
+    platform: &str,
+) -> Inventory {
+    let wrapper_nft = wrapper_is_nft(status);
+    let mut writers: Vec<Writer> = Vec::new();
+    for pod in pods {
+        for w in writer_containers(pod) {
+            let mut writer = Writer {
+                pod: format!("{}/{}", w.namespace, w.pod),
+                container: w.container.to_string(),
+                image: w.image.unwrap_or_default().to_string(),
+                ..Default::default()
+            };
+            let mut notes: Vec<String> = Vec::new();
+            if w.init {
+                notes.push("init container: its rules were written at pod start".into());
+            }
+            match w.image.map(|i| images.get(i, platform)) {
+                None => notes.push("container has no image".into()),
+                Some(None) => notes.push(format!("image not resolved for {platform}")),
+                Some(Some(ImageResolution::Unresolved { error })) => {
+                    notes.push(format!("image not resolved for {platform}: {error}"))
+                }
+                Some(Some(ImageResolution::Resolved(p))) => {
+                    writer.digest = Some(p.digest.clone());
+                    match &p.iptables {
+                        None => notes.push("image has no iptables".into()),
+                        Some(f) => {
+                            writer.version = f.version;
+                            writer.backend = f.backend;
+                            if f.version.is_none() {
+                                notes.push("iptables release unknown".into());
+                            }
+                            if f.backend.is_none() {
+                                notes.push("image has no iptables command".into());
+                            }
+                        }
+                    }
+                }
+            }
+            if !notes.is_empty() {
+                writer.note = Some(notes.join("; "));
+            }
+            writers.push(writer);
+        }
+    }
+    writers.sort_by(|a, b| (&a.pod, &a.container).cmp(&(&b.pod, &b.container)));
+    writers.dedup_by(|a, b| a.pod == b.pod && a.container == b.container);
+
+    let host = status.and_then(|s| s.iptables.as_ref());
+    let host_nft = host.and_then(|h| nft_version(h.version, h.backend, wrapper_nft));
+    let nft_versions = writers
+        .iter()
+        .filter_map(|w| nft_version(w.version, w.backend, wrapper_nft))
+        .chain(host_nft);
+    let (mut newest, mut oldest) = (None::<Version>, None::<Version>);
+    for v in nft_versions {
+        newest = Some(newest.map_or(v, |n| n.max(v)));
+        oldest = Some(oldest.map_or(v, |o| o.min(v)));
+    }
+    Inventory {
+        writers,
+        newest_writer_version: newest,
+        oldest_reader_version: oldest,
+    }
+}

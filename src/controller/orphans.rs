@@ -1,0 +1,88 @@
+//! Profiles whose Node no longer exists (pure part). Owner references let
+//! the garbage collector remove them too; this catches profiles created
+//! without one, or left while the collector lagged.
+
+use super::plan::profile_node;
+use crate::api::NodeNetfilterProfile;
+use std::collections::HashSet;
+
+/// A profile to delete, with its uid as a delete precondition (so a profile
+/// recreated meanwhile under the same name is never removed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Orphan {
+    pub name: String,
+    pub uid: Option<String>,
+    pub node: String,
+}
+
+/// Profiles naming a node absent from `nodes`. List the profiles *before*
+/// the nodes: a profile is only created for an existing node, so a node
+/// missing from the later list is really gone.
+pub fn orphans(profiles: &[NodeNetfilterProfile], nodes: &HashSet<String>) -> Vec<Orphan> {
+    profiles
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| {
+            let name = p.metadata.name.clone()?;
+            let node = profile_node(p)?.to_string();
+            (!nodes.contains(&node)).then(|| Orphan {
+                name,
+                uid: p.metadata.uid.clone(),
+                node,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::NodeNetfilterProfileSpec;
+
+    fn profile(name: &str, node: Option<&str>) -> NodeNetfilterProfile {
+        let mut p = NodeNetfilterProfile::new(
+            name,
+            NodeNetfilterProfileSpec {
+                node_name: node.map(str::to_string),
+            },
+        );
+        p.metadata.uid = Some(format!("uid-{name}"));
+        p
+    }
+
+    #[test]
+    fn profiles_without_their_node_are_orphans() {
+        let nodes: HashSet<String> = ["a".to_string(), "b".to_string()].into();
+        let ps = vec![
+            profile("a", None),
+            profile("c", None),
+            profile("x", Some("b")),
+            profile("y", Some("gone")),
+        ];
+        let o = orphans(&ps, &nodes);
+        assert_eq!(
+            o,
+            vec![
+                Orphan {
+                    name: "c".into(),
+                    uid: Some("uid-c".into()),
+                    node: "c".into()
+                },
+                Orphan {
+                    name: "y".into(),
+                    uid: Some("uid-y".into()),
+                    node: "gone".into()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn profiles_being_deleted_are_left_alone() {
+        let mut p = profile("c", None);
+        p.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            "2026-01-01T00:00:00Z".parse().unwrap(),
+        ));
+        assert!(orphans(&[p], &HashSet::new()).is_empty());
+    }
+}

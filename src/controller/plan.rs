@@ -1,0 +1,506 @@
+//! The pure reconcile core: one node's facts in, everything the controller
+//! should change on that node out (labels, profile status, taints, events).
+//! No I/O, no clock (`now` is an argument), so it is unit-tested directly and
+//! benchmarked for a whole cluster with [`plan_all`].
+
+use super::conditions::{self, fresh_until};
+use super::inventory::{self, Inventory, node_platform};
+use super::labels::{desired_labels, label_patch};
+use super::taints::{Brake, TaintChange, TaintPlan, TaintSettings, WantedTaints, plan_taints};
+use crate::api::{
+    ActiveBackend, NetfilterPolicy, NodeNetfilterProfile, NodeNetfilterProfileStatus, PolicyAction,
+};
+use crate::compat::evaluate::{
+    Candidate, EffectivePolicy, EvalInput, ImageKey, ImageResolutions, ReasonCode, Workload,
+    WorkloadKind, evaluate, images_to_resolve,
+};
+use crate::compat::{HazardCode, Severity};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::jiff::Timestamp;
+use serde_json::Value;
+use std::collections::{BTreeSet, HashMap};
+use std::time::Duration;
+
+/// Everything gathered about one node.
+#[derive(Clone, Copy, Debug)]
+pub struct NodeFacts<'a> {
+    pub node: &'a Node,
+    pub profile: Option<&'a NodeNetfilterProfile>,
+    /// The node's pods (not running ones are ignored).
+    pub pods: &'a [&'a Pod],
+    pub policies: &'a [NetfilterPolicy],
+    pub settings: TaintSettings,
+    pub images: &'a ImageResolutions,
+    /// Nodes other than this one that carry an nfguard taint.
+    pub tainted_elsewhere: usize,
+    pub total_nodes: usize,
+    pub now: Timestamp,
+}
+
+/// A workload running on the node that a `action: Taint` policy finds unsafe.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// `namespace/name` of the pod.
+    pub pod: String,
+    pub codes: Vec<ReasonCode>,
+    /// The first unsafe reason, one line.
+    pub message: String,
+}
+
+/// Which object an event is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventTarget {
+    Node,
+    Profile,
+    Both,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedEvent {
+    pub warning: bool,
+    /// PascalCase, stable.
+    pub reason: &'static str,
+    pub action: &'static str,
+    pub note: String,
+    pub target: EventTarget,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NodePlan {
+    pub node: String,
+    /// JSON merge patch for the Node's nfguard labels; None when in sync.
+    pub label_patch: Option<Value>,
+    /// The controller-owned status fields to apply; None when in sync or no profile.
+    pub status: Option<NodeNetfilterProfileStatus>,
+    pub taints: TaintPlan,
+    pub violations: Vec<Violation>,
+    pub events: Vec<PlannedEvent>,
+    /// Reconcile again by then (e.g. when the heartbeat turns stale).
+    pub requeue_after: Option<Duration>,
+    /// For metrics: the node's backend and critical/any hazard codes.
+    pub backend: Option<ActiveBackend>,
+    pub hazards: Vec<HazardCode>,
+}
+
+/// The controller-owned part of a status (what its apply carries).
+pub fn controller_fields(s: &NodeNetfilterProfileStatus) -> NodeNetfilterProfileStatus {
+    NodeNetfilterProfileStatus {
+        conditions: s.conditions.clone(),
+        writers: s.writers.clone(),
+        newest_writer_version: s.newest_writer_version,
+        oldest_reader_version: s.oldest_reader_version,
+        ..Default::default()
+    }
+}
+
+fn pod_can_write(pod: &Pod) -> bool {
+    let Some(spec) = pod.spec.as_ref() else {
+        return false;
+    };
+    let w = |sc: Option<&k8s_openapi::api::core::v1::SecurityContext>| {
+        sc.and_then(|s| s.privileged).unwrap_or(false) || crate::compat::evaluate::has_net_admin(sc)
+    };
+    spec.containers
+        .iter()
+        .any(|c| w(c.security_context.as_ref()))
+        || spec
+            .init_containers
+            .iter()
+            .flatten()
+            .any(|c| w(c.security_context.as_ref()))
+        || spec
+            .ephemeral_containers
+            .iter()
+            .flatten()
+            .any(|c| w(c.security_context.as_ref()))
+}
+
+fn workload_of(pod: &Pod) -> Option<Workload> {
+    Some(Workload {
+        kind: WorkloadKind::Pod,
+        namespace: pod.metadata.namespace.clone(),
+        name: pod.metadata.name.clone()?,
+        annotations: pod.metadata.annotations.clone().unwrap_or_default(),
+        template_annotations: pod.metadata.annotations.clone().unwrap_or_default(),
+        pod_spec: pod.spec.clone()?,
+    })
+}
+
+/// Every (image, platform) the plan for this node looks at: the writers'
+/// images and, for pods under `action: Taint`, what `evaluate` needs.
+pub fn images_to_inspect(
+    node: &Node,
+    pods: &[&Pod],
+    policies: &[NetfilterPolicy],
+) -> Vec<ImageKey> {
+    let platform = node_platform(node.metadata.labels.as_ref());
+    let mut keys: BTreeSet<ImageKey> = inventory::images_needed(pods.iter().copied(), &platform)
+        .into_iter()
+        .collect();
+    let name = node.metadata.name.as_deref().unwrap_or("");
+    for pod in pods
+        .iter()
+        .filter(|p| inventory::is_running(p) && pod_can_write(p))
+    {
+        let Some(w) = workload_of(pod) else { continue };
+        let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let Ok(policy) = EffectivePolicy::from_policies(policies, ns, None) else {
+            continue;
+        };
+        if policy.action != PolicyAction::Taint {
+            continue;
+        }
+        let cand = [Candidate {
+            name,
+            platform: platform.clone(),
+            profile: None,
+        }];
+        keys.extend(images_to_resolve(&w, &cand, &policy));
+    }
+    keys.into_iter().collect()
+}
+
+/// Running pods that violate a `action: Taint` policy on this node.
+fn violations(
+    facts: &NodeFacts<'_>,
+    profile_now: Option<&NodeNetfilterProfile>,
+    platform: &str,
+) -> Vec<Violation> {
+    let Some(profile) = profile_now else {
+        return Vec::new();
+    };
+    let name = facts.node.metadata.name.as_deref().unwrap_or("");
+    let mut by_ns: HashMap<&str, Option<EffectivePolicy>> = HashMap::new();
+    let mut out = Vec::new();
+    for pod in facts
+        .pods
+        .iter()
+        .filter(|p| inventory::is_running(p) && pod_can_write(p))
+    {
+        let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let policy = by_ns
+            .entry(ns)
+            .or_insert_with(|| EffectivePolicy::from_policies(facts.policies, ns, None).ok());
+        let Some(policy) = policy.as_ref().filter(|p| p.action == PolicyAction::Taint) else {
+            continue;
+        };
+        let Some(workload) = workload_of(pod) else {
+            continue;
+        };
+        let candidates = [Candidate {
+            name,
+            platform: platform.to_string(),
+            profile: Some(profile),
+        }];
+        let decision = evaluate(&EvalInput {
+            workload: &workload,
+            candidates: &candidates,
+            images: facts.images,
+            policy,
+        });
+        let unsafe_reasons: Vec<_> = decision
+            .reasons
+            .iter()
+            .filter(|r| r.severity == Severity::Critical && r.code != ReasonCode::NodeHazard)
+            .collect();
+        if let Some(first) = unsafe_reasons.first() {
+            let mut codes: Vec<ReasonCode> = unsafe_reasons.iter().map(|r| r.code).collect();
+            codes.sort();
+            codes.dedup();
+            out.push(Violation {
+                pod: format!("{ns}/{}", workload.name),
+                codes,
+                message: first.message.clone(),
+            });
+        }
+    }
+    out
+}
+
+fn first_critical(status: Option<&NodeNetfilterProfileStatus>) -> Option<HazardCode> {
+    status?
+        .hazards
+        .iter()
+        .flatten()
+        .filter(|h| h.severity == Severity::Critical)
+        .map(|h| h.code)
+        .min()
+}
+
+fn describe_labels(patch: &Value) -> String {
+    let Some(map) = patch.pointer("/metadata/labels").and_then(Value::as_object) else {
+        return String::new();
+    };
+    map.iter()
+        .map(|(k, v)| match v.as_str() {
+            Some(v) => format!("{k}={v}"),
+            None => format!("{k} removed"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn taint_text(t: &k8s_openapi::api::core::v1::Taint) -> String {
+    match t.value.as_deref() {
+        Some(v) if !v.is_empty() => format!("{}={v}:{}", t.key, t.effect),
+        _ => format!("{}:{}", t.key, t.effect),
+    }
+}
+
+/// Plan one node.
+pub fn plan_node(facts: &NodeFacts<'_>) -> NodePlan {
+    let node_name = facts.node.metadata.name.clone().unwrap_or_default();
+    let platform = node_platform(facts.node.metadata.labels.as_ref());
+    let status = facts.profile.and_then(|p| p.status.as_ref());
+    let mut events = Vec::new();
+
+    // Labels.
+    let label_patch = label_patch(facts.node.metadata.labels.as_ref(), &desired_labels(status));
+    if let Some(p) = &label_patch {
+        events.push(PlannedEvent {
+            warning: false,
+            reason: "LabelsUpdated",
+            action: "Label",
+            note: describe_labels(p),
+            target: EventTarget::Node,
+        });
+    }
+
+    // Status: conditions + writer inventory.
+    let mut new_status = None;
+    let mut profile_now = None;
+    let mut requeue_after = None;
+    if let Some(profile) = facts.profile {
+        let empty = NodeNetfilterProfileStatus::default();
+        let current = status.unwrap_or(&empty);
+        let Inventory {
+            writers,
+            newest_writer_version,
+            oldest_reader_version,
+        } = inventory::inventory(facts.pods.iter().copied(), status, facts.images, &platform);
+        let previous = current.conditions.as_deref().unwrap_or(&[]);
+        let conds =
+            conditions::conditions(current, previous, facts.now, profile.metadata.generation);
+        for c in &conds {
+            let before = previous.iter().find(|p| p.type_ == c.type_);
+            if before.map(|b| &b.status) != Some(&c.status) {
+                events.push(PlannedEvent {
+                    warning: c.status != "True",
+                    reason: "ConditionChanged",
+                    action: "UpdateStatus",
+                    note: format!(
+                        "{} {} -> {} ({}): {}",
+                        c.type_,
+                        before.map_or("none", |b| b.status.as_str()),
+                        c.status,
+                        c.reason,
+                        c.message
+                    ),
+                    target: EventTarget::Profile,
+                });
+            }
+        }
+        let desired = NodeNetfilterProfileStatus {
+            conditions: Some(conds),
+            writers: Some(writers),
+            newest_writer_version,
+            oldest_reader_version,
+            ..Default::default()
+        };
+        if desired.writers != current.writers && current.writers.is_some() {
+            let n = desired.writers.as_ref().map_or(0, Vec::len);
+            events.push(PlannedEvent {
+                warning: false,
+                reason: "WritersChanged",
+                action: "UpdateStatus",
+                note: format!("{n} container(s) on this node can write its iptables rules"),
+                target: EventTarget::Profile,
+            });
+        }
+        // Judge running workloads against the profile as it will be (new writers).
+        let mut merged = profile.clone();
+        let ms = merged.status.get_or_insert_with(Default::default);
+        ms.writers = desired.writers.clone();
+        ms.newest_writer_version = desired.newest_writer_version;
+        ms.oldest_reader_version = desired.oldest_reader_version;
+        profile_now = Some(merged);
+        if controller_fields(current) != desired {
+            new_status = Some(desired);
+        }
+        if let Some(until) = fresh_until(current)
+            && facts.now <= until
+        {
+            let secs = until.as_second() - facts.now.as_second() + 1;
+            requeue_after = Some(Duration::from_secs(secs.max(1) as u64));
+        }
+    }
+
+    // Taints.
+    let violations = violations(facts, profile_now.as_ref(), &platform);
+    let wanted = WantedTaints {
+        degraded: facts
+            .settings
+            .taint_degraded
+            .then(|| first_critical(status))
+            .flatten(),
+        incompatible: !violations.is_empty(),
+    };
+    let current_taints = facts
+        .node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_deref())
+        .unwrap_or(&[]);
+    let taints = plan_taints(
+        current_taints,
+        &wanted,
+        &Brake {
+            tainted_elsewhere: facts.tainted_elsewhere,
+            total_nodes: facts.total_nodes,
+            max_percent: facts.settings.max_percent,
+        },
+    );
+    let why = |key: &str| -> String {
+        if key == super::taints::TAINT_INCOMPATIBLE {
+            violations
+                .iter()
+                .map(|v| {
+                    format!(
+                        "pod {} ({}): {}",
+                        v.pod,
+                        v.codes
+                            .iter()
+                            .map(|c| c.to_string())
+                            .collect::<Vec<_>>()
+                            .join(","),
+                        v.message
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; ")
+        } else {
+            match first_critical(status) {
+                Some(code) => format!("critical hazard {code}"),
+                None => String::new(),
+            }
+        }
+    };
+    for change in &taints.changes {
+        let e = match change {
+            TaintChange::Added(t) => PlannedEvent {
+                warning: true,
+                reason: "Tainted",
+                action: "Taint",
+                note: format!("added {}: {}", taint_text(t), why(&t.key)),
+                target: EventTarget::Both,
+            },
+            TaintChange::Removed(t) => PlannedEvent {
+                warning: false,
+                reason: "Untainted",
+                action: "Untaint",
+                note: format!("removed {}: the cause has cleared", taint_text(t)),
+                target: EventTarget::Both,
+            },
+            TaintChange::Withheld {
+                taint,
+                tainted,
+                limit,
+            } => PlannedEvent {
+                warning: true,
+                reason: "TaintWithheld",
+                action: "Taint",
+                note: format!(
+                    "safety brake: would add {} ({}), but nfguard already taints {tainted} node(s), the most allowed is {limit} ({}% of {} nodes)",
+                    taint_text(taint),
+                    why(&taint.key),
+                    facts.settings.max_percent,
+                    facts.total_nodes
+                ),
+                target: EventTarget::Both,
+            },
+        };
+        events.push(e);
+    }
+
+    let mut hazards: Vec<HazardCode> = status
+        .and_then(|s| s.hazards.as_ref())
+        .map(|hs| hs.iter().map(|h| h.code).collect())
+        .unwrap_or_default();
+    hazards.sort();
+    hazards.dedup();
+    NodePlan {
+        node: node_name,
+        label_patch,
+        status: new_status,
+        taints,
+        violations,
+        events,
+        requeue_after,
+        backend: status.and_then(|s| s.active_backend),
+        hazards,
+    }
+}
+
+/// A whole cluster's facts (the benchmark's input, and a full resync's).
+pub struct ClusterFacts<'a> {
+    pub nodes: &'a [Node],
+    pub profiles: &'a [NodeNetfilterProfile],
+    pub pods: &'a [Pod],
+    pub policies: &'a [NetfilterPolicy],
+    pub images: &'a ImageResolutions,
+    pub now: Timestamp,
+}
+
+/// Plan every node in order, the brake counting the taints of the plans
+/// already made (as the controller does when it reconciles one by one).
+pub fn plan_all(c: &ClusterFacts<'_>) -> Vec<NodePlan> {
+    let mut pods_by_node: HashMap<&str, Vec<&Pod>> = HashMap::with_capacity(c.nodes.len());
+    for p in c.pods {
+        if let Some(n) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+            pods_by_node.entry(n).or_default().push(p);
+        }
+    }
+    let profiles: HashMap<&str, &NodeNetfilterProfile> = c
+        .profiles
+        .iter()
+        .filter_map(|p| Some((profile_node(p)?, p)))
+        .collect();
+    let settings = TaintSettings::from_policies(c.policies);
+    let mut tainted: BTreeSet<&str> = c
+        .nodes
+        .iter()
+        .filter(|n| {
+            super::taints::has_nfguard_taint(n.spec.as_ref().and_then(|s| s.taints.as_ref()))
+        })
+        .filter_map(|n| n.metadata.name.as_deref())
+        .collect();
+    let none: Vec<&Pod> = Vec::new();
+    c.nodes
+        .iter()
+        .map(|node| {
+            let name = node.metadata.name.as_deref().unwrap_or("");
+            let plan = plan_node(&NodeFacts {
+                node,
+                profile: profiles.get(name).copied(),
+                pods: pods_by_node.get(name).unwrap_or(&none),
+                policies: c.policies,
+                settings,
+                images: c.images,
+                tainted_elsewhere: tainted.len() - usize::from(tainted.contains(name)),
+                total_nodes: c.nodes.len(),
+                now: c.now,
+            });
+            if plan.taints.tainted_after {
+                tainted.insert(name);
+            } else {
+                tainted.remove(name);
+            }
+            plan
+        })
+        .collect()
+}
+
+/// The node a profile describes: spec.nodeName, else metadata.name.
+pub fn profile_node(p: &NodeNetfilterProfile) -> Option<&str> {
+    p.spec.node_name.as_deref().or(p.metadata.name.as_deref())
+}

@@ -1,0 +1,158 @@
+//! The reporter's Kubernetes writes: make sure the node's
+//! NodeNetfilterProfile exists (owned by the Node, so it outlives reporter
+//! restarts and is garbage-collected with the Node), then server-side apply
+//! its status under the field manager `nfguard-reporter` with only the
+//! reporter's own fields.
+
+use super::core::reporter_fields;
+use crate::api::{NodeNetfilterProfile, NodeNetfilterProfileSpec, NodeNetfilterProfileStatus};
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+
+pub const FIELD_MANAGER: &str = "nfguard-reporter";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("reading Node {node}: {source}")]
+    GetNode { node: String, source: kube::Error },
+    #[error("Node {0} has no uid")]
+    NodeWithoutUid(String),
+    #[error("creating NodeNetfilterProfile {node}: {source}")]
+    Create { node: String, source: kube::Error },
+    #[error("applying the status of NodeNetfilterProfile {node}: {source}")]
+    Apply { node: String, source: kube::Error },
+}
+
+impl ApiError {
+    /// The HTTP status of the API's answer, when there was one.
+    pub fn http_status(&self) -> Option<u16> {
+        let e = match self {
+            ApiError::GetNode { source, .. }
+            | ApiError::Create { source, .. }
+            | ApiError::Apply { source, .. } => source,
+            ApiError::NodeWithoutUid(_) => return None,
+        };
+        match e {
+            kube::Error::Api(s) => Some(s.code),
+            _ => None,
+        }
+    }
+}
+
+/// The profile object the reporter creates: spec.nodeName and an
+/// ownerReference to the Node (not to the reporter pod, which restarts).
+pub fn new_profile(node_name: &str, node_uid: &str) -> NodeNetfilterProfile {
+    let mut p = NodeNetfilterProfile::new(
+        node_name,
+        NodeNetfilterProfileSpec {
+            node_name: Some(node_name.to_string()),
+        },
+    );
+    p.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: "v1".into(),
+        kind: "Node".into(),
+        name: node_name.to_string(),
+        uid: node_uid.to_string(),
+        controller: None,
+        block_owner_deletion: None,
+    }]);
+    p
+}
+
+/// The server-side apply body for the status subresource: identity plus the
+/// reporter-owned status fields, nothing else (no spec, no conditions).
+pub fn status_apply_body(
+    node_name: &str,
+    status: &NodeNetfilterProfileStatus,
+) -> serde_json::Value {
+    let status = serde_json::to_value(reporter_fields(status)).unwrap_or_default();
+    serde_json::json!({
+        "apiVersion": "nfguard.io/v1alpha1",
+        "kind": "NodeNetfilterProfile",
+        "metadata": { "name": node_name },
+        "status": status,
+    })
+}
+
+pub struct ProfileWriter {
+    client: kube::Client,
+    node_name: String,
+    ensured: bool,
+}
+
+impl ProfileWriter {
+    pub fn new(client: kube::Client, node_name: impl Into<String>) -> Self {
+        Self {
+            client,
+            node_name: node_name.into(),
+            ensured: false,
+        }
+    }
+
+    /// GET the Node for its uid, then create the profile; an existing
+    /// profile (409 AlreadyExists) is fine.
+    pub async fn ensure_profile(&mut self) -> Result<(), ApiError> {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let node = nodes
+            .get(&self.node_name)
+            .await
+            .map_err(|source| ApiError::GetNode {
+                node: self.node_name.clone(),
+                source,
+            })?;
+        let uid = node
+            .metadata
+            .uid
+            .clone()
+            .ok_or_else(|| ApiError::NodeWithoutUid(self.node_name.clone()))?;
+        let profiles: Api<NodeNetfilterProfile> = Api::all(self.client.clone());
+        let pp = PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        };
+        match profiles
+            .create(&pp, &new_profile(&self.node_name, &uid))
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(source) => {
+                return Err(ApiError::Create {
+                    node: self.node_name.clone(),
+                    source,
+                });
+            }
+        }
+        self.ensured = true;
+        Ok(())
+    }
+
+    /// Ensure the profile (once, or again after it vanished), then apply the status.
+    pub async fn write(&mut self, status: &NodeNetfilterProfileStatus) -> Result<(), ApiError> {
+        if !self.ensured {
+            self.ensure_profile().await?;
+        }
+        let profiles: Api<NodeNetfilterProfile> = Api::all(self.client.clone());
+        // force: these fields are the reporter's alone; a stray manual edit
+        // must not block the node's facts.
+        let pp = PatchParams::apply(FIELD_MANAGER).force();
+        let body = status_apply_body(&self.node_name, status);
+        match profiles
+            .patch_status(&self.node_name, &pp, &Patch::Apply(&body))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(source) => {
+                if matches!(&source, kube::Error::Api(s) if s.code == 404) {
+                    // Deleted under us: re-create it on the next attempt.
+                    self.ensured = false;
+                }
+                Err(ApiError::Apply {
+                    node: self.node_name.clone(),
+                    source,
+                })
+            }
+        }
+    }
+}
