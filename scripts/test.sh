@@ -15,6 +15,7 @@ APT_PACKAGES=(
   docker-registry skopeo umoci      # a real OCI registry on loopback, image tooling
   libclang-dev pkg-config           # build-time needs of -sys crates
   shellcheck jq zstd curl ca-certificates
+  rpm                               # a real rpmdb.sqlite for the rpm probe test
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
