@@ -95,11 +95,6 @@ fn main() {
             },
             15,
         );
-        println!(
-            "  sha256 of the bytes {:?} ({:.2}x read)",
-            sha,
-            sha.as_secs_f64() / read.as_secs_f64()
-        );
         let walk = median(
             || {
                 let mut a = tar::Archive::new(&tar[..]);
@@ -122,11 +117,6 @@ fn main() {
             },
             15,
         );
-        println!(
-            "  TarReader walk alone {:?} ({:.2}x read)",
-            reader,
-            reader.as_secs_f64() / read.as_secs_f64()
-        );
         let ours = median(
             || {
                 black_box(
@@ -143,10 +133,6 @@ fn main() {
             15,
         );
         println!(
-            "  => Layer::from_tar / sha256 = {:.2}x",
-            ours.as_secs_f64() / sha.as_secs_f64()
-        );
-        println!(
             "{label}: {} MB, {} entries | read bytes {:?} | tar crate walk {:?} ({:.2}x) | Layer::from_tar {:?} ({:.2}x read, {:.2}x tar-crate walk)",
             tar.len() >> 20,
             files + 1,
@@ -156,6 +142,20 @@ fn main() {
             ours,
             ours.as_secs_f64() / read.as_secs_f64(),
             ours.as_secs_f64() / walk.as_secs_f64()
+        );
+        println!(
+            "  sha256 of the bytes {:?} ({:.2}x read)",
+            sha,
+            sha.as_secs_f64() / read.as_secs_f64()
+        );
+        println!(
+            "  TarReader walk alone {:?} ({:.2}x read)",
+            reader,
+            reader.as_secs_f64() / read.as_secs_f64()
+        );
+        println!(
+            "  => Layer::from_tar / sha256 = {:.2}x",
+            ours.as_secs_f64() / sha.as_secs_f64()
         );
     }
 }
