@@ -23,24 +23,50 @@ fn ustar_header(name: &str, size: u64) -> [u8; 512] {
     *h.as_bytes()
 }
 
-/// A tar of `n` empty files produced on the fly (512 bytes per entry).
+/// A tar of `n` empty files produced on the fly (512 bytes per entry): one
+/// template header whose name digits and checksum are patched per entry.
 struct ManyEntries {
     n: u64,
     next: u64,
     block: [u8; 512],
+    /// Checksum of the template with all-'0' digits.
+    base_sum: u32,
     pos: usize,
     trailer: usize,
 }
 
+const DIGITS: std::ops::Range<usize> = 6..15; // "data/f" + 9 digits
+
 impl ManyEntries {
     fn new(n: u64) -> Self {
+        let block = ustar_header("data/f000000000", 0);
+        let base_sum = block[..148]
+            .iter()
+            .chain(&block[156..])
+            .map(|&b| u32::from(b))
+            .sum::<u32>()
+            + 8 * 32;
         Self {
             n,
             next: 0,
-            block: [0; 512],
+            block,
+            base_sum,
             pos: 512,
             trailer: 1024,
         }
+    }
+
+    fn patch(&mut self, i: u64) {
+        let mut v = i;
+        let mut extra = 0u32;
+        for k in DIGITS.rev() {
+            let d = (v % 10) as u8;
+            v /= 10;
+            self.block[k] = b'0' + d;
+            extra += u32::from(d);
+        }
+        let sum = format!("{:06o}\0 ", self.base_sum + extra);
+        self.block[148..156].copy_from_slice(sum.as_bytes());
     }
 }
 
@@ -48,7 +74,7 @@ impl Read for ManyEntries {
     fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
         if self.pos == 512 {
             if self.next < self.n {
-                self.block = ustar_header(&format!("data/f{:09}", self.next), 0);
+                self.patch(self.next);
                 self.next += 1;
                 self.pos = 0;
             } else if self.trailer > 0 {
@@ -70,8 +96,11 @@ impl Read for ManyEntries {
 #[test]
 fn million_entries_refused_without_holding_them() {
     let limits = LayerLimits::default();
-    let err = Layer::from_tar(ManyEntries::new(1_000_000), &limits).unwrap_err();
+    let mut stream = ManyEntries::new(1_000_000);
+    let err = Layer::from_tar(&mut stream, &limits).unwrap_err();
     assert!(matches!(err, LayerError::TooManyEntries(n) if n == limits.max_entries));
+    // It stopped at the limit: the rest of the stream was never read.
+    assert_eq!(stream.next, limits.max_entries + 1);
     assert_eq!(err.to_string(), "layer has more than 500000 tar entries");
     // Just under the limit is fine, and keeps nothing of the irrelevant files.
     let small = LayerLimits {
