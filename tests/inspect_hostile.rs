@@ -224,6 +224,21 @@ fn symlink_loop_in_a_layer_is_reported_not_fatal() {
         f.evidence.iter().any(|e| e.detail.contains("symlink loop")),
         "{f:#?}"
     );
+    // With the release's binaries next to the loop, the version still shows.
+    let root = image(
+        vec![from(&tar(&[
+            E::Symlink("usr/sbin/iptables", "/etc/alternatives/iptables"),
+            E::Symlink("etc/alternatives/iptables", "/usr/sbin/iptables"),
+            E::File(
+                "usr/sbin/xtables-nft-multi",
+                &real_binary("1.8.9", "xtables-nft-multi"),
+            ),
+        ]))],
+        true,
+    );
+    let f = collect(&root, &BTreeMap::new()).facts.unwrap();
+    assert_eq!(f.backend, None);
+    assert_eq!(f.version, Some(nfguard::compat::Version::new(1, 8, 9)));
 }
 
 #[test]
