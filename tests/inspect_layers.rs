@@ -402,3 +402,58 @@ fn opaque_root_and_whiteout_at_the_root() {
     assert_eq!(f.package_version, None);
     assert_eq!(f.version, Some(Version::new(1, 8, 7)));
 }
+
+#[test]
+fn alpine_layout_sbin_without_usrmerge() {
+    let db = b"P:iptables\nV:1.8.11-r1\n\n";
+    let layer = from(&tar(&[
+        E::Dir("sbin/"),
+        E::Dir("usr/"),
+        E::Dir("usr/sbin/"),
+        E::Dir("usr/bin/"),
+        E::Dir("bin/"),
+        E::Symlink("sbin/iptables", "xtables-nft-multi"),
+        E::File(
+            "sbin/xtables-nft-multi",
+            &real_binary("1.8.11", "xtables-nft-multi"),
+        ),
+        E::File("lib/apk/db/installed", db),
+    ]));
+    // Read as the top layer of an unfinished image: /usr/sbin/iptables comes
+    // first in the search and is not in this layer, so a lower layer could
+    // still supply it; only the complete image settles.
+    let c = collect(&image(vec![layer.clone()], false), &no_labels());
+    assert!(
+        !c.settled,
+        "a lower layer could still add /usr/sbin/iptables"
+    );
+    let c = collect(&image(vec![layer], true), &no_labels());
+    assert!(c.settled);
+    let f = c.facts.unwrap();
+    assert_eq!(f.backend, Some(Backend::Nft));
+    assert_eq!(f.version, Some(Version::new(1, 8, 11)));
+    assert_eq!(f.package_version.as_deref(), Some("1.8.11-r1"));
+    assert!(f.conflicts.is_empty(), "{:?}", f.conflicts);
+}
+
+#[test]
+fn wrapper_in_the_top_layer_settles() {
+    let top = from(&tar(&[
+        E::Dir("usr/"),
+        E::Dir("usr/sbin/"),
+        E::File(
+            "usr/sbin/iptables-wrapper",
+            b"#!/bin/sh\nexec xtables-nft-multi\n",
+        ),
+        E::Symlink("usr/sbin/iptables", "iptables-wrapper"),
+        E::File(
+            "usr/sbin/xtables-nft-multi",
+            &real_binary("1.8.9", "xtables-nft-multi"),
+        ),
+    ]));
+    let c = collect(&image(vec![top], false), &no_labels());
+    assert!(c.settled, "{c:#?}");
+    let f = c.facts.unwrap();
+    assert_eq!(f.backend, Some(Backend::Wrapper));
+    assert_eq!(f.version, Some(Version::new(1, 8, 9)));
+}

@@ -67,17 +67,14 @@ fn octal_or_base256(field: &[u8], what: &str) -> Result<u64, TarError> {
         }
         return Ok(v);
     }
-    let s: Vec<u8> = field
+    // Octal digits, optionally space-padded, ended by NUL or space.
+    let digits = field
         .iter()
         .copied()
         .skip_while(|b| *b == b' ')
-        .take_while(|b| *b != 0 && *b != b' ')
-        .collect();
-    if s.is_empty() {
-        return Ok(0);
-    }
+        .take_while(|b| *b != 0 && *b != b' ');
     let mut v: u64 = 0;
-    for b in s {
+    for b in digits {
         if !(b'0'..=b'7').contains(&b) {
             return Err(TarError::Malformed(format!("{what} is not octal")));
         }
