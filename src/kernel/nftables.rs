@@ -127,18 +127,28 @@ fn read_once(sock: &mut Socket) -> Result<Option<RuleSet>, KernelError> {
     let mut rules = 0usize;
     // Cache the last (table, chain) lookup: a dump delivers each chain's rules together.
     let mut last: Option<(u8, String, String, usize, usize)> = None;
-    let owned: Vec<(u8, String)> = table_idx
-        .keys()
-        .filter(|(f, name)| {
-            let fam = Family::from_nfproto(*f);
-            matches!(fam, Family::Ip | Family::Ip6)
-                && super::IPTABLES_TABLES.contains(&name.as_str())
-        })
-        .cloned()
-        .collect();
-    for (family, name) in owned {
-        let mut filter = Vec::new();
-        put_str(&mut filter, 1, &name); // NFTA_RULE_TABLE
+    // One filtered dump per chain of the iptables-owned tables. The kernel
+    // resumes a multi-part dump by re-walking every rule before the resume
+    // point, which is quadratic over one big dump; per chain it only
+    // re-walks that chain, and nothing outside iptables' tables is
+    // serialized at all (a node may hold large native nft rule sets).
+    let mut requests: Vec<(u8, String, String)> = Vec::new();
+    for ((family, table), &ti) in &table_idx {
+        let fam = Family::from_nfproto(*family);
+        if !(matches!(fam, Family::Ip | Family::Ip6)
+            && super::IPTABLES_TABLES.contains(&table.as_str()))
+        {
+            continue;
+        }
+        for chain in &set.tables[ti].chains {
+            requests.push((*family, table.clone(), chain.name.clone()));
+        }
+    }
+    let mut filter = Vec::with_capacity(128);
+    for (family, table, chain) in requests {
+        filter.clear();
+        put_str(&mut filter, 1, &table); // NFTA_RULE_TABLE
+        put_str(&mut filter, 2, &chain); // NFTA_RULE_CHAIN
         let res = sock.request_with(NFT_MSG_GETRULE, family, true, &filter, |m| {
             rules += 1;
             if rules > MAX_RULES {
@@ -151,7 +161,7 @@ fn read_once(sock: &mut Socket) -> Result<Option<RuleSet>, KernelError> {
         match res {
             Ok(true) => {}
             Ok(false) => return Ok(None),
-            // The table went away since the table dump: read again.
+            // The table or chain went away since its dump: read again.
             Err(KernelError::Netlink(e)) if e.raw_os_error() == Some(libc::ENOENT) => {
                 return Ok(None);
             }
