@@ -554,3 +554,44 @@ fn foreign_nft_tables_are_listed_not_counted() {
         "native rules outside iptables tables do not count"
     );
 }
+
+/// Without CAP_NET_ADMIN the probe reports what it could not read and exits 0.
+#[test]
+fn unprivileged_probe_reports_failure_not_crash() {
+    let Some(ns) = Netns::new("unpriv") else {
+        return;
+    };
+    let out = netns::check(
+        ns.exec(&[
+            "setpriv",
+            "--reuid",
+            "65534",
+            "--regid",
+            "65534",
+            "--clear-groups",
+            env!("CARGO_BIN_EXE_nfguard"),
+            "inspect",
+            "node",
+            "--host-root",
+            "/nonexistent",
+            "-o",
+            "json",
+        ]),
+        "unprivileged nfguard",
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(hazards(&v, "ProbeFailed").len(), 2, "{v:#}");
+    assert!(
+        v["probeError"]
+            .as_str()
+            .is_some_and(|e| e.contains("nft:") && e.contains("legacy:"))
+    );
+    assert_eq!(
+        v["kernel"]["nfTables"], true,
+        "EPERM still means nf_tables exists"
+    );
+    assert!(
+        v.get("activeBackend").is_none() && v.get("nativeFeatures").is_none(),
+        "{v:#}"
+    );
+}

@@ -41,9 +41,23 @@ pub fn read() -> Result<RuleSet, KernelError> {
     })
 }
 
-/// Whether the kernel answers nf_tables requests at all.
+/// Whether the kernel has nf_tables. A permission error still means it
+/// exists (the caller lacks CAP_NET_ADMIN); a kernel without it rejects the
+/// subsystem with EOPNOTSUPP/EPROTONOSUPPORT/EINVAL.
 pub fn available() -> bool {
-    Socket::open().and_then(|mut s| generation(&mut s)).is_ok()
+    match generation_id() {
+        Ok(_) => true,
+        Err(KernelError::Netlink(e)) => {
+            matches!(e.raw_os_error(), Some(libc::EPERM | libc::EACCES))
+        }
+        Err(_) => false,
+    }
+}
+
+/// The nf_tables ruleset generation: it changes with every committed change,
+/// so a caller can skip a full read when it equals the last one seen.
+pub fn generation_id() -> Result<u32, KernelError> {
+    generation(&mut Socket::open()?)
 }
 
 fn generation(sock: &mut Socket) -> Result<u32, KernelError> {

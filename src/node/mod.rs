@@ -134,7 +134,8 @@ pub fn status_from_facts(facts: &NodeFacts) -> NodeNetfilterProfileStatus {
         active_backend: both_read.then(|| backends::active_backend(nft, legacy)),
         wrapper_backend: both_read.then(|| backends::wrapper_choice(nft, legacy)),
         min_reader_version: min,
-        native_features: Some(features),
+        // Unknown, not "none", when nf_tables could not be read.
+        native_features: facts.nft.is_ok().then_some(features),
         other_nft_tables: (!other.is_empty()).then_some(other),
         bridge: Some(facts.bridge.clone()),
         ip_forward: facts.ip_forward,
