@@ -434,7 +434,7 @@ fn as_profile_prints_a_complete_object() {
     assert_eq!(v["status"]["activeBackend"], "nft");
     assert!(v["status"]["lastProbeTime"].is_string());
     let p: nfguard::api::NodeNetfilterProfile = serde_json::from_value(v).expect("round trip");
-    assert_eq!(p.status.unwrap().backends.unwrap().nft.hint_chain, true);
+    assert!(p.status.unwrap().backends.unwrap().nft.hint_chain);
     // YAML is the default for --as-profile without -o.
     let out = netns::check(
         ns.nfguard(&[

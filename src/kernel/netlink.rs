@@ -231,7 +231,7 @@ pub fn put_str(out: &mut Vec<u8>, ty: u16, s: &str) {
     out.extend_from_slice(&ty.to_ne_bytes());
     out.extend_from_slice(s.as_bytes());
     out.push(0);
-    while out.len() % 4 != 0 {
+    while !out.len().is_multiple_of(4) {
         out.push(0);
     }
 }

@@ -37,7 +37,7 @@ pub fn assess(facts: &NodeFacts, min_reader: Option<Version>) -> Vec<Hazard> {
     out.extend(known_bad(facts));
     out.extend(old_reader(facts, min_reader));
     out.extend(probe_failures(facts));
-    out.sort_by(|a, b| b.severity.cmp(&a.severity));
+    out.sort_by_key(|h| std::cmp::Reverse(h.severity));
     out
 }
 
