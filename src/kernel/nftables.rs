@@ -204,9 +204,15 @@ fn decode_rule(
     let (Some(table), Some(chain)) = (table, chain) else {
         return Ok(());
     };
-    let (table, chain) = (attr_str(table), attr_str(chain));
-    let hit = matches!(last, Some((f, t, c, _, _)) if *f == m.family && *t == table && *c == chain);
+    // Compare raw bytes with the cached chain first: no allocation per rule.
+    let (table, chain) = (cbytes(table), cbytes(chain));
+    let hit = matches!(last, Some((f, t, c, _, _))
+        if *f == m.family && t.as_bytes() == table && c.as_bytes() == chain);
     if !hit {
+        let (table, chain) = (
+            String::from_utf8_lossy(table).into_owned(),
+            String::from_utf8_lossy(chain).into_owned(),
+        );
         let Some(&ti) = table_idx.get(&(m.family, table.clone())) else {
             return Ok(()); // table created after our table dump; the generation check catches it
         };
@@ -218,7 +224,9 @@ fn decode_rule(
     let Some((_, _, _, ti, ci)) = last else {
         return Ok(());
     };
-    let mut rule = Rule::default();
+    let mut rule = Rule {
+        exprs: Vec::with_capacity(8),
+    };
     if let Some(list) = exprs_raw {
         for (ty, elem) in attrs(list) {
             if ty == 1 {
@@ -231,17 +239,23 @@ fn decode_rule(
     Ok(())
 }
 
+/// A NUL-terminated attribute's bytes, without allocating.
+fn cbytes(b: &[u8]) -> &[u8] {
+    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    &b[..end]
+}
+
 fn decode_expr(elem: &[u8]) -> Expr {
-    let (mut name, mut data) = (String::new(), &[][..]);
+    let (mut name, mut data) = (&[][..], &[][..]);
     for (ty, p) in attrs(elem) {
         match ty {
-            1 => name = attr_str(p),
+            1 => name = cbytes(p),
             2 => data = p,
             _ => {}
         }
     }
-    match name.as_str() {
-        "match" => {
+    match name {
+        b"match" => {
             let (mut xt, mut info) = (String::new(), &[][..]);
             for (ty, p) in attrs(data) {
                 match ty {
@@ -253,14 +267,14 @@ fn decode_expr(elem: &[u8]) -> Expr {
             let comment = (xt == "comment").then(|| attr_str(info));
             Expr::Match { name: xt, comment }
         }
-        "target" => {
+        b"target" => {
             let xt = attrs(data)
                 .find(|(ty, _)| *ty == 1)
                 .map(|(_, p)| attr_str(p))
                 .unwrap_or_default();
             Expr::Target { name: xt }
         }
-        "meta" => {
+        b"meta" => {
             let (mut key, mut set) = (u32::MAX, false);
             for (ty, p) in attrs(data) {
                 match ty {
@@ -271,7 +285,7 @@ fn decode_expr(elem: &[u8]) -> Expr {
             }
             Expr::Meta { key, set }
         }
-        "payload" => {
+        b"payload" => {
             let (mut base, mut offset, mut len) = (u32::MAX, 0, 0);
             for (ty, p) in attrs(data) {
                 match ty {
@@ -283,13 +297,13 @@ fn decode_expr(elem: &[u8]) -> Expr {
             }
             Expr::Payload { base, offset, len }
         }
-        "immediate" => decode_immediate(data),
-        "cmp" => Expr::Cmp,
-        "bitwise" => Expr::Bitwise,
-        "range" => Expr::Range,
-        "counter" => Expr::Counter,
-        "log" => Expr::Log,
-        _ => Expr::Other(name),
+        b"immediate" => decode_immediate(data),
+        b"cmp" => Expr::Cmp,
+        b"bitwise" => Expr::Bitwise,
+        b"range" => Expr::Range,
+        b"counter" => Expr::Counter,
+        b"log" => Expr::Log,
+        other => Expr::Other(String::from_utf8_lossy(other).into_owned()),
     }
 }
 
