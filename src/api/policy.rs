@@ -39,6 +39,7 @@ pub struct NetfilterPolicySpec {
     pub taint_degraded_nodes: bool,
     /// Safety brake: never hold more than this share of nodes tainted by nfguard. Default 10.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = 100))]
     pub max_tainted_nodes_percent: Option<u32>,
 }
 

@@ -1,0 +1,37 @@
+# syntax=docker/dockerfile:1
+# nfguard: one image for the reporter, controller and webhook.
+#   docker build -t ghcr.io/nfguard/nfguard:dev .
+# The final image holds only the nfguard binary and the C runtime: nfguard
+# reads netfilter state through netlink/getsockopt itself and never runs or
+# ships iptables or nft (tests/install_dockerfile.rs checks this file).
+
+ARG RUST_VERSION=1.89
+
+# ---- build -----------------------------------------------------------------
+FROM rust:${RUST_VERSION}-bookworm AS builder
+# libclang-dev: bindgen of -sys crates; pkg-config: their build scripts.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends libclang-dev pkg-config \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY . .
+RUN --mount=type=cache,target=/usr/local/cargo/registry \
+    --mount=type=cache,target=/src/target \
+    cargo build --release --locked --bin nfguard \
+ && install -D -m 0755 target/release/nfguard /out/nfguard
+
+# ---- run -------------------------------------------------------------------
+# distroless/cc: glibc, libgcc, CA certificates, /etc/passwd with "nonroot";
+# no shell, no package manager, no iptables.
+FROM gcr.io/distroless/cc-debian12:nonroot AS runtime
+COPY --from=builder /out/nfguard /usr/local/bin/nfguard
+# The controller and the webhook run as this non-root user with a read-only
+# root filesystem (manifests/ set readOnlyRootFilesystem). The reporter's
+# DaemonSet overrides it with runAsUser 0 and CAP_NET_ADMIN only (all other
+# capabilities dropped, not privileged): nf_tables netlink dumps and
+# IPT_SO_GET_INFO/IPT_SO_GET_ENTRIES require CAP_NET_ADMIN, and the node's
+# files it reads under /host (dpkg status, alternatives, binaries) are owned
+# by root. It never writes netfilter state.
+USER 65532:65532
+EXPOSE 8443 9090
+ENTRYPOINT ["/usr/local/bin/nfguard"]

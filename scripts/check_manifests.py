@@ -1,0 +1,449 @@
+#!/usr/bin/env python3
+"""Checks nfguard's rendered install manifests beyond what kubernetes-validate
+sees: custom resources against the CRD schemas, and the security and wiring
+invariants of docs/install.md (least privilege, non-root, the reporter's
+single capability, the webhook's failure policy, ...).
+
+Usage: check_manifests.py RENDERED.yaml [docs/install.md]
+(with the doc, its RBAC table must equal the rendered RBAC)
+Prints one line per violation and exits 1 if there is any, else 0.
+"""
+import copy
+import sys
+
+import jsonschema
+import yaml
+
+NS = "nfguard-system"
+IMAGE_REPO = "ghcr.io/nfguard/nfguard"
+CLUSTER_SCOPED = {
+    "Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding",
+    "ValidatingWebhookConfiguration", "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding", "NetfilterPolicy", "NodeNetfilterProfile",
+}
+errors = []
+
+
+def fail(msg):
+    errors.append(msg)
+
+
+def find(objs, kind, name):
+    hits = [o for o in objs if o["kind"] == kind and o["metadata"]["name"] == name]
+    if len(hits) != 1:
+        fail(f"expected exactly one {kind}/{name}, found {len(hits)}")
+        return {}
+    return hits[0]
+
+
+# ---- custom resources against their CRD's schema ---------------------------
+
+def to_jsonschema(s):
+    """OpenAPI v3 (Kubernetes flavour) -> JSON Schema; unknown fields become
+    errors (the API server would silently prune them, hiding typos)."""
+    if not isinstance(s, dict):
+        return s
+    out = {k: v for k, v in s.items() if not k.startswith("x-kubernetes-") and k != "nullable"}
+    if "properties" in out:
+        out["properties"] = {k: to_jsonschema(v) for k, v in out["properties"].items()}
+        if not s.get("x-kubernetes-preserve-unknown-fields"):
+            out.setdefault("additionalProperties", False)
+    if isinstance(out.get("additionalProperties"), dict):
+        out["additionalProperties"] = to_jsonschema(out["additionalProperties"])
+    if "items" in out:
+        out["items"] = to_jsonschema(out["items"])
+    if s.get("nullable") and "type" in out:
+        out["type"] = [out["type"], "null"]
+    return out
+
+
+def cr_validators(objs):
+    validators = {}
+    for crd in (o for o in objs if o["kind"] == "CustomResourceDefinition"):
+        spec = crd["spec"]
+        for v in spec["versions"]:
+            schema = to_jsonschema(copy.deepcopy(v["schema"]["openAPIV3Schema"]))
+            schema["properties"]["apiVersion"] = {"type": "string"}
+            schema["properties"]["kind"] = {"type": "string"}
+            schema["properties"]["metadata"] = {"type": "object"}
+            jsonschema.Draft7Validator.check_schema(schema)
+            validators[(f"{spec['group']}/{v['name']}", spec["names"]["kind"])] = (
+                jsonschema.Draft7Validator(schema)
+            )
+    return validators
+
+
+def schema_errors(validators, obj):
+    key = (obj["apiVersion"], obj["kind"])
+    if key not in validators:
+        return [f"no CRD defines {key}"]
+    return [
+        f"{'.'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}"
+        for e in validators[key].iter_errors(obj)
+    ]
+
+
+def check_custom_resources(objs):
+    validators = cr_validators(objs)
+    crs = [o for o in objs if o["apiVersion"].startswith("nfguard.io/")]
+    for cr in crs:
+        for e in schema_errors(validators, cr):
+            fail(f"{cr['kind']}/{cr['metadata']['name']} violates its CRD schema: {e}")
+    # The schema check must be able to fail: a broken policy is rejected.
+    if crs:
+        bad = copy.deepcopy(crs[0])
+        bad["spec"]["action"] = "Allow"
+        bad["spec"]["unknownField"] = 1
+        bad["spec"]["maxTaintedNodesPercent"] = 150
+        if len(schema_errors(validators, bad)) < 3:
+            fail("self-test: the CRD schema check accepted an invalid NetfilterPolicy")
+    policy = find(objs, "NetfilterPolicy", "default")
+    if policy and (policy["spec"].get("action"), policy["spec"].get("unresolvedImages")) != ("Deny", "Warn"):
+        fail("the default NetfilterPolicy must be action Deny, unresolvedImages Warn")
+
+
+# ---- placement, images, pods ---------------------------------------------
+
+def check_namespaces(objs):
+    for o in objs:
+        ns = o["metadata"].get("namespace")
+        ident = f"{o['kind']}/{o['metadata']['name']}"
+        if o["kind"] in CLUSTER_SCOPED and ns is not None:
+            fail(f"{ident} is cluster-scoped but has namespace {ns}")
+        if o["kind"] not in CLUSTER_SCOPED and ns != NS:
+            fail(f"{ident} must be in {NS}, is in {ns}")
+
+
+def pod_spec(workload):
+    return workload.get("spec", {}).get("template", {}).get("spec", {})
+
+
+def check_pod_common(objs, w, name):
+    spec = pod_spec(w)
+    sa = spec.get("serviceAccountName")
+    if not any(o["kind"] == "ServiceAccount" and o["metadata"]["name"] == sa for o in objs):
+        fail(f"{name}: serviceAccountName {sa!r} has no ServiceAccount")
+    for c in spec.get("containers", []):
+        if not c.get("image", "").startswith(IMAGE_REPO + ":") and not c.get("image", "").startswith(IMAGE_REPO + "@"):
+            fail(f"{name}/{c['name']}: image {c.get('image')} is not {IMAGE_REPO}")
+        ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
+        if "--metrics-listen" not in c.get("args", []):
+            fail(f"{name}/{c['name']}: no --metrics-listen")
+        for probe in ("livenessProbe", "readinessProbe"):
+            get = c.get(probe, {}).get("httpGet")
+            if not get:
+                fail(f"{name}/{c['name']}: no {probe}")
+            elif get["port"] not in ports and get["port"] not in ports.values():
+                fail(f"{name}/{c['name']}: {probe} port {get['port']} is not a container port")
+        if "memory" not in c.get("resources", {}).get("limits", {}):
+            fail(f"{name}/{c['name']}: no memory limit")
+    return spec
+
+
+def check_reporter(objs):
+    ds = find(objs, "DaemonSet", "nfguard-reporter")
+    if not ds:
+        return
+    spec = check_pod_common(objs, ds, "reporter")
+    if spec.get("hostNetwork") is not True:
+        fail("reporter: hostNetwork must be true (it probes the node's netns)")
+    if spec.get("priorityClassName") != "system-node-critical":
+        fail("reporter: priorityClassName must be system-node-critical")
+    if {"operator": "Exists"} not in spec.get("tolerations", []):
+        fail("reporter: must tolerate every taint (operator Exists, no key)")
+    (c,) = spec["containers"]
+    sc = c.get("securityContext", {})
+    if sc.get("privileged") is not False or sc.get("allowPrivilegeEscalation") is not False:
+        fail("reporter: must not be privileged nor escalate")
+    if sc.get("capabilities") != {"drop": ["ALL"], "add": ["NET_ADMIN"]}:
+        fail(f"reporter: capabilities must be drop ALL, add NET_ADMIN only, are {sc.get('capabilities')}")
+    if sc.get("readOnlyRootFilesystem") is not True:
+        fail("reporter: readOnlyRootFilesystem")
+    args = c.get("args", [])
+    if args[:1] != ["reporter"] or "--host-root" not in args or args[args.index("--host-root") + 1] != "/host":
+        fail(f"reporter: args must be reporter --host-root /host, are {args}")
+    env = {e["name"]: e for e in c.get("env", [])}
+    if env.get("NODE_NAME", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") != "spec.nodeName":
+        fail("reporter: NODE_NAME must come from the downward API (spec.nodeName)")
+    mounts = {m["mountPath"]: m for m in c.get("volumeMounts", [])}
+    host = mounts.get("/host")
+    vols = {v["name"]: v for v in spec.get("volumes", [])}
+    if not host or host.get("readOnly") is not True:
+        fail("reporter: /host must be mounted read-only")
+    elif vols.get(host["name"], {}).get("hostPath", {}).get("path") != "/":
+        fail("reporter: /host must be the node's root (hostPath /)")
+
+
+def check_nonroot_deployment(objs, name, component, replicas):
+    d = find(objs, "Deployment", name)
+    if not d:
+        return None
+    if d["spec"].get("replicas") != replicas:
+        fail(f"{component}: replicas must be {replicas}")
+    spec = check_pod_common(objs, d, component)
+    psc = spec.get("securityContext", {})
+    if psc.get("runAsNonRoot") is not True or psc.get("runAsUser", 0) == 0:
+        fail(f"{component}: must run as non-root")
+    if spec.get("hostNetwork"):
+        fail(f"{component}: must not use hostNetwork")
+    for c in spec.get("containers", []):
+        sc = c.get("securityContext", {})
+        if sc.get("readOnlyRootFilesystem") is not True:
+            fail(f"{component}: readOnlyRootFilesystem")
+        if sc.get("allowPrivilegeEscalation") is not False or sc.get("privileged"):
+            fail(f"{component}: no privilege escalation")
+        if sc.get("capabilities") != {"drop": ["ALL"]}:
+            fail(f"{component}: capabilities must be drop ALL, nothing added")
+        if c.get("args", [])[:1] != [component]:
+            fail(f"{component}: first arg must be the subcommand {component}")
+    return d
+
+
+def selects(selector, labels):
+    return all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
+
+
+def check_webhook(objs):
+    check_nonroot_deployment(objs, "nfguard-controller", "controller", 2)
+    d = check_nonroot_deployment(objs, "nfguard-webhook", "webhook", 2)
+    if not d:
+        return
+    labels = d["spec"]["template"]["metadata"]["labels"]
+    spec = pod_spec(d)
+    (c,) = spec["containers"]
+    args = c["args"]
+    for flag, value in (("--listen", "0.0.0.0:8443"),):
+        if flag not in args or args[args.index(flag) + 1] != value:
+            fail(f"webhook: {flag} {value} missing")
+    if "--self-signed" not in args:
+        fail("webhook: --self-signed missing")
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    ready = c.get("readinessProbe", {}).get("httpGet", {})
+    if ready.get("scheme") != "HTTPS" or ports.get(ready.get("port"), ready.get("port")) != 8443:
+        fail("webhook: readiness must use HTTPS /readyz on 8443")
+    spread = spec.get("topologySpreadConstraints", [])
+    if not any(t["topologyKey"] == "kubernetes.io/hostname" and selects(t["labelSelector"], labels) for t in spread):
+        fail("webhook: replicas must spread across nodes")
+    pdb = find(objs, "PodDisruptionBudget", "nfguard-webhook")
+    if pdb and not selects(pdb["spec"]["selector"], labels):
+        fail("webhook: the PodDisruptionBudget does not select the webhook pods")
+    svc = find(objs, "Service", "nfguard-webhook")
+    if svc:
+        if not selects({"matchLabels": svc["spec"]["selector"]}, labels):
+            fail("webhook: the Service does not select the webhook pods")
+        (p,) = svc["spec"]["ports"]
+        if p["port"] != 443 or ports.get(p["targetPort"], p["targetPort"]) != 8443:
+            fail("webhook: the Service must map 443 -> 8443")
+
+    vwc = find(objs, "ValidatingWebhookConfiguration", "nfguard")
+    if not vwc:
+        return
+    (hook,) = vwc["webhooks"]
+    expect = {"failurePolicy": "Ignore", "timeoutSeconds": 10, "sideEffects": "None",
+              "admissionReviewVersions": ["v1"]}
+    for k, v in expect.items():
+        if hook.get(k) != v:
+            fail(f"webhook configuration: {k} must be {v}, is {hook.get(k)}")
+    ref = hook["clientConfig"]["service"]
+    if (ref["name"], ref["namespace"], ref.get("port", 443), ref.get("path")) != (
+        svc["metadata"]["name"], NS, 443, "/validate"
+    ):
+        fail(f"webhook configuration: service reference {ref} is not nfguard-webhook:443/validate")
+    excluded = [e for e in hook.get("namespaceSelector", {}).get("matchExpressions", [])
+                if e["key"] == "kubernetes.io/metadata.name" and e["operator"] == "NotIn"]
+    if not excluded or NS not in excluded[0]["values"]:
+        fail("webhook configuration: nfguard's own namespace must be excluded")
+    covered = set()
+    for r in hook["rules"]:
+        for g in r["apiGroups"]:
+            for res in r["resources"]:
+                for op in r["operations"]:
+                    covered.add((g, res, op))
+    wanted = {("", "pods", "CREATE"), ("", "pods/ephemeralcontainers", "UPDATE")}
+    for g, kinds in (("apps", ["daemonsets", "deployments", "statefulsets", "replicasets"]),
+                     ("batch", ["jobs", "cronjobs"])):
+        wanted |= {(g, k, op) for k in kinds for op in ("CREATE", "UPDATE")}
+    if covered != wanted:
+        fail(f"webhook configuration: rules missing {sorted(wanted - covered)}, extra {sorted(covered - wanted)}")
+
+
+# ---- RBAC ------------------------------------------------------------------
+
+def rules_of(objs, sa):
+    """Every (namespace or None, apiGroup, resource, verb, resourceNames) the ServiceAccount gets."""
+    granted = set()
+    for b in objs:
+        if b["kind"] not in ("ClusterRoleBinding", "RoleBinding"):
+            continue
+        if not any(s["kind"] == "ServiceAccount" and s["name"] == sa and s.get("namespace") == NS
+                   for s in b.get("subjects", [])):
+            continue
+        role_kind = b["roleRef"]["kind"]
+        role = find(objs, role_kind, b["roleRef"]["name"])
+        scope = b["metadata"].get("namespace") if b["kind"] == "RoleBinding" else None
+        for r in role.get("rules", []):
+            for field in ("apiGroups", "resources", "verbs"):
+                if "*" in r.get(field, []):
+                    fail(f"{role_kind}/{role['metadata']['name']}: wildcard in {field}")
+            for g in r["apiGroups"]:
+                for res in r["resources"]:
+                    for v in r["verbs"]:
+                        granted.add((scope, g, res, v, tuple(r.get("resourceNames", []))))
+    return granted
+
+
+def check_rbac(objs):
+    nfg = "nfguard.io"
+    expected = {
+        "nfguard-reporter": {
+            (None, nfg, "nodenetfilterprofiles", v, ()) for v in ("get", "create", "patch")
+        } | {(None, nfg, "nodenetfilterprofiles/status", v, ()) for v in ("get", "patch")}
+          | {(None, "", "nodes", "get", ())},
+        "nfguard-controller": {
+            (None, nfg, "nodenetfilterprofiles", v, ()) for v in ("get", "list", "watch", "patch", "delete")
+        } | {(None, nfg, "nodenetfilterprofiles/status", v, ()) for v in ("get", "patch")}
+          | {(None, nfg, "netfilterpolicies", v, ()) for v in ("get", "list", "watch")}
+          | {(None, "", "nodes", v, ()) for v in ("get", "list", "watch", "patch")}
+          | {(None, "", "pods", v, ()) for v in ("list", "watch")}
+          | {(None, g, "events", v, ()) for g in ("", "events.k8s.io") for v in ("create", "patch")}
+          | {(NS, "coordination.k8s.io", "leases", v, ())
+             for v in ("get", "list", "watch", "create", "update", "patch")},
+        "nfguard-webhook": {
+            (None, nfg, r, v, ()) for r in ("nodenetfilterprofiles", "netfilterpolicies")
+            for v in ("get", "list", "watch")
+        } | {(None, "", "nodes", v, ()) for v in ("get", "list", "watch")}
+          | {(None, "", r, "get", ()) for r in ("serviceaccounts", "secrets")}
+          | {(None, "admissionregistration.k8s.io", "validatingwebhookconfigurations", v, ("nfguard",))
+             for v in ("get", "patch")}
+          | {(NS, "", "secrets", v, ()) for v in ("get", "create", "update")},
+    }
+    for sa, want in expected.items():
+        got = rules_of(objs, sa)
+        if got != want:
+            fail(f"RBAC of {sa}: missing {sorted(want - got, key=str)}, extra {sorted(got - want, key=str)}")
+    for r in (o for o in objs if o["kind"] == "ClusterRole"):
+        for rule in r.get("rules", []):
+            if "secrets" in rule["resources"] and set(rule["verbs"]) - {"get"}:
+                fail(f"ClusterRole/{r['metadata']['name']}: cluster-wide secrets beyond get")
+
+
+def rbac_table(doc_path):
+    """The RBAC table of docs/install.md as the same tuples rules_of() returns."""
+    granted = {}
+    with open(doc_path, encoding="utf-8") as f:
+        for line in f:
+            if not line.startswith("| nfguard-"):
+                continue
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            sa, groups, resources, verbs, scope = cells[:5]
+            names = ()
+            if "(`" in resources:
+                resources, rest = resources.split("(`", 1)
+                names = (rest.split("`", 1)[0],)
+            ns = None if scope == "cluster" else scope
+            for g in groups.split(","):
+                g = g.strip().strip('"')
+                for r in resources.split(","):
+                    for v in verbs.split(","):
+                        granted.setdefault(sa, set()).add((ns, g, r.strip(), v.strip(), names))
+    return granted
+
+
+def check_rbac_doc(objs, doc_path):
+    table = rbac_table(doc_path)
+    if not table:
+        fail(f"{doc_path}: no RBAC table found")
+    for sa, want in table.items():
+        got = rules_of(objs, sa)
+        if got != want:
+            fail(f"{doc_path} RBAC table for {sa} differs from manifests/: "
+                 f"only in the doc {sorted(want - got, key=str)}, only in manifests {sorted(got - want, key=str)}")
+
+
+def check_reporter_policy(objs):
+    vap = find(objs, "ValidatingAdmissionPolicy", "nfguard-reporter-own-node")
+    binding = find(objs, "ValidatingAdmissionPolicyBinding", "nfguard-reporter-own-node")
+    if not vap or not binding:
+        return
+    if binding["spec"]["policyName"] != vap["metadata"]["name"] or "Deny" not in binding["spec"]["validationActions"]:
+        fail("reporter policy: the binding must enforce (Deny) the policy")
+    conds = " ".join(c["expression"] for c in vap["spec"].get("matchConditions", []))
+    if f"system:serviceaccount:{NS}:nfguard-reporter" not in conds:
+        fail("reporter policy: must match the reporter's ServiceAccount")
+    rules = vap["spec"]["matchConstraints"]["resourceRules"]
+    resources = {r for rule in rules for r in rule["resources"]}
+    if not {"nodenetfilterprofiles", "nodenetfilterprofiles/status"} <= resources:
+        fail("reporter policy: must cover profiles and their status")
+    exprs = " ".join(v["expression"] for v in vap["spec"]["validations"])
+    if "authentication.kubernetes.io/node-name" not in exprs or "request.name" not in exprs:
+        fail("reporter policy: must compare the token's node-name with the profile's name")
+
+
+def check_reporter_policy_cel(objs):
+    """Evaluates the policy's CEL (common-expression-language, the Rust CEL
+    interpreter's bindings) on the requests it must tell apart. Standard CEL
+    only; the API server's own type checking is not reproduced."""
+    import cel  # pip: common-expression-language
+
+    vap = find(objs, "ValidatingAdmissionPolicy", "nfguard-reporter-own-node")
+    if not vap:
+        return
+    reporter = f"system:serviceaccount:{NS}:nfguard-reporter"
+    claim = "authentication.kubernetes.io/node-name"
+
+    def request(user, name, extra=None):
+        info = {"username": user}
+        if extra is not None:
+            info["extra"] = extra
+        return {"request": {"userInfo": info, "name": name, "operation": "UPDATE"}}
+
+    # (what, request, policy applies, allowed)
+    cases = [
+        ("reporter writes its own node's profile", request(reporter, "w1", {claim: ["w1"]}), True, True),
+        ("reporter writes another node's profile", request(reporter, "w2", {claim: ["w1"]}), True, False),
+        ("reporter token without node claim", request(reporter, "w1", {}), True, False),
+        ("reporter token without extra", request(reporter, "w1"), True, False),
+        ("controller is not constrained", request(f"system:serviceaccount:{NS}:nfguard-controller", "w2"), False, None),
+        ("reporter of another namespace is not this one", request("system:serviceaccount:other:nfguard-reporter", "w1"), False, None),
+    ]
+    for what, ctx, applies, allowed in cases:
+        try:
+            matched = all(cel.evaluate(c["expression"], ctx) is True for c in vap["spec"]["matchConditions"])
+            if matched != applies:
+                fail(f"reporter policy CEL: {what}: matchConditions gave {matched}, want {applies}")
+                continue
+            if not applies:
+                continue
+            ok = all(cel.evaluate(v["expression"], ctx) is True for v in vap["spec"]["validations"])
+            if ok != allowed:
+                fail(f"reporter policy CEL: {what}: allowed={ok}, want {allowed}")
+            for v in vap["spec"]["validations"]:
+                if "messageExpression" in v and not isinstance(cel.evaluate(v["messageExpression"], ctx), str):
+                    fail(f"reporter policy CEL: messageExpression does not yield a string ({what})")
+        except Exception as e:  # the bindings raise their own error types on bad CEL
+            fail(f"reporter policy CEL: {what}: {type(e).__name__}: {e}")
+
+
+def main():
+    if len(sys.argv) not in (2, 3):
+        print(__doc__, file=sys.stderr)
+        return 2
+    with open(sys.argv[1], encoding="utf-8") as f:
+        objs = [o for o in yaml.safe_load_all(f) if o]
+    for check in (check_namespaces, check_custom_resources, check_reporter,
+                  check_webhook, check_rbac, check_reporter_policy,
+                  check_reporter_policy_cel):
+        try:
+            check(objs)
+        except (KeyError, TypeError, ValueError, IndexError) as e:
+            fail(f"{check.__name__}: malformed manifest ({type(e).__name__}: {e})")
+    if len(sys.argv) == 3:
+        check_rbac_doc(objs, sys.argv[2])
+    for e in errors:
+        print(f"check_manifests: {e}")
+    print(f"check_manifests: {len(objs)} objects, {len(errors)} problems")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
