@@ -60,12 +60,13 @@ pub struct NodeFacts {
 /// Read everything (blocking; call from `spawn_blocking` in async code).
 pub fn gather(cfg: &ProbeConfig) -> NodeFacts {
     let (iptables, host_error) = host_iptables(&cfg.host_root);
-    let nft = kernel::nftables::read().map_err(|e| e.to_string());
-    // nf_tables is supported when a read worked, or failed for another reason than absence.
-    let nf_tables_supported = match &nft {
-        Ok(_) => true,
-        Err(_) => kernel::nftables::available(),
-    };
+    let mut nft = kernel::nftables::read().map_err(|e| e.to_string());
+    // nf_tables is supported when a read worked, or failed for another reason
+    // than absence; a kernel without it simply holds no nf_tables rules.
+    let nf_tables_supported = nft.is_ok() || kernel::nftables::available();
+    if !nf_tables_supported {
+        nft = Ok(RuleSet::default());
+    }
     let ip_tables_supported = kernel::xtables::available();
     let legacy = kernel::xtables::read().map_err(|e| e.to_string());
     NodeFacts {
