@@ -5,7 +5,7 @@ pub mod profile;
 
 pub use policy::{NetfilterPolicy, NetfilterPolicySpec, PolicyAction, UnresolvedAction};
 pub use profile::{
-    ActiveBackend, BackendFacts, BackendsFacts, BridgeFacts, Condition, KernelFacts,
+    ActiveBackend, BackendFacts, BackendsFacts, BridgeFacts, Condition, KernelFacts, NativeFeature,
     NodeNetfilterProfile, NodeNetfilterProfileSpec, NodeNetfilterProfileStatus, Writer,
 };
 

@@ -52,6 +52,17 @@ pub struct NodeNetfilterProfileStatus {
     pub ip_forward: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hazards: Option<Vec<Hazard>>,
+    /// Native nf_tables encodings found in iptables-owned tables, each with
+    /// the oldest iptables-nft that reads it without loss (None: every release).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub native_features: Option<Vec<NativeFeature>>,
+    /// What iptables-wrappers would pick here (nft mangle marker, else legacy
+    /// marker in any table, else nft); None when no rule set could be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wrapper_backend: Option<Backend>,
+    /// nf_tables tables not owned by iptables ("inet/firewalld"), not counted in `backends.nft`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_nft_tables: Option<Vec<String>>,
     /// RFC 3339 time of the last probe (the reporter's heartbeat).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_probe_time: Option<String>,
@@ -162,4 +173,19 @@ pub struct Writer {
     /// Why version/backend are missing (unresolved image, no iptables, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+}
+
+/// One kind of native nf_tables encoding present in the live iptables rules.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NativeFeature {
+    /// "meta-mark", "transport-ports", "port-range", "tcp-flags", "log", "payload-protocol", ...
+    pub feature: String,
+    /// Oldest iptables-nft that reads it without loss; None when every release does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_reader: Option<Version>,
+    /// Rules using it.
+    pub rules: u32,
+    /// The first place it was seen: "ip/filter/KUBE-FIREWALL".
+    pub example: String,
 }

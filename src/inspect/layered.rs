@@ -1,7 +1,13 @@
-//! TODO(inspect helper): OCI layers merged lazily with whiteout rules.
+//! OCI layers merged lazily with whiteout rules. A `Layer` is read once from
+//! its tar stream and keeps only the entries in `paths::is_tracked` (content
+//! only for `paths::wants_content`), so its memory is bounded by what probes
+//! need, not by the layer's size.
 
-use super::rootfs::{FsError, Lookup, NodeKind, RootFs};
+use super::paths;
+use super::rootfs::{FsError, Lookup, NodeKind, Resolved, RootFs, resolve_with};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io::Read;
+use std::sync::Arc;
 
 /// Bounds on what one layer's tar may cost.
 #[derive(Debug, Clone)]
@@ -9,8 +15,9 @@ pub struct LayerLimits {
     /// Tar entries per layer (a million-entry tar is refused).
     pub max_entries: u64,
     /// Bytes kept in memory per retained file (e.g. an xtables binary, a dpkg status).
+    /// A larger file is kept as metadata only; reading it fails with `FsError::TooLarge`.
     pub max_file_bytes: u64,
-    /// Bytes kept in memory for the whole layer.
+    /// Bytes kept in memory for the whole layer; exceeding it fails the layer.
     pub max_retained_bytes: u64,
 }
 
@@ -36,15 +43,190 @@ pub enum LayerError {
     Io(#[from] std::io::Error),
 }
 
+/// A regular file's content as far as this layer kept it.
+#[derive(Debug, Clone)]
+enum Content {
+    Retained(Arc<[u8]>),
+    /// Not kept; the reason is reported by `read`.
+    Dropped(&'static str),
+    /// Over `LayerLimits::max_file_bytes` (the limit).
+    Oversize(u64),
+}
+
+#[derive(Debug, Clone)]
+enum Entry {
+    /// Named by the tar (or implied by a tracked child with no entry of its own).
+    Dir {
+        implicit: bool,
+    },
+    Symlink(String),
+    File {
+        size: u64,
+        content: Content,
+    },
+    Other,
+}
+
+impl Entry {
+    fn kind(&self) -> NodeKind {
+        match self {
+            Entry::Dir { .. } => NodeKind::Dir,
+            Entry::Symlink(t) => NodeKind::Symlink { target: t.clone() },
+            Entry::File { size, .. } => NodeKind::File { size: *size },
+            Entry::Other => NodeKind::Other,
+        }
+    }
+}
+
 /// One layer, keeping only the entries probes can need (see `paths`).
 #[derive(Debug, Default, Clone)]
-pub struct Layer {}
+pub struct Layer {
+    entries: HashMap<String, Entry>,
+    /// Paths a `.wh.NAME` deletes from lower layers.
+    whiteouts: HashSet<String>,
+    /// Directories whose lower-layer children a `.wh..wh..opq` hides.
+    opaque: HashSet<String>,
+    tar_entries: u64,
+    retained_bytes: u64,
+}
+
+const OPAQUE: &str = ".wh..wh..opq";
+const WHITEOUT_PREFIX: &str = ".wh.";
+
+fn tar_err(e: std::io::Error) -> LayerError {
+    LayerError::Tar(e.to_string())
+}
 
 impl Layer {
     /// Read an (already decompressed) layer tar, retaining relevant entries,
     /// whiteouts and opaque markers.
-    pub fn from_tar<R: Read>(_tar: R, _limits: &LayerLimits) -> Result<Layer, LayerError> {
-        todo!()
+    pub fn from_tar<R: Read>(tar: R, limits: &LayerLimits) -> Result<Layer, LayerError> {
+        let mut layer = Layer::default();
+        let mut archive = tar::Archive::new(tar);
+        for entry in archive.entries().map_err(tar_err)? {
+            layer.tar_entries += 1;
+            if layer.tar_entries > limits.max_entries {
+                return Err(LayerError::TooManyEntries(limits.max_entries));
+            }
+            let mut entry = entry.map_err(tar_err)?;
+            let path = paths::normalize(&String::from_utf8_lossy(&entry.path_bytes()));
+            let name = paths::file_name(&path);
+            if name == OPAQUE {
+                let dir = paths::parent(&path);
+                if paths::is_tracked(dir) {
+                    layer.opaque.insert(dir.to_string());
+                }
+                continue;
+            }
+            if let Some(hidden) = name.strip_prefix(WHITEOUT_PREFIX) {
+                let hidden = paths::join(paths::parent(&path), hidden);
+                if paths::is_tracked(&hidden) {
+                    layer.whiteouts.insert(hidden);
+                }
+                continue;
+            }
+            if path == "/" || !paths::is_tracked(&path) {
+                // The tar reader skips the unread data when advancing.
+                continue;
+            }
+            let kind = entry.header().entry_type();
+            let new = if kind.is_dir() {
+                Entry::Dir { implicit: false }
+            } else if kind.is_symlink() {
+                let target = entry
+                    .link_name_bytes()
+                    .map(|t| String::from_utf8_lossy(&t).into_owned())
+                    .unwrap_or_default();
+                Entry::Symlink(target)
+            } else if kind.is_hard_link() {
+                let target = entry
+                    .link_name_bytes()
+                    .map(|t| paths::normalize(&String::from_utf8_lossy(&t)))
+                    .unwrap_or_default();
+                match layer.entries.get(&target) {
+                    Some(Entry::File { size, content }) => Entry::File {
+                        size: *size,
+                        content: content.clone(),
+                    },
+                    _ => Entry::File {
+                        size: 0,
+                        content: Content::Dropped("hard link to an entry this layer did not keep"),
+                    },
+                }
+            } else if kind.is_file() || kind == tar::EntryType::Continuous {
+                let size = entry.size();
+                let content = if !paths::wants_content(&path) {
+                    Content::Dropped("content not needed by any probe")
+                } else if size > limits.max_file_bytes {
+                    Content::Oversize(limits.max_file_bytes)
+                } else {
+                    if layer.retained_bytes + size > limits.max_retained_bytes {
+                        return Err(LayerError::Limit(format!(
+                            "layer retains more than {} bytes of probe files (at {path})",
+                            limits.max_retained_bytes
+                        )));
+                    }
+                    let mut buf = Vec::with_capacity(size as usize);
+                    (&mut entry)
+                        .take(size)
+                        .read_to_end(&mut buf)
+                        .map_err(tar_err)?;
+                    if (buf.len() as u64) < size {
+                        return Err(LayerError::Tar(format!("{path}: truncated file data")));
+                    }
+                    layer.retained_bytes += size;
+                    Content::Retained(buf.into())
+                };
+                Entry::File { size, content }
+            } else {
+                Entry::Other
+            };
+            layer.insert(path, new);
+        }
+        Ok(layer)
+    }
+
+    fn insert(&mut self, path: String, entry: Entry) {
+        let mut dir = paths::parent(&path).to_string();
+        while dir != "/" {
+            self.entries
+                .entry(dir.clone())
+                .or_insert(Entry::Dir { implicit: true });
+            dir = paths::parent(&dir).to_string();
+        }
+        self.entries.insert(path, entry);
+    }
+
+    /// Tar entries read (all of them, kept or not).
+    pub fn tar_entries(&self) -> u64 {
+        self.tar_entries
+    }
+
+    /// Bytes of file content kept in memory.
+    pub fn retained_bytes(&self) -> u64 {
+        self.retained_bytes
+    }
+
+    /// True when this layer hides `path` of every LOWER layer: a whiteout of
+    /// the path or an ancestor, an opaque ancestor, or an ancestor replaced by
+    /// a non-directory.
+    fn hides_lower(&self, path: &str) -> bool {
+        if self.whiteouts.contains(path) {
+            return true;
+        }
+        let mut dir = path;
+        while dir != "/" {
+            dir = paths::parent(dir);
+            if self.opaque.contains(dir) || (dir != "/" && self.whiteouts.contains(dir)) {
+                return true;
+            }
+            if let Some(e) = self.entries.get(dir)
+                && !matches!(e, Entry::Dir { .. })
+            {
+                return true;
+            }
+        }
+        false
     }
 }
 
@@ -55,14 +237,131 @@ pub struct LayeredRoot {
     pub complete: bool,
 }
 
+impl LayeredRoot {
+    /// The merged entry at canonical `path` (no symlink in its ancestors).
+    fn find(&self, path: &str) -> Result<Lookup<&Entry>, FsError> {
+        const ROOT: Entry = Entry::Dir { implicit: false };
+        if path == "/" {
+            return Ok(Lookup::Found(&ROOT));
+        }
+        if !paths::is_tracked(path) {
+            return Err(FsError::NotRetained {
+                path: path.to_string(),
+                why: "path is outside what the probes track",
+            });
+        }
+        let mut implied: Option<&Entry> = None;
+        let mut closed = self.complete;
+        for layer in &self.layers {
+            match layer.entries.get(path) {
+                Some(Entry::Dir { implicit: true }) => {
+                    implied = implied.or(layer.entries.get(path))
+                }
+                Some(e) => return Ok(Lookup::Found(e)),
+                None => {}
+            }
+            if layer.hides_lower(path) {
+                closed = true;
+                break;
+            }
+        }
+        Ok(match (implied, closed) {
+            (Some(e), true) => Lookup::Found(e),
+            (None, true) => Lookup::Absent,
+            (_, false) => Lookup::Unknown,
+        })
+    }
+
+    fn raw(&self, path: &str) -> Result<Lookup<NodeKind>, FsError> {
+        Ok(self.find(path)?.map(Entry::kind))
+    }
+
+    /// Names under canonical directory `dir`, and whether the listing is
+    /// closed (no unread lower layer can add names).
+    fn names(&self, dir: &str) -> (BTreeSet<String>, bool) {
+        let mut names = BTreeSet::new();
+        let mut hidden: HashSet<String> = HashSet::new();
+        for layer in &self.layers {
+            match layer.entries.get(dir) {
+                Some(Entry::Dir { .. }) | None => {}
+                // A non-directory here replaces every lower directory.
+                Some(_) => return (names, true),
+            }
+            for (p, _) in layer.entries.iter() {
+                if p != dir && paths::parent(p) == dir {
+                    let n = paths::file_name(p);
+                    if !hidden.contains(n) {
+                        names.insert(n.to_string());
+                    }
+                }
+            }
+            for w in &layer.whiteouts {
+                if paths::parent(w) == dir {
+                    hidden.insert(paths::file_name(w).to_string());
+                }
+            }
+            if layer.opaque.contains(dir) || layer.hides_lower(dir) {
+                return (names, true);
+            }
+        }
+        (names, self.complete)
+    }
+
+    fn list_impl(&self, path: &str, partial_ok: bool) -> Result<Lookup<Vec<String>>, FsError> {
+        let r = match self.resolve(path, true)? {
+            Lookup::Found(r) => r,
+            Lookup::Absent => return Ok(Lookup::Absent),
+            Lookup::Unknown => return Ok(Lookup::Unknown),
+        };
+        if r.kind != NodeKind::Dir {
+            return Err(FsError::NotADir(r.path));
+        }
+        let (names, closed) = self.names(&r.path);
+        Ok(if closed || partial_ok {
+            Lookup::Found(names.into_iter().collect())
+        } else {
+            Lookup::Unknown
+        })
+    }
+}
+
 impl RootFs for LayeredRoot {
-    fn lstat(&self, _path: &str) -> Result<Lookup<NodeKind>, FsError> {
-        todo!()
+    fn lstat(&self, path: &str) -> Result<Lookup<NodeKind>, FsError> {
+        Ok(self.resolve(path, false)?.map(|r| r.kind))
     }
-    fn read(&self, _path: &str, _limit: u64) -> Result<Lookup<Vec<u8>>, FsError> {
-        todo!()
+
+    fn read(&self, path: &str, limit: u64) -> Result<Lookup<Vec<u8>>, FsError> {
+        let r = match self.resolve(path, true)? {
+            Lookup::Found(r) => r,
+            Lookup::Absent => return Ok(Lookup::Absent),
+            Lookup::Unknown => return Ok(Lookup::Unknown),
+        };
+        let Lookup::Found(Entry::File { size, content }) = self.find(&r.path)? else {
+            return Err(FsError::NotAFile(r.path));
+        };
+        match content {
+            Content::Oversize(max) => Err(FsError::TooLarge {
+                path: r.path,
+                limit: *max,
+            }),
+            Content::Dropped(why) => Err(FsError::NotRetained { path: r.path, why }),
+            Content::Retained(_) if *size > limit => Err(FsError::TooLarge {
+                path: r.path,
+                limit,
+            }),
+            Content::Retained(data) => Ok(Lookup::Found(data.to_vec())),
+        }
     }
-    fn list(&self, _path: &str) -> Result<Lookup<Vec<String>>, FsError> {
-        todo!()
+
+    fn list(&self, path: &str) -> Result<Lookup<Vec<String>>, FsError> {
+        self.list_impl(path, false)
+    }
+
+    fn list_seen(&self, path: &str) -> Result<Lookup<Vec<String>>, FsError> {
+        self.list_impl(path, true)
+    }
+
+    fn resolve(&self, path: &str, follow_final: bool) -> Result<Lookup<Resolved>, FsError> {
+        resolve_with(|p| self.raw(p), path, follow_final)
     }
 }

@@ -14,4 +14,5 @@ pub mod rootfs;
 pub use collect::{Collected, collect};
 pub use host::HostRoot;
 pub use layered::{Layer, LayerError, LayerLimits, LayeredRoot};
+pub use rootfs::{Chain, Hop, Resolved, follow_chain};
 pub use rootfs::{FsError, Lookup, NodeKind, RootFs};

@@ -1,1 +1,197 @@
-//! TODO(inspect helper)
+//! Which paths of an image the probes can ever need. A `Layer` keeps metadata
+//! for these paths (and their ancestor directories) and file content only for
+//! `wants_content` paths, so a layer's memory does not grow with its size.
+//!
+//! Paths here are normalized: absolute, '/'-separated, no `.`/`..`, no trailing '/'.
+
+/// dpkg's database (Debian, Ubuntu).
+pub const DPKG_STATUS: &str = "/var/lib/dpkg/status";
+/// Distroless: one control stanza per package.
+pub const DPKG_STATUS_D: &str = "/var/lib/dpkg/status.d";
+/// apk's database (Alpine): classic and usr-merged locations.
+pub const APK_INSTALLED: [&str; 2] = ["/lib/apk/db/installed", "/usr/lib/apk/db/installed"];
+/// rpm's sqlite database (Fedora 33+, RHEL 9): classic and sysimage locations.
+pub const RPMDB_SQLITE: [&str; 2] = [
+    "/var/lib/rpm/rpmdb.sqlite",
+    "/usr/lib/sysimage/rpm/rpmdb.sqlite",
+];
+/// Where an `iptables` command or the xtables binaries live, in PATH order.
+pub const COMMAND_DIRS: [&str; 6] = [
+    "/usr/local/sbin",
+    "/usr/local/bin",
+    "/usr/sbin",
+    "/usr/bin",
+    "/sbin",
+    "/bin",
+];
+/// Debian/RHEL alternatives links.
+pub const ALTERNATIVES_DIR: &str = "/etc/alternatives";
+
+/// Exact files whose content probes read.
+const CONTENT_FILES: [&str; 5] = [
+    DPKG_STATUS,
+    APK_INSTALLED[0],
+    APK_INSTALLED[1],
+    RPMDB_SQLITE[0],
+    RPMDB_SQLITE[1],
+];
+
+/// A name in a command directory that matters: the command itself, its
+/// alternatives targets, the multi-call binaries and the wrapper.
+pub fn is_command_name(name: &str) -> bool {
+    name.starts_with("iptables") || name.starts_with("xtables-")
+}
+
+fn split_parent(path: &str) -> Option<(&str, &str)> {
+    let (parent, name) = path.rsplit_once('/')?;
+    Some((if parent.is_empty() { "/" } else { parent }, name))
+}
+
+/// Content of this path is retained by a layer (when it is a regular file).
+pub fn wants_content(path: &str) -> bool {
+    if CONTENT_FILES.contains(&path) {
+        return true;
+    }
+    let Some((parent, name)) = split_parent(path) else {
+        return false;
+    };
+    if name.is_empty() {
+        return false;
+    }
+    if parent == DPKG_STATUS_D {
+        // status.d holds `NAME` and `NAME.md5sums`; only the stanzas matter.
+        return !name.ends_with(".md5sums");
+    }
+    if parent == ALTERNATIVES_DIR {
+        return name.starts_with("iptables");
+    }
+    COMMAND_DIRS.contains(&parent) && is_command_name(name)
+}
+
+/// The path's entry (kind, symlink target, whiteout) is retained by a layer:
+/// content paths and every ancestor directory of one (e.g. `/usr`, `/sbin`,
+/// `/lib`, `/var/lib/rpm`, which may be usrmerge symlinks).
+pub fn is_tracked(path: &str) -> bool {
+    if path == "/" || wants_content(path) {
+        return true;
+    }
+    let anchors = CONTENT_FILES
+        .iter()
+        .copied()
+        .chain([DPKG_STATUS_D, ALTERNATIVES_DIR])
+        .chain(COMMAND_DIRS);
+    for anchor in anchors {
+        if anchor == path {
+            return true;
+        }
+        if let Some(rest) = anchor.strip_prefix(path)
+            && rest.starts_with('/')
+        {
+            return true;
+        }
+    }
+    false
+}
+
+/// Normalize a tar entry name or a look-up path: "./usr/x", "usr/x/",
+/// "/usr//x" -> "/usr/x"; "." components dropped; ".." clamped at the root
+/// (lexically: tar names contain no symlinks to resolve).
+pub fn normalize(name: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for c in name.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            c => parts.push(c),
+        }
+    }
+    let mut out = String::with_capacity(name.len() + 1);
+    for p in &parts {
+        out.push('/');
+        out.push_str(p);
+    }
+    if out.is_empty() {
+        out.push('/');
+    }
+    out
+}
+
+/// `parent` + `/` + `name` for normalized paths.
+pub fn join(parent: &str, name: &str) -> String {
+    if parent == "/" {
+        format!("/{name}")
+    } else {
+        format!("{parent}/{name}")
+    }
+}
+
+/// Parent directory of a normalized path ("/" for "/" itself).
+pub fn parent(path: &str) -> &str {
+    split_parent(path).map_or("/", |(p, _)| p)
+}
+
+/// Last component of a normalized path ("" for "/").
+pub fn file_name(path: &str) -> &str {
+    split_parent(path).map_or("", |(_, n)| n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalizes_and_clamps() {
+        assert_eq!(normalize("./usr/x"), "/usr/x");
+        assert_eq!(normalize("usr/x/"), "/usr/x");
+        assert_eq!(normalize("/usr//x"), "/usr/x");
+        assert_eq!(normalize("../../etc/passwd"), "/etc/passwd");
+        assert_eq!(normalize("a/../../b"), "/b");
+        assert_eq!(normalize("./"), "/");
+        assert_eq!(normalize(""), "/");
+    }
+
+    #[test]
+    fn content_set_is_narrow() {
+        for p in [
+            "/var/lib/dpkg/status",
+            "/var/lib/dpkg/status.d/iptables",
+            "/var/lib/dpkg/status.d/a1b2c3",
+            "/lib/apk/db/installed",
+            "/usr/lib/apk/db/installed",
+            "/var/lib/rpm/rpmdb.sqlite",
+            "/usr/lib/sysimage/rpm/rpmdb.sqlite",
+            "/usr/sbin/iptables",
+            "/sbin/iptables-wrapper",
+            "/usr/sbin/xtables-nft-multi",
+            "/etc/alternatives/iptables",
+        ] {
+            assert!(wants_content(p), "{p}");
+            assert!(is_tracked(p), "{p}");
+        }
+        for p in [
+            "/var/lib/dpkg/status.d/iptables.md5sums",
+            "/usr/sbin/nft",
+            "/usr/lib/x86_64-linux-gnu/libc.so.6",
+            "/etc/alternatives/ebtables",
+            "/var/lib/dpkg/info/iptables.list",
+            "/usr/sbin",
+        ] {
+            assert!(!wants_content(p), "{p}");
+        }
+        for p in [
+            "/",
+            "/usr",
+            "/sbin",
+            "/lib",
+            "/var/lib/rpm",
+            "/usr/lib/sysimage",
+        ] {
+            assert!(is_tracked(p), "{p}");
+        }
+        for p in ["/opt", "/usr/share", "/usr/sbin/nft", "/var/lib/dpkg/info"] {
+            assert!(!is_tracked(p), "{p}");
+        }
+    }
+}

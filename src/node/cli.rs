@@ -1,8 +1,57 @@
-//! TODO: this subcommand's flags and entry point (owned by this module's helper).
+//! `nfguard inspect node`: probe the current network namespace (and the
+//! node's root filesystem for the host's own iptables) and print the facts
+//! and hazards, or a complete NodeNetfilterProfile with `--as-profile`.
+
+use crate::api::{NodeNetfilterProfile, NodeNetfilterProfileSpec};
+use crate::output::{Format, render_structured};
+use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// The node's root filesystem, where the host's iptables is installed.
+    #[arg(long, env = "NFGUARD_HOST_ROOT", default_value = "/")]
+    pub host_root: PathBuf,
+    /// Output format. With --as-profile, text means YAML.
+    #[arg(
+        short = 'o',
+        long = "output",
+        env = "NFGUARD_OUTPUT",
+        value_enum,
+        default_value = "text"
+    )]
+    pub output: Format,
+    /// Print a complete NodeNetfilterProfile object for this node name
+    /// (readable later by `nfguard check --profiles`).
+    #[arg(long, env = "NFGUARD_AS_PROFILE", value_name = "NODE_NAME")]
+    pub as_profile: Option<String>,
+}
 
-pub async fn run(_args: Args) -> anyhow::Result<u8> {
-    anyhow::bail!("not implemented yet")
+pub async fn run(args: Args) -> anyhow::Result<u8> {
+    let cfg = super::ProbeConfig::new(args.host_root.clone());
+    let mut status = tokio::task::spawn_blocking(move || super::probe(&cfg)).await?;
+    status.last_probe_time =
+        Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+    let out = match args.as_profile {
+        Some(node) => {
+            let mut profile = NodeNetfilterProfile::new(
+                &node,
+                NodeNetfilterProfileSpec {
+                    node_name: Some(node.clone()),
+                },
+            );
+            profile.status = Some(status);
+            let format = if args.output == Format::Text {
+                Format::Yaml
+            } else {
+                args.output
+            };
+            render_structured(&profile, format)?.unwrap_or_default()
+        }
+        None => match render_structured(&status, args.output)? {
+            Some(s) => s,
+            None => super::text::render(&status),
+        },
+    };
+    print!("{out}");
+    Ok(0)
 }

@@ -1,3 +1,157 @@
-//! TODO
+//! What this node really runs: the host's iptables, the live rule sets of
+//! both backends, kubelet's marker chains, bridge netfilter, the minimum safe
+//! reader of the live rules, and the hazards these facts add up to.
+//!
+//! `probe` = `gather` (all I/O, read-only) + `status_from_facts` (pure).
+//!
+//! OWNER: node helper.
 
+pub mod backends;
 pub mod cli;
+pub mod hazards;
+pub mod min_reader;
+pub mod system;
+pub mod text;
+
+use crate::api::{BackendsFacts, BridgeFacts, KernelFacts, NodeNetfilterProfileStatus};
+use crate::compat::IptablesFacts;
+use crate::kernel::{self, RuleSet};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Where the probe looks. The kernel rule sets and sysctls are always those
+/// of the calling thread's network namespace.
+#[derive(Clone, Debug)]
+pub struct ProbeConfig {
+    /// The node's root filesystem (the host's iptables package lives there): "/" or "/host".
+    pub host_root: PathBuf,
+    /// procfs of the network namespace to describe (normally "/proc").
+    pub proc_dir: PathBuf,
+    /// sysfs (normally "/sys"), for /sys/module/br_netfilter.
+    pub sys_dir: PathBuf,
+}
+
+impl ProbeConfig {
+    pub fn new(host_root: impl Into<PathBuf>) -> Self {
+        Self {
+            host_root: host_root.into(),
+            proc_dir: "/proc".into(),
+            sys_dir: "/sys".into(),
+        }
+    }
+}
+
+/// Everything gathered, before judgement. A rule set that could not be read
+/// carries the error text (reported, never a crash).
+#[derive(Clone, Debug)]
+pub struct NodeFacts {
+    pub iptables: Option<IptablesFacts>,
+    /// Why the host's iptables could not be determined, when it could not.
+    pub host_error: Option<String>,
+    pub kernel_release: String,
+    pub nf_tables_supported: bool,
+    pub ip_tables_supported: bool,
+    pub nft: Result<RuleSet, String>,
+    pub legacy: Result<RuleSet, String>,
+    pub bridge: BridgeFacts,
+    pub ip_forward: Option<bool>,
+}
+
+/// Read everything (blocking; call from `spawn_blocking` in async code).
+pub fn gather(cfg: &ProbeConfig) -> NodeFacts {
+    let (iptables, host_error) = host_iptables(&cfg.host_root);
+    let nft = kernel::nftables::read().map_err(|e| e.to_string());
+    // nf_tables is supported when a read worked, or failed for another reason than absence.
+    let nf_tables_supported = match &nft {
+        Ok(_) => true,
+        Err(_) => kernel::nftables::available(),
+    };
+    let ip_tables_supported = kernel::xtables::available();
+    let legacy = kernel::xtables::read().map_err(|e| e.to_string());
+    NodeFacts {
+        iptables,
+        host_error,
+        kernel_release: system::kernel_release(),
+        nf_tables_supported,
+        ip_tables_supported,
+        nft,
+        legacy,
+        bridge: system::bridge(&cfg.proc_dir, &cfg.sys_dir),
+        ip_forward: system::ip_forward(&cfg.proc_dir),
+    }
+}
+
+/// The host's iptables, by the same probes as images. A probe bug must not
+/// take the reporter down with it, so a panic becomes a reported error.
+fn host_iptables(host_root: &Path) -> (Option<IptablesFacts>, Option<String>) {
+    let root = crate::inspect::HostRoot::new(host_root.to_path_buf());
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        crate::inspect::collect(&root, &BTreeMap::new())
+    })) {
+        Ok(c) => (c.facts, None),
+        Err(_) => (
+            None,
+            Some(format!(
+                "host iptables probe of {} failed unexpectedly",
+                host_root.display()
+            )),
+        ),
+    }
+}
+
+/// The reporter-owned part of a profile status, from gathered facts. Pure.
+/// `last_probe_time` is left to the caller (time is passed in, not read here).
+pub fn status_from_facts(facts: &NodeFacts) -> NodeNetfilterProfileStatus {
+    let empty = RuleSet::default();
+    let nft = facts.nft.as_ref().unwrap_or(&empty);
+    let legacy = facts.legacy.as_ref().unwrap_or(&empty);
+    let features = min_reader::native_features(nft);
+    let min = min_reader::min_reader(&features);
+    let mut errors: Vec<String> = [("nft", &facts.nft), ("legacy", &facts.legacy)]
+        .into_iter()
+        .filter_map(|(b, r)| r.as_ref().err().map(|e| format!("{b}: {e}")))
+        .collect();
+    errors.extend(facts.host_error.iter().cloned());
+    let both_read = facts.nft.is_ok() && facts.legacy.is_ok();
+    let other: Vec<String> = nft
+        .tables
+        .iter()
+        .filter(|t| !t.iptables_owned())
+        .map(|t| format!("{}/{}", t.family, t.name))
+        .collect();
+    NodeNetfilterProfileStatus {
+        iptables: facts.iptables.clone(),
+        kernel: Some(KernelFacts {
+            release: facts.kernel_release.clone(),
+            nf_tables: facts.nf_tables_supported,
+            ip_tables: facts.ip_tables_supported,
+        }),
+        backends: Some(BackendsFacts {
+            nft: backends::backend_facts(nft),
+            legacy: backends::backend_facts(legacy),
+        }),
+        // Without both rule sets the backend cannot be judged honestly.
+        active_backend: both_read.then(|| backends::active_backend(nft, legacy)),
+        wrapper_backend: both_read.then(|| backends::wrapper_choice(nft, legacy)),
+        min_reader_version: min,
+        native_features: Some(features),
+        other_nft_tables: (!other.is_empty()).then_some(other),
+        bridge: Some(facts.bridge.clone()),
+        ip_forward: facts.ip_forward,
+        hazards: Some(hazards::assess(facts, min)),
+        probe_error: (!errors.is_empty()).then(|| errors.join("; ")),
+        ..Default::default()
+    }
+}
+
+/// Probe the current network namespace and the node root at `cfg.host_root`.
+/// Never fails: unreadable parts are reported in `probe_error` and as
+/// `ProbeFailed` hazards.
+pub fn probe(cfg: &ProbeConfig) -> NodeNetfilterProfileStatus {
+    status_from_facts(&gather(cfg))
+}
+
+/// Convenience: probe with "/proc" and "/sys" and the given node root.
+pub fn probe_host_root(host_root: &Path) -> NodeNetfilterProfileStatus {
+    probe(&ProbeConfig::new(host_root))
+}

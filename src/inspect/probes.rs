@@ -1,1 +1,0 @@
-//! TODO(inspect helper)

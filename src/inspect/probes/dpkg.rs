@@ -1,0 +1,70 @@
+//! dpkg: `/var/lib/dpkg/status` (stanzas with `Status: install ok installed`)
+//! and distroless `/var/lib/dpkg/status.d/*` (one control stanza per file,
+//! named after the package or a hash, so the `Package:` field decides).
+
+use super::{PackageHit, PackageProbe, field_ci as field, stanzas};
+use crate::compat::EvidenceSource;
+use crate::inspect::paths::{DPKG_STATUS, DPKG_STATUS_D, join};
+use crate::inspect::rootfs::{Lookup, RootFs};
+
+/// The packages that install the `iptables` command on Debian and Ubuntu.
+pub const PACKAGES: [&str; 1] = ["iptables"];
+
+pub fn probe(root: &dyn RootFs) -> PackageProbe {
+    let mut p = PackageProbe::new();
+    if let Some(data) = p.read(root, EvidenceSource::Dpkg, DPKG_STATUS) {
+        p.hits.extend(parse(&data, DPKG_STATUS, true));
+    }
+    // Names seen so far are enough: a lower layer adding a stanza only adds
+    // supplementary evidence, and `determined` says so.
+    match root.list_seen(DPKG_STATUS_D) {
+        Ok(Lookup::Found(names)) => {
+            if !matches!(root.list(DPKG_STATUS_D), Ok(Lookup::Found(_))) {
+                p.determined = false;
+            }
+            for name in names.iter().filter(|n| !n.ends_with(".md5sums")) {
+                let path = join(DPKG_STATUS_D, name);
+                if let Some(data) = p.read(root, EvidenceSource::Dpkg, &path) {
+                    p.hits.extend(parse(&data, &path, false));
+                }
+            }
+        }
+        Ok(Lookup::Absent) => {}
+        Ok(Lookup::Unknown) => p.determined = false,
+        Err(e) => p.note(
+            EvidenceSource::Dpkg,
+            DPKG_STATUS_D,
+            format!("unreadable: {e}"),
+        ),
+    }
+    p
+}
+
+/// Installed iptables stanzas in one file. `need_status`: the main status
+/// file lists removed and config-files-only packages too; status.d files
+/// describe installed packages and may carry no Status field.
+pub fn parse(data: &[u8], path: &str, need_status: bool) -> Vec<PackageHit> {
+    let text = String::from_utf8_lossy(data);
+    stanzas(&text, ':')
+        .into_iter()
+        .filter_map(|s| {
+            let name = field(&s, "Package")?;
+            if !PACKAGES.contains(&name) {
+                return None;
+            }
+            let installed = match field(&s, "Status") {
+                Some(st) => st.split_whitespace().last() == Some("installed"),
+                None => !need_status,
+            };
+            if !installed {
+                return None;
+            }
+            Some(PackageHit {
+                source: EvidenceSource::Dpkg,
+                path: path.to_string(),
+                name: name.to_string(),
+                version: field(&s, "Version")?.to_string(),
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,141 @@
+//! rpm: `rpmdb.sqlite` (Fedora 33+, RHEL 9), opened from memory (no temp
+//! file). Table `Packages(hnum, blob)`; each blob is an RPM header without
+//! its lead: be32 index count, be32 data length, 16-byte index entries
+//! (tag, type, offset, count), then the data store.
+
+use super::{PackageHit, PackageProbe};
+use crate::compat::EvidenceSource;
+use crate::inspect::paths::RPMDB_SQLITE;
+use crate::inspect::rootfs::RootFs;
+
+/// Package names that ship the `iptables` command (RHEL 8 `iptables`,
+/// Fedora / RHEL 9 `iptables-nft` and `iptables-legacy`).
+pub const PACKAGES: [&str; 3] = ["iptables", "iptables-nft", "iptables-legacy"];
+
+const TAG_NAME: u32 = 1000;
+const TAG_VERSION: u32 = 1001;
+const TAG_RELEASE: u32 = 1002;
+const TYPE_STRING: u32 = 6;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RpmError {
+    #[error("not a usable sqlite rpm database: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("empty database file")]
+    Empty,
+}
+
+pub fn probe(root: &dyn RootFs) -> PackageProbe {
+    let mut p = PackageProbe::new();
+    for path in RPMDB_SQLITE {
+        let Some(data) = p.read(root, EvidenceSource::Rpm, path) else {
+            continue;
+        };
+        match packages(data) {
+            Ok(pkgs) => p.hits.extend(pkgs.into_iter().filter_map(|h| {
+                PACKAGES.contains(&h.name.as_str()).then(|| PackageHit {
+                    source: EvidenceSource::Rpm,
+                    path: path.to_string(),
+                    version: format!("{}-{}", h.version, h.release),
+                    name: h.name,
+                })
+            })),
+            Err(e) => p.note(EvidenceSource::Rpm, path, e.to_string()),
+        }
+        // /var/lib/rpm is usually a symlink to the sysimage location: one read is enough.
+        if !p.hits.is_empty() {
+            break;
+        }
+    }
+    p
+}
+
+/// Name, version and release of one header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RpmHeader {
+    pub name: String,
+    pub version: String,
+    pub release: String,
+}
+
+/// Every package of an rpmdb.sqlite image; blobs that do not parse are skipped.
+pub fn packages(mut db: Vec<u8>) -> Result<Vec<RpmHeader>, RpmError> {
+    if db.is_empty() {
+        return Err(RpmError::Empty);
+    }
+    // An in-memory database cannot be in WAL mode: mark the header as a
+    // rollback-journal database (bytes 18/19: file format read/write version).
+    if db.len() >= 20 && db.starts_with(b"SQLite format 3\0") {
+        db[18] = db[18].min(1);
+        db[19] = db[19].min(1);
+    }
+    let mut conn = rusqlite::Connection::open_in_memory()?;
+    let len = db.len();
+    conn.deserialize_read_exact("main", &db[..], len, true)?;
+    let mut stmt = conn.prepare("SELECT blob FROM Packages")?;
+    let mut rows = stmt.query([])?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        let blob: Vec<u8> = match row.get(0) {
+            Ok(b) => b,
+            Err(_) => continue,
+        };
+        if let Some(h) = parse_header(&blob) {
+            out.push(h);
+        }
+    }
+    Ok(out)
+}
+
+fn be32(b: &[u8], at: usize) -> Option<u32> {
+    let s = b.get(at..at.checked_add(4)?)?;
+    Some(u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
+}
+
+/// Read NAME, VERSION and RELEASE from a header blob; None when malformed.
+pub fn parse_header(blob: &[u8]) -> Option<RpmHeader> {
+    let count = be32(blob, 0)? as usize;
+    let data_len = be32(blob, 4)? as usize;
+    let index_end = count.checked_mul(16)?.checked_add(8)?;
+    let data = blob.get(index_end..index_end.checked_add(data_len)?)?;
+    let string = |tag: u32| -> Option<String> {
+        (0..count).find_map(|i| {
+            let at = 8 + i * 16;
+            if be32(blob, at)? != tag || be32(blob, at + 4)? != TYPE_STRING {
+                return None;
+            }
+            let off = be32(blob, at + 8)? as usize;
+            let rest = data.get(off..)?;
+            let end = rest.iter().position(|&b| b == 0)?;
+            Some(String::from_utf8_lossy(&rest[..end]).into_owned())
+        })
+    };
+    Some(RpmHeader {
+        name: string(TAG_NAME)?,
+        version: string(TAG_VERSION)?,
+        release: string(TAG_RELEASE)?,
+    })
+}
+
+/// Build a header blob (used by tests and the fixtures builder).
+pub fn build_header(fields: &[(u32, &str)]) -> Vec<u8> {
+    let mut index = Vec::new();
+    let mut data = Vec::new();
+    for (tag, value) in fields {
+        index.extend_from_slice(&tag.to_be_bytes());
+        index.extend_from_slice(&TYPE_STRING.to_be_bytes());
+        index.extend_from_slice(&(data.len() as u32).to_be_bytes());
+        index.extend_from_slice(&1u32.to_be_bytes());
+        data.extend_from_slice(value.as_bytes());
+        data.push(0);
+    }
+    let mut out = Vec::new();
+    out.extend_from_slice(&(fields.len() as u32).to_be_bytes());
+    out.extend_from_slice(&(data.len() as u32).to_be_bytes());
+    out.extend_from_slice(&index);
+    out.extend_from_slice(&data);
+    out
+}
+
+/// Tags for `build_header`.
+pub const TAGS: (u32, u32, u32) = (TAG_NAME, TAG_VERSION, TAG_RELEASE);

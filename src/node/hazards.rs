@@ -1,0 +1,364 @@
+//! Hazard rules: pure functions over the gathered node facts.
+
+use super::NodeFacts;
+use super::backends::{backend_facts, has_kube_chains, holds_rules};
+use crate::compat::version::is_known_bad;
+use crate::compat::{Backend, Hazard, HazardCode, Severity, Version};
+use crate::kernel::{Expr, Rule, RuleSet, Verdict, render_rule};
+
+/// At most this many FirewallUnconditionalDrop hazards are listed one by one.
+const MAX_RULE_HAZARDS: usize = 20;
+
+fn hazard(code: HazardCode, severity: Severity, message: String) -> Hazard {
+    Hazard {
+        code,
+        severity,
+        message,
+        backend: None,
+        table: None,
+        chain: None,
+        rule: None,
+    }
+}
+
+/// Every hazard of the node, most severe first (stable order within a severity).
+pub fn assess(facts: &NodeFacts, min_reader: Option<Version>) -> Vec<Hazard> {
+    let empty = RuleSet::default();
+    let nft = facts.nft.as_ref().unwrap_or(&empty);
+    let legacy = facts.legacy.as_ref().unwrap_or(&empty);
+    let mut out = Vec::new();
+    out.extend(unconditional_drops(nft, Backend::Nft));
+    out.extend(unconditional_drops(legacy, Backend::Legacy));
+    out.extend(mixed_backends(nft, legacy));
+    if facts.nft.is_ok() || facts.legacy.is_ok() {
+        out.extend(kubelet_chains_missing(nft, legacy));
+    }
+    out.extend(bridge_disabled(facts));
+    out.extend(known_bad(facts));
+    out.extend(old_reader(facts, min_reader));
+    out.extend(probe_failures(facts));
+    out.sort_by(|a, b| b.severity.cmp(&a.severity));
+    out
+}
+
+/// True when a rule DROPs/REJECTs with no condition but a comment: every
+/// packet reaching it dies. What 1.8.7's save/restore leaves of a native
+/// `-m mark ... -j DROP` (the Kubernetes 1.25 KUBE-FIREWALL incident).
+pub fn is_unconditional_drop(rule: &Rule) -> bool {
+    let mut kills = false;
+    for e in &rule.exprs {
+        match e {
+            Expr::Counter => {}
+            Expr::Match { name, .. } if name == "comment" => {}
+            Expr::Verdict(Verdict::Drop) => kills = true,
+            Expr::Target { name } if name == "REJECT" => kills = true,
+            Expr::Other(name) if name == "reject" => kills = true,
+            _ => return false,
+        }
+    }
+    kills
+}
+
+fn unconditional_drops(set: &RuleSet, backend: Backend) -> Vec<Hazard> {
+    let mut out = Vec::new();
+    let mut more = 0usize;
+    for t in set.tables.iter().filter(|t| t.iptables_owned()) {
+        for c in t.chains.iter().filter(|c| c.name.starts_with("KUBE-")) {
+            for (i, r) in c.rules.iter().enumerate() {
+                if !is_unconditional_drop(r) {
+                    continue;
+                }
+                if out.len() >= MAX_RULE_HAZARDS {
+                    more += 1;
+                    continue;
+                }
+                let text = render_rule(&c.name, r);
+                let mut h = hazard(
+                    HazardCode::FirewallUnconditionalDrop,
+                    Severity::Critical,
+                    format!(
+                        "{backend} {}/{} chain {} rule {}: `{text}` drops every packet that reaches it \
+                         (its only condition is a comment); an old iptables (<= 1.8.7) probably saved and \
+                         restored a rule whose native match it could not read",
+                        t.family,
+                        t.name,
+                        c.name,
+                        i + 1
+                    ),
+                );
+                h.backend = Some(backend);
+                h.table = Some(t.name.clone());
+                h.chain = Some(c.name.clone());
+                h.rule = Some(text);
+                out.push(h);
+            }
+        }
+    }
+    if more > 0 {
+        let mut h = hazard(
+            HazardCode::FirewallUnconditionalDrop,
+            Severity::Critical,
+            format!(
+                "{backend}: {more} more unconditional DROP/REJECT rules in KUBE-* chains not listed"
+            ),
+        );
+        h.backend = Some(backend);
+        out.push(h);
+    }
+    out
+}
+
+fn describe(set: &RuleSet) -> String {
+    let f = backend_facts(set);
+    let tables: Vec<String> = set
+        .tables
+        .iter()
+        .filter(|t| {
+            t.iptables_owned() && t.chains.iter().any(|c| !c.builtin || !c.rules.is_empty())
+        })
+        .map(|t| format!("{}/{}", t.family, t.name))
+        .collect();
+    format!(
+        "{} chains, {} rules in {}",
+        f.chains,
+        f.rules,
+        tables.join(", ")
+    )
+}
+
+fn mixed_backends(nft: &RuleSet, legacy: &RuleSet) -> Option<Hazard> {
+    if !(holds_rules(nft) && holds_rules(legacy)) {
+        return None;
+    }
+    // Kubernetes chains in both: a component jumps across rule sets that
+    // neither tool can see together. Otherwise both rule sets may be
+    // self-contained, which works (node-problem-detector PR 844).
+    let kube_both = has_kube_chains(nft) && has_kube_chains(legacy);
+    Some(hazard(
+        HazardCode::MixedBackends,
+        if kube_both {
+            Severity::Critical
+        } else {
+            Severity::Warning
+        },
+        format!(
+            "both backends hold rules: nft ({}) and legacy ({}); the kernel runs both and neither tool shows the other's rules{}",
+            describe(nft),
+            describe(legacy),
+            if kube_both {
+                "; KUBE-* chains exist in both"
+            } else {
+                ""
+            }
+        ),
+    ))
+}
+
+fn kubelet_chains_missing(nft: &RuleSet, legacy: &RuleSet) -> Option<Hazard> {
+    let (n, l) = (backend_facts(nft), backend_facts(legacy));
+    if n.hint_chain || n.canary_chain || l.hint_chain || l.canary_chain {
+        return None;
+    }
+    Some(hazard(
+        HazardCode::KubeletChainsMissing,
+        Severity::Warning,
+        "neither backend has KUBE-IPTABLES-HINT or KUBE-KUBELET-CANARY: components that detect the \
+         backend from kubelet's marker chains (iptables-wrappers, azure-npm) guess nft or fail"
+            .into(),
+    ))
+}
+
+fn bridge_disabled(facts: &NodeFacts) -> Option<Hazard> {
+    let b = &facts.bridge;
+    let message = if !b.br_netfilter {
+        "br_netfilter is not loaded: bridged pod-to-pod traffic bypasses iptables (same-node ClusterIP times out)".to_string()
+    } else if !b.call_iptables {
+        format!(
+            "net.bridge.bridge-nf-call-iptables = 0{}: bridged IPv4 traffic bypasses iptables (same-node ClusterIP times out)",
+            if b.call_ip6tables {
+                ""
+            } else {
+                " (and bridge-nf-call-ip6tables = 0)"
+            }
+        )
+    } else {
+        return None;
+    };
+    Some(hazard(
+        HazardCode::BridgeNetfilterDisabled,
+        Severity::Warning,
+        message,
+    ))
+}
+
+fn known_bad(facts: &NodeFacts) -> Option<Hazard> {
+    let v = facts.iptables.as_ref()?.version?;
+    is_known_bad(v).then(|| {
+        hazard(
+            HazardCode::KnownBadIptables,
+            Severity::Critical,
+            format!("the host's iptables is {v}: 1.8.0 to 1.8.3 have a broken -C that adds duplicate rules endlessly"),
+        )
+    })
+}
+
+fn old_reader(facts: &NodeFacts, min_reader: Option<Version>) -> Option<Hazard> {
+    let ipt = facts.iptables.as_ref()?;
+    let (v, min) = (ipt.version?, min_reader?);
+    if v >= min {
+        return None;
+    }
+    // The host's iptables-nft (same package) misreads them either way; when it
+    // is also the default `iptables`, a save/restore on the host corrupts rules.
+    let default_nft = matches!(ipt.backend, Some(Backend::Nft | Backend::Wrapper));
+    let mut h = hazard(
+        HazardCode::OldReaderNewRules,
+        if default_nft {
+            Severity::Critical
+        } else {
+            Severity::Warning
+        },
+        format!(
+            "the host's iptables is {v} but the live nf_tables rules need iptables-nft >= {min} to be read \
+             without loss: an iptables-save/restore by the host's tools silently drops native matches"
+        ),
+    );
+    h.backend = Some(Backend::Nft);
+    Some(h)
+}
+
+fn probe_failures(facts: &NodeFacts) -> Vec<Hazard> {
+    let mut out = Vec::new();
+    for (backend, res, supported) in [
+        (Backend::Nft, &facts.nft, facts.nf_tables_supported),
+        (Backend::Legacy, &facts.legacy, facts.ip_tables_supported),
+    ] {
+        if let (Err(e), true) = (res, supported) {
+            let mut h = hazard(
+                HazardCode::ProbeFailed,
+                Severity::Warning,
+                format!("reading the {backend} rule set failed: {e}"),
+            );
+            h.backend = Some(backend);
+            out.push(h);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::BridgeFacts;
+    use crate::compat::IptablesFacts;
+    use crate::kernel::{Chain, Family, Table};
+
+    fn facts(nft: RuleSet, legacy: RuleSet) -> NodeFacts {
+        NodeFacts {
+            iptables: None,
+            host_error: None,
+            kernel_release: "6.1".into(),
+            nf_tables_supported: true,
+            ip_tables_supported: true,
+            nft: Ok(nft),
+            legacy: Ok(legacy),
+            bridge: BridgeFacts {
+                br_netfilter: true,
+                call_iptables: true,
+                call_ip6tables: true,
+            },
+            ip_forward: Some(true),
+        }
+    }
+
+    fn firewall(rule: Rule) -> RuleSet {
+        RuleSet {
+            tables: vec![
+                Table {
+                    family: Family::Ip,
+                    name: "filter".into(),
+                    chains: vec![Chain {
+                        name: "KUBE-FIREWALL".into(),
+                        builtin: false,
+                        rules: vec![rule],
+                    }],
+                },
+                super::super::backends::tests::table(
+                    Family::Ip,
+                    "mangle",
+                    &[("KUBE-IPTABLES-HINT", false, 0)],
+                ),
+            ],
+        }
+    }
+
+    fn comment() -> Expr {
+        Expr::Match {
+            name: "comment".into(),
+            comment: Some("block incoming localnet connections".into()),
+        }
+    }
+
+    #[test]
+    fn corrupted_firewall_rule_is_critical_intact_one_is_not() {
+        let corrupted = Rule {
+            exprs: vec![comment(), Expr::Counter, Expr::Verdict(Verdict::Drop)],
+        };
+        let hs = assess(&facts(firewall(corrupted), RuleSet::default()), None);
+        assert_eq!(hs.len(), 1, "{hs:?}");
+        assert_eq!(hs[0].code, HazardCode::FirewallUnconditionalDrop);
+        assert_eq!(hs[0].severity, Severity::Critical);
+        assert_eq!(hs[0].chain.as_deref(), Some("KUBE-FIREWALL"));
+        assert!(hs[0].rule.as_deref().unwrap().contains("-j DROP"));
+
+        let intact = Rule {
+            exprs: vec![
+                comment(),
+                Expr::Meta { key: 3, set: false },
+                Expr::Bitwise,
+                Expr::Cmp,
+                Expr::Counter,
+                Expr::Verdict(Verdict::Drop),
+            ],
+        };
+        assert!(assess(&facts(firewall(intact), RuleSet::default()), None).is_empty());
+    }
+
+    #[test]
+    fn old_host_reader_under_new_rules() {
+        let mut f = facts(firewall(Rule::default()), RuleSet::default());
+        f.iptables = Some(IptablesFacts {
+            version: Some(Version::new(1, 8, 7)),
+            backend: Some(Backend::Nft),
+            ..Default::default()
+        });
+        let hs = assess(&f, Some(Version::new(1, 8, 8)));
+        assert!(
+            hs.iter().any(
+                |h| h.code == HazardCode::OldReaderNewRules && h.severity == Severity::Critical
+            )
+        );
+        assert!(assess(&f, None).is_empty());
+    }
+
+    #[test]
+    fn known_bad_missing_markers_bridge_and_probe_failure() {
+        let mut f = facts(RuleSet::default(), RuleSet::default());
+        f.iptables = Some(IptablesFacts {
+            version: Some(Version::new(1, 8, 2)),
+            ..Default::default()
+        });
+        f.bridge.call_iptables = false;
+        f.legacy = Err("boom".into());
+        let codes: Vec<_> = assess(&f, None).iter().map(|h| h.code).collect();
+        for c in [
+            HazardCode::KnownBadIptables,
+            HazardCode::KubeletChainsMissing,
+            HazardCode::BridgeNetfilterDisabled,
+            HazardCode::ProbeFailed,
+        ] {
+            assert!(codes.contains(&c), "{c} missing from {codes:?}");
+        }
+        assert_eq!(codes[0], HazardCode::KnownBadIptables, "critical first");
+    }
+}

@@ -1,0 +1,108 @@
+//! Human-readable `inspect node` output: hazards first, then the facts.
+
+use crate::api::NodeNetfilterProfileStatus;
+use std::fmt::Write;
+
+pub fn render(s: &NodeNetfilterProfileStatus) -> String {
+    let mut o = String::new();
+    let hazards = s.hazards.as_deref().unwrap_or(&[]);
+    if hazards.is_empty() {
+        o.push_str("Hazards: none\n");
+    } else {
+        let _ = writeln!(o, "Hazards ({}):", hazards.len());
+        for h in hazards {
+            let _ = writeln!(o, "  [{:?}] {}: {}", h.severity, h.code, h.message).map(|_| ());
+        }
+    }
+    o.push('\n');
+    let _ = writeln!(
+        o,
+        "Active backend:    {}",
+        s.active_backend.map_or("unknown", |b| b.as_str())
+    );
+    if let Some(w) = s.wrapper_backend {
+        let _ = writeln!(o, "Wrapper would use: {w}");
+    }
+    let _ = writeln!(
+        o,
+        "Min safe reader:   {}",
+        s.min_reader_version.map_or(
+            "any iptables-nft (only xt-compat expressions)".to_string(),
+            |v| { format!("iptables-nft >= {v}") }
+        )
+    );
+    match &s.iptables {
+        Some(i) => {
+            let _ = writeln!(
+                o,
+                "Host iptables:     {} ({})",
+                i.version
+                    .map_or("unknown version".into(), |v| v.to_string()),
+                i.backend
+                    .map_or("no iptables command".into(), |b| b.to_string())
+            );
+        }
+        None => o.push_str("Host iptables:     not found in the host root\n"),
+    }
+    if let Some(k) = &s.kernel {
+        let _ = writeln!(
+            o,
+            "Kernel:            {} (nf_tables: {}, ip_tables: {})",
+            k.release,
+            yes(k.nf_tables),
+            yes(k.ip_tables)
+        );
+    }
+    if let Some(b) = &s.backends {
+        o.push_str("Backends:\n");
+        for (name, f) in [("nft", &b.nft), ("legacy", &b.legacy)] {
+            let _ = writeln!(
+                o,
+                "  {name:<7} tables {:>3}  chains {:>5}  rules {:>7}  hint {}  canary {}{}",
+                f.tables,
+                f.chains,
+                f.rules,
+                yes(f.hint_chain),
+                yes(f.canary_chain),
+                if f.marker_tables.is_empty() {
+                    String::new()
+                } else {
+                    format!("  (markers in {})", f.marker_tables.join(", "))
+                }
+            );
+        }
+    }
+    for f in s.native_features.as_deref().unwrap_or(&[]) {
+        let _ = writeln!(
+            o,
+            "Native feature:    {} in {} rules (e.g. {}), min reader {}",
+            f.feature,
+            f.rules,
+            f.example,
+            f.min_reader.map_or("any".into(), |v| v.to_string())
+        );
+    }
+    if let Some(t) = &s.other_nft_tables {
+        let _ = writeln!(o, "Other nft tables:  {}", t.join(", "));
+    }
+    if let Some(b) = &s.bridge {
+        let _ = writeln!(
+            o,
+            "Bridge:            br_netfilter {}, bridge-nf-call-iptables {}, bridge-nf-call-ip6tables {}",
+            yes(b.br_netfilter),
+            yes(b.call_iptables),
+            yes(b.call_ip6tables)
+        );
+    }
+    if let Some(f) = s.ip_forward {
+        let _ = writeln!(o, "IPv4 forwarding:   {}", yes(f));
+    }
+    if let Some(e) = &s.probe_error {
+        let _ = writeln!(o, "Probe error:       {e}");
+    }
+    o
+}
+
+fn yes(b: bool) -> &'static str {
+    if b { "yes" } else { "no" }
+}

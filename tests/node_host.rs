@@ -1,0 +1,112 @@
+//! The host's own iptables (read from `--host-root`) against the live rules.
+
+#[path = "support/netns.rs"]
+mod netns;
+
+use netns::{Netns, installed_host_root};
+use serde_json::Value;
+
+fn inspect(ns: &Netns, root: &std::path::Path) -> Value {
+    ns.nfguard_json(&["inspect", "node", "--host-root", root.to_str().unwrap()])
+}
+
+fn codes(v: &Value) -> Vec<String> {
+    v["hazards"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|h| h["code"].as_str().unwrap_or("").to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn kubelet_chains(ns: &Netns, release: &str) {
+    ns.iptables_ok(
+        release,
+        "iptables-nft",
+        &["-t", "mangle", "-N", "KUBE-IPTABLES-HINT"],
+    );
+    ns.iptables_ok(
+        release,
+        "iptables-nft",
+        &["-t", "nat", "-N", "KUBE-KUBELET-CANARY"],
+    );
+}
+
+#[test]
+fn old_host_reader_under_rules_written_by_1_8_11() {
+    let Some(ns) = Netns::new("oldhost") else {
+        return;
+    };
+    kubelet_chains(&ns, "1.8.11");
+    ns.iptables_ok(
+        "1.8.11",
+        "iptables-nft",
+        &["-A", "INPUT", "-p", "tcp", "--dport", "80", "-j", "ACCEPT"],
+    );
+
+    let old = installed_host_root("1.8.7", "nft");
+    let v = inspect(&ns, old.path());
+    assert_eq!(v["iptables"]["version"], "1.8.7", "{v:#}");
+    assert_eq!(v["iptables"]["backend"], "nft");
+    assert_eq!(v["minReaderVersion"], "1.8.8");
+    let h: Vec<&Value> = v["hazards"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h["code"] == "OldReaderNewRules")
+        .collect();
+    assert_eq!(h.len(), 1, "{v:#}");
+    assert_eq!(h[0]["severity"], "critical");
+    let msg = h[0]["message"].as_str().unwrap();
+    assert!(msg.contains("1.8.7") && msg.contains("1.8.8"), "{msg}");
+    // And the claim is real: the host's own 1.8.7 loses the port.
+    let saved = ns.iptables_ok("1.8.7", "iptables-nft-save", &[]);
+    assert!(saved.contains("-A INPUT -p tcp -j ACCEPT"), "{saved}");
+
+    // A legacy-default host with the same old package: still a hazard, but a warning.
+    let old_legacy = installed_host_root("1.8.7", "legacy");
+    let v = inspect(&ns, old_legacy.path());
+    let sev: Vec<&Value> = v["hazards"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h["code"] == "OldReaderNewRules")
+        .map(|h| &h["severity"])
+        .collect();
+    assert_eq!(sev, [&Value::from("warning")], "{v:#}");
+
+    // A host reader at or above the minimum is fine.
+    let new = installed_host_root("1.8.11", "nft");
+    let v = inspect(&ns, new.path());
+    assert_eq!(v["iptables"]["version"], "1.8.11");
+    assert!(codes(&v).is_empty(), "{v:#}");
+}
+
+#[test]
+fn old_host_reader_under_its_own_rules_is_fine() {
+    let Some(ns) = Netns::new("oldown") else {
+        return;
+    };
+    kubelet_chains(&ns, "1.8.7");
+    ns.iptables_ok(
+        "1.8.7",
+        "iptables-nft",
+        &["-A", "INPUT", "-p", "tcp", "--dport", "80", "-j", "ACCEPT"],
+    );
+    let old = installed_host_root("1.8.7", "nft");
+    let v = inspect(&ns, old.path());
+    assert_eq!(v["minReaderVersion"], Value::Null);
+    assert!(codes(&v).is_empty(), "{v:#}");
+}
+
+#[test]
+fn missing_host_root_is_reported_not_fatal() {
+    let Some(ns) = Netns::new("noroot") else {
+        return;
+    };
+    let v = inspect(&ns, std::path::Path::new("/nonexistent/nfguard-host-root"));
+    assert_eq!(v["iptables"], Value::Null, "{v:#}");
+    assert!(v["kernel"]["release"].is_string());
+}
