@@ -1,8 +1,109 @@
-//! TODO: this subcommand's flags and entry point (owned by this module's helper).
+//! `nfguard inspect image REF`: which iptables an image bundles, read from
+//! its registry without running it.
+
+use super::{ImageInspector, Platform, RegistryConfig};
+use crate::compat::ImageProfile;
+use crate::output::{Format, render_structured};
+use std::path::PathBuf;
+use std::time::Duration;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// Image reference, e.g. `registry.example:5000/app:1.0` or `app@sha256:...`.
+    #[arg(env = "NFGUARD_IMAGE")]
+    pub image: String,
+    /// Platform to pick from a multi-arch index (`os/arch[/variant]`); default: this machine's.
+    #[arg(long, env = "NFGUARD_PLATFORM")]
+    pub platform: Option<Platform>,
+    /// A registry (`HOST:PORT`) spoken to over plain HTTP; repeatable.
+    #[arg(
+        long = "insecure-registry",
+        env = "NFGUARD_INSECURE_REGISTRIES",
+        value_delimiter = ','
+    )]
+    pub insecure_registries: Vec<String>,
+    /// docker config.json (or its directory) for credentials; default
+    /// `$DOCKER_CONFIG/config.json`, then `~/.docker/config.json`.
+    /// Credential helpers are not supported.
+    #[arg(long, env = "NFGUARD_DOCKER_CONFIG")]
+    pub docker_config: Option<PathBuf>,
+    /// Seconds the whole inspection may take.
+    #[arg(long, env = "NFGUARD_TIMEOUT", default_value_t = 30.0)]
+    pub timeout: f64,
+    /// Refuse a layer whose decompressed tar exceeds this many bytes.
+    #[arg(long, env = "NFGUARD_MAX_LAYER_BYTES", default_value_t = 8 << 30)]
+    pub max_layer_bytes: u64,
+    /// Print what the inspection cost (layers read, bytes fetched) as one JSON line on stderr.
+    #[arg(long, env = "NFGUARD_STATS")]
+    pub stats: bool,
+    #[arg(
+        short = 'o',
+        long,
+        env = "NFGUARD_OUTPUT",
+        value_enum,
+        default_value = "text"
+    )]
+    pub output: Format,
+}
 
-pub async fn run(_args: Args) -> anyhow::Result<u8> {
-    anyhow::bail!("not implemented yet")
+fn render_text(p: &ImageProfile) -> String {
+    let mut s = format!(
+        "image:    {}\ndigest:   {}\nplatform: {}\n",
+        p.image, p.digest, p.platform
+    );
+    match &p.iptables {
+        None => s.push_str("iptables: none\n"),
+        Some(f) => {
+            let or_unknown = |o: Option<String>| o.unwrap_or_else(|| "unknown".into());
+            s.push_str(&format!(
+                "iptables: {} ({})\n",
+                or_unknown(f.version.as_ref().map(|v| v.to_string())),
+                or_unknown(f.backend.map(|b| b.to_string())),
+            ));
+            if let Some(pv) = &f.package_version {
+                s.push_str(&format!("package:  {pv}\n"));
+            }
+            for e in &f.evidence {
+                s.push_str(&format!(
+                    "  evidence: {} {} {}\n",
+                    serde_json::to_value(e.source)
+                        .ok()
+                        .and_then(|v| v.as_str().map(String::from))
+                        .unwrap_or_default(),
+                    e.path,
+                    e.detail
+                ));
+            }
+            for c in &f.conflicts {
+                s.push_str(&format!("  conflict: {c}\n"));
+            }
+        }
+    }
+    s
+}
+
+pub async fn run(args: Args) -> anyhow::Result<u8> {
+    if !(args.timeout.is_finite() && args.timeout > 0.0) {
+        anyhow::bail!("--timeout must be a positive number of seconds");
+    }
+    let config = RegistryConfig {
+        insecure_registries: args.insecure_registries,
+        docker_config: args.docker_config,
+        timeout: Duration::from_secs_f64(args.timeout),
+        max_decompressed_layer_bytes: args.max_layer_bytes,
+        ..Default::default()
+    };
+    let platform = args.platform.unwrap_or_else(Platform::host);
+    let inspector = ImageInspector::new(config);
+    let (profile, stats) = inspector
+        .inspect_with_stats(&args.image, &platform, None)
+        .await?;
+    if args.stats {
+        eprintln!("{}", serde_json::to_string(&stats)?);
+    }
+    match render_structured(&profile, args.output)? {
+        Some(s) => print!("{s}"),
+        None => print!("{}", render_text(&profile)),
+    }
+    Ok(0)
 }

@@ -4,12 +4,27 @@
 //!
 //! OWNER: registry helper. Interface used by check/, webhook/, controller/.
 
+pub mod auth;
+mod cache;
 pub mod cli;
+mod error;
+mod fetch;
+pub mod platform;
+pub mod stream;
+
+pub use error::RegistryError;
+pub use fetch::InspectStats;
 
 use crate::compat::ImageProfile;
 use crate::inspect::LayerLimits;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
+
+/// How long a tag's resolution to a manifest digest is trusted (tags move).
+pub const TAG_TTL: Duration = Duration::from_secs(30);
+/// Parsed layers kept at most (each may hold an xtables binary of a few MB).
+pub const LAYER_CACHE_ENTRIES: usize = 256;
 
 /// `os/arch[/variant]`, e.g. "linux/amd64", "linux/arm64/v8".
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -99,37 +114,56 @@ impl Default for RegistryConfig {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum RegistryError {
-    #[error("{0}")]
-    Other(String),
-}
-
 /// Resolves images to `ImageProfile`s; cheap to clone and share.
 #[derive(Clone)]
 pub struct ImageInspector {
-    _config: std::sync::Arc<RegistryConfig>,
+    inner: Arc<fetch::Inner>,
 }
 
 impl ImageInspector {
     pub fn new(config: RegistryConfig) -> Self {
         Self {
-            _config: std::sync::Arc::new(config),
+            inner: Arc::new(fetch::Inner::new(config)),
         }
     }
 
     /// Inspect `reference` for `platform`, from cache when possible.
+    /// `credentials` (e.g. from imagePullSecrets) win over the docker config.
     pub async fn inspect(
         &self,
-        _reference: &str,
-        _platform: &Platform,
-        _credentials: Option<&Credentials>,
+        reference: &str,
+        platform: &Platform,
+        credentials: Option<&Credentials>,
     ) -> Result<ImageProfile, RegistryError> {
-        todo!("registry helper")
+        self.inspect_with_stats(reference, platform, credentials)
+            .await
+            .map(|(p, _)| p)
+    }
+
+    /// Like `inspect`, also saying what it cost (layers read, bytes fetched).
+    pub async fn inspect_with_stats(
+        &self,
+        reference: &str,
+        platform: &Platform,
+        credentials: Option<&Credentials>,
+    ) -> Result<(ImageProfile, InspectStats), RegistryError> {
+        let timeout = self.inner.config.timeout;
+        match tokio::time::timeout(
+            timeout,
+            self.inner.inspect(reference, platform, credentials),
+        )
+        .await
+        {
+            Ok(r) => r,
+            Err(_) => Err(RegistryError::Timeout {
+                reference: reference.into(),
+                after: timeout,
+            }),
+        }
     }
 
     /// A cached answer only (the webhook's warm path); never touches the network.
-    pub fn cached(&self, _reference: &str, _platform: &Platform) -> Option<ImageProfile> {
-        None
+    pub fn cached(&self, reference: &str, platform: &Platform) -> Option<ImageProfile> {
+        self.inner.cached(reference, platform)
     }
 }
