@@ -6,13 +6,10 @@
 //! NFGUARD_REQUIRE_PRIVILEGED=1) and the fixture releases.
 
 #[path = "support/images.rs"]
-#[allow(dead_code)]
 mod images;
 #[path = "support/netns.rs"]
-#[allow(dead_code)]
 mod netns;
 #[path = "support/registry.rs"]
-#[allow(dead_code)]
 mod registry;
 
 use images::{Alt, Compression, ImageConfig, build_layer, debian_iptables, push_image};

@@ -103,9 +103,10 @@ pub(super) fn reason(f: &Finding<'_>, nodes: Vec<&str>, containers: &[ContainerF
         ),
         ReasonCode::KernelLacksBackend => (
             format!("image writes through iptables-{eb} but the node's kernel does not support it"),
-            Some(format!(
+            Some(
                 "use an image with the other backend or iptables-wrapper, or keep it off these nodes"
-            )),
+                    .into(),
+            ),
         ),
         ReasonCode::OldReaderNewRules => {
             let need = min_reader
