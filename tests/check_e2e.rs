@@ -222,6 +222,32 @@ fn real_profiles_and_images_give_the_issue_verdicts() {
     // And the nft image on the legacy node-b splits the rule sets.
     assert_eq!(find(&v, "BackendMismatch")["node"], "node-b");
 
+    // The same as a human reads it in a CI log.
+    let m = w.dir.path().join("incident.yaml");
+    std::fs::write(
+        &m,
+        daemonset("kube-router", &w.old_nft, true, "NET_ADMIN", ""),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_nfguard"))
+        .args(["check", "--timeout", "20", "-f"])
+        .arg(&m)
+        .arg("--profiles")
+        .arg(&w.profiles)
+        .arg("--insecure-registry")
+        .arg(w.registry.host())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    println!("{text}");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text.starts_with("DENY  DaemonSet/kube-system/kube-router (2 candidate nodes"),
+        "{text}"
+    );
+    assert!(text.contains("critical [OldReaderNewRules]"), "{text}");
+    assert!(text.trim_end().ends_with("verdict: deny"), "{text}");
+
     // 2. A wrapper image follows each node's marker chains: allow.
     let (code, v) = check(
         &w,
