@@ -155,7 +155,7 @@ pub fn view(status: &NodeNetfilterProfileStatus) -> Option<NodeView<'_>> {
     }
     if let Some(v) = status.oldest_reader_version
         && nft_target
-        && !status.writers.as_ref().is_some_and(|w| !w.is_empty())
+        && status.writers.as_ref().is_none_or(|w| w.is_empty())
         && host_nft != Some(v)
         && oldest_pod.is_none_or(|o| v < o.version)
     {

@@ -103,9 +103,10 @@ pub(super) fn reason(f: &Finding<'_>, nodes: Vec<&str>, containers: &[ContainerF
         ),
         ReasonCode::KernelLacksBackend => (
             format!("image writes through iptables-{eb} but the node's kernel does not support it"),
-            Some(format!(
+            Some(
                 "use an image with the other backend or iptables-wrapper, or keep it off these nodes"
-            )),
+                    .into(),
+            ),
         ),
         ReasonCode::OldReaderNewRules => {
             let need = min_reader
@@ -129,7 +130,7 @@ pub(super) fn reason(f: &Finding<'_>, nodes: Vec<&str>, containers: &[ContainerF
                 ),
                 Some(format!(
                     "use an image with iptables >= {need} (or iptables-wrapper on >= {need}); \
-                     or keep it on nodes where it is safe, e.g. nodeSelector nfguard.io/iptables-version={iv}"
+                     or keep it off nodes holding native rules: node affinity nfguard.io/min-reader DoesNotExist"
                 )),
             )
         }

@@ -81,9 +81,15 @@ struct Acc<'a> {
 impl<'a> Acc<'a> {
     fn push(&mut self, f: Finding<'a>, node: Option<&'a str>) {
         // Consecutive nodes usually repeat the previous finding: skip the hash.
+        // A handful of groups is the norm: comparing beats hashing there.
+        let small = || {
+            (self.groups.len() <= 16)
+                .then(|| self.groups.iter().position(|g| g.0 == f))
+                .flatten()
+        };
         let idx = match self.last {
             Some(i) if self.groups[i].0 == f => i,
-            _ => match self.index.get(&f) {
+            _ => match small().as_ref().or_else(|| self.index.get(&f)) {
                 Some(i) => *i,
                 None => {
                     self.groups.push((f, Vec::new()));
