@@ -507,7 +507,7 @@ async fn health_ready_and_metrics() {
     )
     .unwrap();
     for needle in [
-        "nfguard_webhook_admission_duration_seconds_bucket{kind=\"DaemonSet\",verdict=\"deny\"",
+        "nfguard_webhook_admission_duration_seconds_count{kind=\"DaemonSet\",verdict=\"deny\"} 2",
         "nfguard_webhook_verdicts_total{verdict=\"deny\"} 2",
         "nfguard_webhook_reasons_total{code=\"OldReaderNewRules\"}",
         "nfguard_webhook_image_cache_hits_total 1",

@@ -330,7 +330,7 @@ fn webhook_over_real_tls_with_real_images_and_captured_profiles() {
         );
 
         // A client that does not trust the CA is refused by TLS itself.
-        let untrusting = client(&pki().ca_pem);
+        let untrusting = client(&self::pki().ca_pem);
         assert!(
             untrusting
                 .get(format!("{}/healthz", wh.url))
