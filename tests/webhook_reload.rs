@@ -69,15 +69,16 @@ fn client_config(
     for c in rustls_pemfile::certs(&mut ca_pem.as_bytes()) {
         roots.add(c.unwrap()).unwrap();
     }
-    Arc::new(
-        rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_protocol_versions(versions)
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth(),
-    )
+    let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_protocol_versions(versions)
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    // A resumed session reports the certificate of the original handshake.
+    cfg.resumption = rustls::client::Resumption::disabled();
+    Arc::new(cfg)
 }
 
 /// The leaf certificate the server presents on a fresh handshake.
