@@ -96,7 +96,9 @@ impl Facts {
                 c.profiles.is_ready()
                     && c.nodes.as_ref().is_none_or(|s| s.is_ready())
                     && c.policies.as_ref().is_none_or(|s| s.is_ready())
-                    && c.namespaces.is_ready()
+                // Namespaces are not waited for: without them (e.g. RBAC
+                // lacks list/watch) only `kubernetes.io/metadata.name` is
+                // known, as in `nfguard check` without a cluster.
             }
         }
     }
