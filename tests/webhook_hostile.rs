@@ -268,3 +268,69 @@ async fn many_concurrent_requests_for_one_cold_image_all_get_the_answer() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn thousands_of_distinct_images_start_a_bounded_number_of_lookups() {
+    let fx = Fixture::new();
+    let st = state(
+        &fx.profiles(),
+        Some(&fx.nodes()),
+        None,
+        fake_registry(Duration::ZERO),
+        Duration::from_secs(2),
+    );
+    let metrics = st.metrics.clone();
+    let app = nfguard::webhook::router(st);
+    let containers: Vec<Value> = (0..2000)
+        .map(|i| {
+            container(
+                &format!("c{i}"),
+                &format!("nosuch/img-{i}:1"),
+                &["NET_ADMIN"],
+            )
+        })
+        .collect();
+    let body = review(
+        "DaemonSet",
+        None,
+        "CREATE",
+        "kube-system",
+        object(
+            "DaemonSet",
+            "many",
+            "kube-system",
+            pod_spec(true, containers),
+            json!({}),
+        ),
+        false,
+    );
+    let start = Instant::now();
+    let (status, v) = post(&app, body.to_string().into_bytes()).await;
+    assert_eq!(status, 200);
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(v["response"]["allowed"], true, "unresolvedImages: Warn");
+    assert!(
+        v["response"]["warnings"].as_array().unwrap().len() <= 10,
+        "warnings capped"
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let text = metrics.render();
+    assert!(
+        text.contains("nfguard_webhook_image_cache_misses_total 2000"),
+        "{text}"
+    );
+    let errors: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("nfguard_webhook_registry_errors_total "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        errors,
+        nfguard::webhook::images::MAX_NEW_LOOKUPS_PER_REQUEST as u64
+    );
+}

@@ -58,6 +58,12 @@ impl ImageSource for FromResolver {
 
 type Answer = Arc<Result<ImageProfile, String>>;
 
+/// New look-ups one request may start (a hostile object can list thousands
+/// of distinct images); the rest count as unresolved.
+pub const MAX_NEW_LOOKUPS_PER_REQUEST: usize = 32;
+/// Look-ups in flight across all requests.
+pub const MAX_INFLIGHT: usize = 512;
+
 /// How long answers are kept. Errors briefly (the registry may recover),
 /// profiles longer (the registry module re-checks tags itself when asked).
 #[derive(Clone, Copy, Debug)]
@@ -114,17 +120,21 @@ impl ImageCache {
         }
     }
 
+    /// Join the look-up in flight for `key` or start one (None: too many in flight).
     fn start(
         &self,
         key: &ImageKey,
         credentials: Option<Credentials>,
-    ) -> Shared<BoxFuture<'static, Answer>> {
+    ) -> Option<Shared<BoxFuture<'static, Answer>>> {
         let mut inflight = match self.inflight.lock() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
         };
         if let Some(f) = inflight.get(key) {
-            return f.clone();
+            return Some(f.clone());
+        }
+        if inflight.len() >= MAX_INFLIGHT {
+            return None;
         }
         let source = self.source.clone();
         let cache = self.cache.clone();
@@ -152,7 +162,7 @@ impl ImageCache {
             .boxed()
             .shared();
         inflight.insert(key.clone(), fut.clone());
-        fut
+        Some(fut)
     }
 
     /// Answer every key: cached ones at once, the rest as they come in until
@@ -172,7 +182,19 @@ impl ImageCache {
                 put(&mut out, key, &a);
             } else {
                 self.metrics.image_cache_misses.inc();
-                waits.push((key.clone(), self.start(key, credentials(&key.image))));
+                let started = if waits.len() < MAX_NEW_LOOKUPS_PER_REQUEST {
+                    self.start(key, credentials(&key.image))
+                } else {
+                    None
+                };
+                match started {
+                    Some(f) => waits.push((key.clone(), f)),
+                    None => out.insert_error(
+                        &key.image,
+                        &key.platform,
+                        "not inspected: too many image look-ups at once (per object or in flight)",
+                    ),
+                }
             }
         }
         if waits.is_empty() {
