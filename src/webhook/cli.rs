@@ -1,8 +1,296 @@
-//! TODO: this subcommand's flags and entry point (owned by this module's helper).
+//! `nfguard webhook`: flags, wiring and the long-running tasks.
 
-#[derive(clap::Args, Debug)]
-pub struct Args {}
+use super::admission::Judge;
+use super::bootstrap;
+use super::facts::{self, Facts};
+use super::images::{CacheTtl, ImageCache};
+use super::metrics::Metrics;
+use super::server::{self, AppState};
+use super::tls::{self, CertStore};
+use crate::check::load;
+use crate::compat::evaluate::DEFAULT_PLATFORM;
+use crate::registry::{ImageInspector, RegistryConfig};
+use anyhow::Context;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
-pub async fn run(_args: Args) -> anyhow::Result<u8> {
-    anyhow::bail!("not implemented yet")
+const DAY: u64 = 86_400;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct Args {
+    /// HTTPS address for /validate (and /healthz, /readyz, /metrics).
+    #[arg(long, env = "NFGUARD_LISTEN", default_value = "0.0.0.0:8443")]
+    pub listen: String,
+    /// Plain HTTP address for /metrics, /healthz, /readyz ("off" to disable).
+    #[arg(long, env = "NFGUARD_METRICS_LISTEN", default_value = "0.0.0.0:9090")]
+    pub metrics_listen: String,
+    /// Serving certificate (PEM, chain); reloaded when its directory changes.
+    #[arg(
+        long,
+        env = "NFGUARD_TLS_CERT",
+        requires = "tls_key",
+        conflicts_with = "self_signed"
+    )]
+    pub tls_cert: Option<PathBuf>,
+    /// Private key (PEM) for --tls-cert.
+    #[arg(long, env = "NFGUARD_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Generate a CA + certificate, keep them in a Secret, patch the caBundle, rotate.
+    #[arg(long, env = "NFGUARD_SELF_SIGNED")]
+    pub self_signed: bool,
+    /// Namespace of the Secret and Service (the pod's own).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "nfguard-system")]
+    pub namespace: String,
+    /// Secret holding the self-signed CA and certificate.
+    #[arg(
+        long,
+        env = "NFGUARD_TLS_SECRET",
+        default_value = "nfguard-webhook-tls"
+    )]
+    pub tls_secret: String,
+    /// Service name the certificate is issued for.
+    #[arg(long, env = "NFGUARD_SERVICE_NAME", default_value = "nfguard-webhook")]
+    pub service_name: String,
+    /// ValidatingWebhookConfiguration whose caBundle is patched.
+    #[arg(long, env = "NFGUARD_WEBHOOK_CONFIG_NAME", default_value = "nfguard")]
+    pub webhook_config_name: String,
+    /// Validity of generated serving certificates, days (the CA lives twice as long).
+    #[arg(long, env = "NFGUARD_CERT_VALIDITY_DAYS", default_value_t = 90)]
+    pub cert_validity_days: u64,
+    /// Rotate generated certificates this many days before expiry.
+    #[arg(long, env = "NFGUARD_CERT_ROTATE_BEFORE_DAYS", default_value_t = 30)]
+    pub cert_rotate_before_days: u64,
+    /// How often the Secret is re-read (other replicas may have rotated), seconds.
+    #[arg(long, env = "NFGUARD_CERT_CHECK_SECONDS", default_value_t = 300)]
+    pub cert_check_seconds: u64,
+    /// NodeNetfilterProfile objects (file or directory) instead of watching the cluster.
+    #[arg(long, env = "NFGUARD_PROFILES")]
+    pub profiles: Option<PathBuf>,
+    /// Node objects (labels, taints) instead of watching Nodes.
+    #[arg(long, env = "NFGUARD_NODES")]
+    pub nodes: Option<PathBuf>,
+    /// NetfilterPolicy objects instead of watching NetfilterPolicies.
+    #[arg(long, env = "NFGUARD_POLICY")]
+    pub policy: Option<PathBuf>,
+    /// Kubeconfig (default: in-cluster / the default kubeconfig).
+    #[arg(long, env = "NFGUARD_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Registries spoken to over plain HTTP (HOST:PORT), comma-separated.
+    #[arg(
+        long = "insecure-registry",
+        env = "NFGUARD_INSECURE_REGISTRIES",
+        value_delimiter = ','
+    )]
+    pub insecure_registries: Vec<String>,
+    /// docker config.json (or its directory) with registry credentials.
+    #[arg(long, env = "NFGUARD_DOCKER_CONFIG")]
+    pub docker_config: Option<PathBuf>,
+    /// Platform for nodes whose labels do not say (os/arch[/variant]).
+    #[arg(long, env = "NFGUARD_PLATFORM_DEFAULT", default_value = DEFAULT_PLATFORM)]
+    pub platform_default: String,
+    /// Budget per admission request in seconds (the API server waits 10 s at most).
+    #[arg(long, env = "NFGUARD_TIMEOUT", default_value_t = 8.0)]
+    pub timeout: f64,
+    /// Budget for one background image inspection, seconds.
+    #[arg(long, env = "NFGUARD_REGISTRY_TIMEOUT", default_value_t = 60)]
+    pub registry_timeout: u64,
+    /// Image answers kept in memory.
+    #[arg(long, env = "NFGUARD_IMAGE_CACHE_ENTRIES", default_value_t = 4096)]
+    pub image_cache_entries: u64,
+    /// Node names listed per reason in messages.
+    #[arg(long, env = "NFGUARD_MAX_NODES", default_value_t = 5)]
+    pub max_nodes: usize,
+}
+
+async fn client_for(args: &Args) -> anyhow::Result<kube::Client> {
+    match &args.kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+            Ok(kube::Client::try_from(cfg)?)
+        }
+        None => Ok(kube::Client::try_default()
+            .await
+            .context("connecting to the cluster")?),
+    }
+}
+
+fn boot_config(args: &Args) -> bootstrap::Config {
+    bootstrap::Config {
+        namespace: args.namespace.clone(),
+        secret_name: args.tls_secret.clone(),
+        service_name: args.service_name.clone(),
+        webhook_config_name: args.webhook_config_name.clone(),
+        cert_validity: Duration::from_secs(args.cert_validity_days.max(1) * DAY),
+        ca_validity: Duration::from_secs(args.cert_validity_days.max(1) * 2 * DAY),
+        rotate_before: Duration::from_secs(args.cert_rotate_before_days * DAY),
+    }
+}
+
+/// Keep the Secret's certificate served and the caBundle current; rotate when due.
+async fn certificate_loop(
+    client: kube::Client,
+    cfg: bootstrap::Config,
+    store: Arc<CertStore>,
+    every: Duration,
+) {
+    loop {
+        let now = SystemTime::now();
+        let wait = match bootstrap::bootstrap_once(&client, &cfg, now).await {
+            Ok((_, loaded)) => {
+                let due = bootstrap::rotate_at(&cfg, &loaded)
+                    .and_then(|t| t.duration_since(now).ok())
+                    .unwrap_or(Duration::ZERO);
+                store.set(loaded);
+                due.min(every).max(Duration::from_secs(1))
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "certificate bootstrap failed; retrying");
+                Duration::from_secs(5)
+            }
+        };
+        tokio::time::sleep(wait).await;
+    }
+}
+
+pub async fn run(args: Args) -> anyhow::Result<u8> {
+    let metrics = Arc::new(Metrics::new());
+    args.platform_default
+        .parse::<crate::registry::Platform>()
+        .map_err(anyhow::Error::msg)
+        .context("--platform-default")?;
+    if !(args.timeout > 0.0 && args.timeout <= 30.0) {
+        anyhow::bail!(
+            "--timeout must be between 0 and 30 seconds, got {}",
+            args.timeout
+        );
+    }
+    let needs_client = args.profiles.is_none() || args.self_signed;
+    let client = if needs_client {
+        Some(client_for(&args).await?)
+    } else {
+        None
+    };
+
+    let facts = match (&args.profiles, &client) {
+        (Some(p), _) => Facts::from_files(p, args.nodes.as_deref(), args.policy.as_deref())?,
+        (None, Some(c)) => {
+            let nodes = args.nodes.as_deref().map(load::load_nodes).transpose()?;
+            let policies = args
+                .policy
+                .as_deref()
+                .map(load::load_policies)
+                .transpose()?;
+            facts::start_cluster(c.clone(), nodes, policies)
+        }
+        (None, None) => anyhow::bail!("no facts: pass --profiles PATH or run with cluster access"),
+    };
+    let facts = Arc::new(facts);
+
+    let inspector = ImageInspector::new(RegistryConfig {
+        insecure_registries: args.insecure_registries.clone(),
+        docker_config: args.docker_config.clone(),
+        timeout: Duration::from_secs(args.registry_timeout.max(1)),
+        ..RegistryConfig::default()
+    });
+    let images = Arc::new(ImageCache::new(
+        Arc::new(inspector),
+        args.image_cache_entries,
+        CacheTtl::default(),
+        metrics.clone(),
+    ));
+
+    let store = CertStore::new(Some(metrics.clone()));
+    let _watch = match (&args.tls_cert, &args.tls_key, args.self_signed) {
+        (Some(c), Some(k), false) => {
+            store.set(tls::load_files(c, k)?);
+            Some(tls::watch_files(
+                c.clone(),
+                k.clone(),
+                store.clone(),
+                Duration::from_secs(30),
+            )?)
+        }
+        (None, None, true) => {
+            let Some(c) = client.clone() else {
+                anyhow::bail!("--self-signed needs cluster access");
+            };
+            tokio::spawn(certificate_loop(
+                c,
+                boot_config(&args),
+                store.clone(),
+                Duration::from_secs(args.cert_check_seconds.max(5)),
+            ));
+            None
+        }
+        _ => anyhow::bail!("pass --tls-cert and --tls-key, or --self-signed"),
+    };
+
+    let judge = Arc::new(Judge {
+        facts: facts.clone(),
+        images,
+        // Pull secrets only make sense with the cluster's own facts.
+        client: if args.profiles.is_none() {
+            client.clone()
+        } else {
+            None
+        },
+        metrics: metrics.clone(),
+        timeout: Duration::from_secs_f64(args.timeout),
+        default_platform: args.platform_default.clone(),
+        max_nodes: args.max_nodes,
+    });
+    let ready_facts = facts.clone();
+    let ready_store = store.clone();
+    let state = AppState {
+        judge,
+        metrics,
+        ready: Arc::new(move || ready_facts.is_ready() && ready_store.is_loaded()),
+    };
+
+    let listener = tokio::net::TcpListener::bind(&args.listen)
+        .await
+        .with_context(|| format!("binding {}", args.listen))?;
+    let local = listener.local_addr()?;
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls::server_config(store.clone()));
+    let https = tokio::spawn(server::serve_tls(
+        listener,
+        acceptor,
+        server::router(state.clone()),
+    ));
+    let mut plain_addr = String::new();
+    let plain = if args.metrics_listen != "off" && !args.metrics_listen.is_empty() {
+        let l = tokio::net::TcpListener::bind(&args.metrics_listen)
+            .await
+            .with_context(|| format!("binding {}", args.metrics_listen))?;
+        plain_addr = format!(" metrics=http://{}", l.local_addr()?);
+        Some(tokio::spawn(server::serve_plain(
+            l,
+            server::metrics_router(state),
+        )))
+    } else {
+        None
+    };
+    // One line on stdout so wrappers (and tests using port 0) learn the ports.
+    println!("nfguard webhook listening on https://{local}{plain_addr}");
+    tracing::info!(%local, "webhook serving");
+    tokio::select! {
+        r = https => r.context("HTTPS server stopped")?,
+        r = async { match plain { Some(p) => p.await, None => futures::future::pending().await } } => r.context("metrics server stopped")?,
+        _ = shutdown_signal() => tracing::info!("shutting down"),
+    }
+    Ok(0)
+}
+
+async fn shutdown_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => return futures::future::pending().await,
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
 }

@@ -1,0 +1,117 @@
+//! Prometheus metrics. Every label takes values from a closed set (kinds
+//! nfguard judges, verdicts, reason codes, rejection causes), so the series
+//! count is bounded whatever the requests contain.
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+type Labels = Vec<(&'static str, &'static str)>;
+
+pub struct Metrics {
+    registry: Registry,
+    /// Seconds from body received to response built, by kind and verdict.
+    pub admission_duration: Family<Labels, Histogram>,
+    /// Admission answers by verdict.
+    pub verdicts: Family<Labels, Counter>,
+    /// Reasons reported, by stable reason code.
+    pub reasons: Family<Labels, Counter>,
+    pub image_cache_hits: Counter,
+    pub image_cache_misses: Counter,
+    pub registry_errors: Counter,
+    /// Requests answered without judging (malformed, unsupported, ...), by cause.
+    pub rejected: Family<Labels, Counter>,
+    /// Seconds until the serving certificate expires.
+    pub cert_expiry: Gauge<f64, std::sync::atomic::AtomicU64>,
+    pub cert_reloads: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("nfguard_webhook");
+        let admission_duration = Family::<Labels, Histogram>::new_with_constructor(|| {
+            Histogram::new([
+                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                8.0, 10.0,
+            ])
+        });
+        registry.register(
+            "admission_duration_seconds",
+            "Time to answer an AdmissionReview",
+            admission_duration.clone(),
+        );
+        let verdicts = Family::<Labels, Counter>::default();
+        registry.register("verdicts", "Admission verdicts", verdicts.clone());
+        let reasons = Family::<Labels, Counter>::default();
+        registry.register(
+            "reasons",
+            "Reasons in admission decisions by code",
+            reasons.clone(),
+        );
+        let image_cache_hits = Counter::default();
+        registry.register(
+            "image_cache_hits",
+            "Image look-ups answered from cache",
+            image_cache_hits.clone(),
+        );
+        let image_cache_misses = Counter::default();
+        registry.register(
+            "image_cache_misses",
+            "Image look-ups that went to the registry",
+            image_cache_misses.clone(),
+        );
+        let registry_errors = Counter::default();
+        registry.register(
+            "registry_errors",
+            "Image look-ups that failed",
+            registry_errors.clone(),
+        );
+        let rejected = Family::<Labels, Counter>::default();
+        registry.register(
+            "rejected_requests",
+            "Requests not judged, by cause",
+            rejected.clone(),
+        );
+        let cert_expiry = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+        registry.register(
+            "certificate_expiry_seconds",
+            "Seconds until the serving certificate expires",
+            cert_expiry.clone(),
+        );
+        let cert_reloads = Counter::default();
+        registry.register(
+            "certificate_reloads",
+            "Serving certificate (re)loads",
+            cert_reloads.clone(),
+        );
+        Metrics {
+            registry,
+            admission_duration,
+            verdicts,
+            reasons,
+            image_cache_hits,
+            image_cache_misses,
+            registry_errors,
+            rejected,
+            cert_expiry,
+            cert_reloads,
+        }
+    }
+
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        if encode(&mut s, &self.registry).is_err() {
+            s.clear();
+        }
+        s
+    }
+}

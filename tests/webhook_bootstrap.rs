@@ -1,0 +1,303 @@
+//! `--self-signed` against kube's mock client: Secret creation, the
+//! two-replicas race (409 AlreadyExists -> read and use the winner's),
+//! rotation guarded by resourceVersion, and the caBundle patch. Each step
+//! asserts method, path and body of what the webhook sends.
+
+use base64::Engine;
+use http::{Method, Request, Response};
+use kube::client::Body;
+use nfguard::webhook::bootstrap::{self, Config, Material};
+use serde_json::{Value, json};
+use std::time::{Duration, SystemTime};
+use tower_test::mock::{self, Handle};
+
+type H = Handle<Request<Body>, Response<Body>>;
+
+fn cfg() -> Config {
+    Config {
+        namespace: "nfguard-system".into(),
+        secret_name: "nfguard-webhook-tls".into(),
+        service_name: "nfguard-webhook".into(),
+        webhook_config_name: "nfguard".into(),
+        ca_validity: Duration::from_secs(2 * 90 * 86400),
+        cert_validity: Duration::from_secs(90 * 86400),
+        rotate_before: Duration::from_secs(30 * 86400),
+    }
+}
+
+const SECRET_PATH: &str = "/api/v1/namespaces/nfguard-system/secrets/nfguard-webhook-tls";
+const SECRETS_PATH: &str = "/api/v1/namespaces/nfguard-system/secrets";
+const VWC_PATH: &str =
+    "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/nfguard";
+
+fn status(code: u16, reason: &str) -> Response<Body> {
+    let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": format!("{reason}"), "reason": reason, "code": code});
+    Response::builder()
+        .status(code)
+        .body(Body::from(serde_json::to_vec(&body).unwrap()))
+        .unwrap()
+}
+
+fn ok(v: Value) -> Response<Body> {
+    Response::builder()
+        .status(200)
+        .body(Body::from(serde_json::to_vec(&v).unwrap()))
+        .unwrap()
+}
+
+fn secret_json(m: &Material, rv: &str) -> Value {
+    let b = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+        "metadata": {"name": "nfguard-webhook-tls", "namespace": "nfguard-system", "resourceVersion": rv},
+        "data": {"ca.crt": b(&m.ca_pem), "tls.crt": b(&m.cert_pem), "tls.key": b(&m.key_pem)}})
+}
+
+fn vwc_json(ca: Option<&str>) -> Value {
+    let mut cc = json!({"service": {"name": "nfguard-webhook", "namespace": "nfguard-system", "path": "/validate", "port": 443}});
+    if let Some(ca) = ca {
+        cc["caBundle"] = json!(base64::engine::general_purpose::STANDARD.encode(ca));
+    }
+    json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+    "metadata": {"name": "nfguard"},
+    "webhooks": [
+        {"name": "workloads.nfguard.io", "clientConfig": cc.clone(), "sideEffects": "None", "admissionReviewVersions": ["v1"], "failurePolicy": "Ignore"},
+        {"name": "pods.nfguard.io", "clientConfig": cc, "sideEffects": "None", "admissionReviewVersions": ["v1"], "failurePolicy": "Ignore"}
+    ]})
+}
+
+async fn expect(
+    h: &mut H,
+    method: Method,
+    path: &str,
+) -> (Value, mock::SendResponse<Response<Body>>) {
+    let (req, send) = tokio::time::timeout(Duration::from_secs(10), h.next_request())
+        .await
+        .expect("request in time")
+        .expect("a request");
+    assert_eq!(req.method(), method, "{}", req.uri());
+    assert_eq!(req.uri().path(), path);
+    let body = req.into_body().collect_bytes().await.unwrap();
+    let v = if body.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&body).unwrap()
+    };
+    (v, send)
+}
+
+fn decode(v: &Value, key: &str) -> String {
+    let b = v["data"][key].as_str().unwrap();
+    String::from_utf8(base64::engine::general_purpose::STANDARD.decode(b).unwrap()).unwrap()
+}
+
+fn leaf_dns_names(cert_pem: &str) -> Vec<String> {
+    let der = rustls_pemfile::certs(&mut cert_pem.as_bytes())
+        .next()
+        .unwrap()
+        .unwrap();
+    let (_, c) = x509_parser::parse_x509_certificate(der.as_ref()).unwrap();
+    let san = c.subject_alternative_name().unwrap().unwrap();
+    san.value
+        .general_names
+        .iter()
+        .map(|g| match g {
+            x509_parser::extensions::GeneralName::DNSName(n) => n.to_string(),
+            other => format!("{other:?}"),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn creates_secret_and_patches_ca_bundle() {
+    let (svc, mut h) = mock::pair::<Request<Body>, Response<Body>>();
+    let client = kube::Client::new(svc, "default");
+    let c = cfg();
+    let task =
+        tokio::spawn(
+            async move { bootstrap::bootstrap_once(&client, &c, SystemTime::now()).await },
+        );
+
+    let (_, send) = expect(&mut h, Method::GET, SECRET_PATH).await;
+    send.send_response(status(404, "NotFound"));
+    let (created, send) = expect(&mut h, Method::POST, SECRETS_PATH).await;
+    assert_eq!(created["type"], "kubernetes.io/tls");
+    assert_eq!(created["metadata"]["name"], "nfguard-webhook-tls");
+    let ca = decode(&created, "ca.crt");
+    let cert = decode(&created, "tls.crt");
+    assert!(decode(&created, "tls.key").contains("PRIVATE KEY"));
+    assert_eq!(
+        leaf_dns_names(&cert),
+        vec![
+            "nfguard-webhook",
+            "nfguard-webhook.nfguard-system",
+            "nfguard-webhook.nfguard-system.svc",
+            "nfguard-webhook.nfguard-system.svc.cluster.local"
+        ]
+    );
+    send.send_response(ok(created.clone()));
+    let (_, send) = expect(&mut h, Method::GET, VWC_PATH).await;
+    send.send_response(ok(vwc_json(None)));
+    let (patch, send) = expect(&mut h, Method::PATCH, VWC_PATH).await;
+    let want_b64 = base64::engine::general_purpose::STANDARD.encode(&ca);
+    assert_eq!(
+        patch,
+        json!([
+            {"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": want_b64},
+            {"op": "add", "path": "/webhooks/1/clientConfig/caBundle", "value": want_b64}
+        ])
+    );
+    send.send_response(ok(vwc_json(Some(&ca))));
+    let (m, loaded) = task.await.unwrap().unwrap();
+    assert_eq!(m.ca_pem, ca);
+    assert!(loaded.not_after.unwrap() > SystemTime::now() + Duration::from_secs(89 * 86400));
+}
+
+#[tokio::test]
+async fn losing_the_creation_race_uses_the_winners_certificate() {
+    let (svc, mut h) = mock::pair::<Request<Body>, Response<Body>>();
+    let client = kube::Client::new(svc, "default");
+    let c = cfg();
+    let winner = bootstrap::generate(&cfg(), SystemTime::now(), None).unwrap();
+    let task =
+        tokio::spawn(
+            async move { bootstrap::bootstrap_once(&client, &c, SystemTime::now()).await },
+        );
+
+    let (_, send) = expect(&mut h, Method::GET, SECRET_PATH).await;
+    send.send_response(status(404, "NotFound"));
+    let (ours, send) = expect(&mut h, Method::POST, SECRETS_PATH).await;
+    assert_ne!(decode(&ours, "tls.crt"), winner.cert_pem);
+    send.send_response(status(409, "AlreadyExists"));
+    let (_, send) = expect(&mut h, Method::GET, SECRET_PATH).await;
+    send.send_response(ok(secret_json(&winner, "42")));
+    let (_, send) = expect(&mut h, Method::GET, VWC_PATH).await;
+    // The winner already patched webhook 0; only webhook 1 needs it.
+    let mut vwc = vwc_json(Some(&winner.ca_pem));
+    vwc["webhooks"][1]["clientConfig"]
+        .as_object_mut()
+        .unwrap()
+        .remove("caBundle");
+    send.send_response(ok(vwc));
+    let (patch, send) = expect(&mut h, Method::PATCH, VWC_PATH).await;
+    assert_eq!(
+        patch,
+        json!([{"op": "add", "path": "/webhooks/1/clientConfig/caBundle",
+                "value": base64::engine::general_purpose::STANDARD.encode(&winner.ca_pem)}])
+    );
+    send.send_response(ok(vwc_json(Some(&winner.ca_pem))));
+    let (m, _) = task.await.unwrap().unwrap();
+    assert_eq!(m, winner, "the loser serves the winner's certificate");
+}
+
+#[tokio::test]
+async fn current_secret_and_bundle_send_no_writes() {
+    let (svc, mut h) = mock::pair::<Request<Body>, Response<Body>>();
+    let client = kube::Client::new(svc, "default");
+    let c = cfg();
+    let existing = bootstrap::generate(&cfg(), SystemTime::now(), None).unwrap();
+    let task =
+        tokio::spawn(
+            async move { bootstrap::bootstrap_once(&client, &c, SystemTime::now()).await },
+        );
+    let (_, send) = expect(&mut h, Method::GET, SECRET_PATH).await;
+    send.send_response(ok(secret_json(&existing, "7")));
+    let (_, send) = expect(&mut h, Method::GET, VWC_PATH).await;
+    send.send_response(ok(vwc_json(Some(&existing.ca_pem))));
+    let (m, _) = task.await.unwrap().unwrap();
+    assert_eq!(m, existing);
+    // No further request (no PATCH, no PUT).
+    drop(h);
+}
+
+#[tokio::test]
+async fn rotates_before_expiry_keeping_the_old_ca_in_the_bundle() {
+    let (svc, mut h) = mock::pair::<Request<Body>, Response<Body>>();
+    let client = kube::Client::new(svc, "default");
+    let c = cfg();
+    // Issued 70 days ago: 20 days left < rotate_before (30 days).
+    let old = bootstrap::generate(
+        &cfg(),
+        SystemTime::now() - Duration::from_secs(70 * 86400),
+        None,
+    )
+    .unwrap();
+    let task =
+        tokio::spawn(
+            async move { bootstrap::bootstrap_once(&client, &c, SystemTime::now()).await },
+        );
+    let (_, send) = expect(&mut h, Method::GET, SECRET_PATH).await;
+    send.send_response(ok(secret_json(&old, "100")));
+    let (put, send) = expect(&mut h, Method::PUT, SECRET_PATH).await;
+    assert_eq!(
+        put["metadata"]["resourceVersion"], "100",
+        "guarded by resourceVersion"
+    );
+    let bundle = decode(&put, "ca.crt");
+    assert!(bundle.ends_with(&old.ca_pem), "old CA kept in the bundle");
+    assert_eq!(bundle.matches("BEGIN CERTIFICATE").count(), 2);
+    assert_ne!(decode(&put, "tls.crt"), old.cert_pem);
+    send.send_response(ok(put.clone()));
+    let (_, send) = expect(&mut h, Method::GET, VWC_PATH).await;
+    send.send_response(ok(vwc_json(Some(&old.ca_pem))));
+    let (patch, send) = expect(&mut h, Method::PATCH, VWC_PATH).await;
+    assert_eq!(
+        patch[0]["value"],
+        base64::engine::general_purpose::STANDARD.encode(&bundle)
+    );
+    send.send_response(ok(vwc_json(Some(&bundle))));
+    let (_, loaded) = task.await.unwrap().unwrap();
+    assert!(loaded.not_after.unwrap() > SystemTime::now() + Duration::from_secs(89 * 86400));
+}
+
+#[tokio::test]
+async fn rotation_conflict_reads_the_other_replicas_rotation() {
+    let (svc, mut h) = mock::pair::<Request<Body>, Response<Body>>();
+    let client = kube::Client::new(svc, "default");
+    let c = cfg();
+    let old = bootstrap::generate(
+        &cfg(),
+        SystemTime::now() - Duration::from_secs(80 * 86400),
+        None,
+    )
+    .unwrap();
+    let theirs = bootstrap::generate(&cfg(), SystemTime::now(), Some(&old.ca_pem)).unwrap();
+    let task =
+        tokio::spawn(
+            async move { bootstrap::bootstrap_once(&client, &c, SystemTime::now()).await },
+        );
+    let (_, send) = expect(&mut h, Method::GET, SECRET_PATH).await;
+    send.send_response(ok(secret_json(&old, "5")));
+    let (_, send) = expect(&mut h, Method::PUT, SECRET_PATH).await;
+    send.send_response(status(409, "Conflict"));
+    let (_, send) = expect(&mut h, Method::GET, SECRET_PATH).await;
+    send.send_response(ok(secret_json(&theirs, "6")));
+    let (_, send) = expect(&mut h, Method::GET, VWC_PATH).await;
+    send.send_response(ok(vwc_json(Some(&theirs.ca_pem))));
+    let (m, _) = task.await.unwrap().unwrap();
+    assert_eq!(m, theirs);
+}
+
+#[tokio::test]
+async fn garbage_in_the_secret_is_replaced() {
+    let (svc, mut h) = mock::pair::<Request<Body>, Response<Body>>();
+    let client = kube::Client::new(svc, "default");
+    let c = cfg();
+    let task =
+        tokio::spawn(
+            async move { bootstrap::bootstrap_once(&client, &c, SystemTime::now()).await },
+        );
+    let (_, send) = expect(&mut h, Method::GET, SECRET_PATH).await;
+    send.send_response(ok(json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "nfguard-webhook-tls", "namespace": "nfguard-system", "resourceVersion": "9"},
+        "data": {"tls.crt": "bm90IGEgY2VydA==", "tls.key": "bm9wZQ==", "ca.crt": "bm9wZQ=="}})));
+    let (put, send) = expect(&mut h, Method::PUT, SECRET_PATH).await;
+    assert_eq!(
+        decode(&put, "ca.crt").matches("BEGIN CERTIFICATE").count(),
+        1
+    );
+    send.send_response(ok(put.clone()));
+    let (_, send) = expect(&mut h, Method::GET, VWC_PATH).await;
+    send.send_response(ok(vwc_json(Some(&decode(&put, "ca.crt")))));
+    task.await.unwrap().unwrap();
+}

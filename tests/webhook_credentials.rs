@@ -1,0 +1,106 @@
+//! Registry credentials for an admitted pod come from its own
+//! imagePullSecrets and its ServiceAccount's, read through the API
+//! (kube's mock client: method + path asserted).
+
+use base64::Engine;
+use http::{Method, Request, Response};
+use k8s_openapi::api::core::v1::PodSpec;
+use kube::client::Body;
+use nfguard::registry::Credentials;
+use nfguard::webhook::credentials::pull_secrets;
+use serde_json::json;
+use std::time::Duration;
+use tower_test::mock;
+
+fn ok(v: serde_json::Value) -> Response<Body> {
+    Response::builder()
+        .status(200)
+        .body(Body::from(serde_json::to_vec(&v).unwrap()))
+        .unwrap()
+}
+
+fn dockercfg_secret(name: &str, host: &str, user: &str) -> serde_json::Value {
+    let b = base64::engine::general_purpose::STANDARD;
+    let cfg = json!({"auths": {host: {"auth": b.encode(format!("{user}:pw-{user}"))}}});
+    json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+        "metadata": {"name": name, "namespace": "apps"},
+        "data": {".dockerconfigjson": b.encode(cfg.to_string())}})
+}
+
+type H = mock::Handle<Request<Body>, Response<Body>>;
+
+async fn next(h: &mut H) -> (Method, String, mock::SendResponse<Response<Body>>) {
+    let (req, send) = tokio::time::timeout(Duration::from_secs(10), h.next_request())
+        .await
+        .unwrap()
+        .unwrap();
+    (req.method().clone(), req.uri().path().to_string(), send)
+}
+
+#[tokio::test]
+async fn pod_and_service_account_pull_secrets() {
+    let (svc, mut h) = mock::pair::<Request<Body>, Response<Body>>();
+    let client = kube::Client::new(svc, "default");
+    let spec: PodSpec = serde_json::from_value(json!({
+        "serviceAccountName": "builder",
+        "imagePullSecrets": [{"name": "pod-secret"}],
+        "containers": [{"name": "c", "image": "127.0.0.1:5000/a:1"}]
+    }))
+    .unwrap();
+    let task = tokio::spawn(async move { pull_secrets(&client, "apps", &spec).await });
+
+    let (m, p, send) = next(&mut h).await;
+    assert_eq!(
+        (m, p.as_str()),
+        (
+            Method::GET,
+            "/api/v1/namespaces/apps/serviceaccounts/builder"
+        )
+    );
+    send.send_response(ok(json!({"apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": "builder", "namespace": "apps"},
+        "imagePullSecrets": [{"name": "sa-secret"}, {"name": "missing"}]})));
+    let (m, p, send) = next(&mut h).await;
+    assert_eq!(
+        (m, p.as_str()),
+        (Method::GET, "/api/v1/namespaces/apps/secrets/pod-secret")
+    );
+    send.send_response(ok(dockercfg_secret(
+        "pod-secret",
+        "127.0.0.1:5000",
+        "alice",
+    )));
+    let (m, p, send) = next(&mut h).await;
+    assert_eq!(
+        (m, p.as_str()),
+        (Method::GET, "/api/v1/namespaces/apps/secrets/sa-secret")
+    );
+    send.send_response(ok(dockercfg_secret("sa-secret", "reg.example:443", "bob")));
+    let (m, p, send) = next(&mut h).await;
+    assert_eq!(
+        (m, p.as_str()),
+        (Method::GET, "/api/v1/namespaces/apps/secrets/missing")
+    );
+    send.send_response(
+        Response::builder()
+            .status(404)
+            .body(Body::from(serde_json::to_vec(&json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404, "message": "not found"})).unwrap()))
+            .unwrap(),
+    );
+    let secrets = task.await.unwrap();
+    assert_eq!(
+        secrets.for_image("127.0.0.1:5000/a:1"),
+        Some(Credentials::Basic {
+            username: "alice".into(),
+            password: "pw-alice".into()
+        })
+    );
+    assert_eq!(
+        secrets.for_image("reg.example:443/team/b@sha256:00"),
+        Some(Credentials::Basic {
+            username: "bob".into(),
+            password: "pw-bob".into()
+        })
+    );
+    assert_eq!(secrets.for_image("nginx:1"), None);
+}

@@ -1,0 +1,519 @@
+//! The router called directly (no socket) with realistic AdmissionReview v1
+//! JSON for every kind and operation nfguard judges, and the same manifests
+//! through `nfguard check`: the webhook must give exactly check's verdicts.
+
+#[path = "webhook_support.rs"]
+mod support;
+
+use axum::body::Body;
+use http::Request;
+use nfguard::check::cli::{Args, Env, execute};
+use nfguard::output::Format;
+use serde_json::{Value, json};
+use std::time::Duration;
+use support::*;
+use tower::ServiceExt;
+
+async fn post(app: &axum::Router, body: Vec<u8>) -> (u16, Value) {
+    let resp = app
+        .clone()
+        .oneshot(
+            Request::post("/validate")
+                .header("content-type", "application/json")
+                .body(Body::from(body))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let v = serde_json::from_slice(&bytes)
+        .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into()));
+    (status, v)
+}
+
+fn app(fx: &Fixture, policy: Option<&std::path::Path>) -> axum::Router {
+    nfguard::webhook::router(state(
+        &fx.profiles(),
+        Some(&fx.nodes()),
+        policy,
+        fake_registry(Duration::from_millis(10)),
+        Duration::from_secs(3),
+    ))
+}
+
+fn resp(v: &Value) -> &Value {
+    &v["response"]
+}
+
+fn incident_spec() -> Value {
+    pod_spec(
+        true,
+        vec![container(
+            "kube-router",
+            "kube-router:1.8.7",
+            &["NET_ADMIN"],
+        )],
+    )
+}
+
+async fn check_verdict(fx: &Fixture, obj: &Value) -> (String, Vec<String>) {
+    let m = fx.write(
+        &format!("m-{}.json", obj["kind"].as_str().unwrap()),
+        &obj.to_string(),
+    );
+    let args = Args {
+        files: vec![m.display().to_string()],
+        profiles: Some(fx.profiles()),
+        nodes: Some(fx.nodes()),
+        policy: None,
+        insecure_registries: vec![],
+        docker_config: None,
+        platform_default: "linux/amd64".into(),
+        timeout: 3,
+        concurrency: 4,
+        kubeconfig: None,
+        cluster: false,
+        output: Format::Json,
+        max_nodes: 5,
+    };
+    let report = execute(
+        &args,
+        Env {
+            resolver: Some(fake_registry(Duration::from_millis(10))),
+            client: None,
+        },
+    )
+    .await
+    .unwrap();
+    let r = &report.results[0];
+    (
+        r.verdict.to_string(),
+        r.reasons.iter().map(|r| r.code.to_string()).collect(),
+    )
+}
+
+#[tokio::test]
+async fn every_kind_and_operation_matches_check() {
+    let fx = Fixture::new();
+    let app = app(&fx, None);
+    let cases: Vec<(&str, Option<&str>, &str, Value, &str)> = vec![
+        ("DaemonSet", None, "CREATE", incident_spec(), "deny"),
+        ("DaemonSet", None, "UPDATE", incident_spec(), "deny"),
+        ("Deployment", None, "CREATE", incident_spec(), "deny"),
+        ("Deployment", None, "UPDATE", incident_spec(), "deny"),
+        ("StatefulSet", None, "CREATE", incident_spec(), "deny"),
+        ("StatefulSet", None, "UPDATE", incident_spec(), "deny"),
+        ("ReplicaSet", None, "CREATE", incident_spec(), "deny"),
+        ("ReplicaSet", None, "UPDATE", incident_spec(), "deny"),
+        ("Job", None, "CREATE", incident_spec(), "deny"),
+        ("Job", None, "UPDATE", incident_spec(), "deny"),
+        ("CronJob", None, "CREATE", incident_spec(), "deny"),
+        ("CronJob", None, "UPDATE", incident_spec(), "deny"),
+        ("Pod", None, "CREATE", incident_spec(), "deny"),
+        (
+            "DaemonSet",
+            None,
+            "CREATE",
+            pod_spec(
+                true,
+                vec![container(
+                    "kube-proxy",
+                    "kube-proxy:wrapper",
+                    &["NET_ADMIN"],
+                )],
+            ),
+            "allow",
+        ),
+        (
+            "DaemonSet",
+            None,
+            "CREATE",
+            pod_spec(
+                true,
+                vec![container("flannel", "flannel:legacy", &["NET_ADMIN"])],
+            ),
+            "deny",
+        ),
+        (
+            "Deployment",
+            None,
+            "CREATE",
+            pod_spec(false, vec![container("web", "kube-router:1.8.7", &[])]),
+            "allow",
+        ),
+    ];
+    for (kind, sub, op, spec, want) in cases {
+        let obj = object(kind, "kube-router", "kube-system", spec, json!({}));
+        let (status, v) = post(
+            &app,
+            review(kind, sub, op, "kube-system", obj.clone(), false)
+                .to_string()
+                .into_bytes(),
+        )
+        .await;
+        assert_eq!(status, 200, "{kind} {op}: {v}");
+        let r = resp(&v);
+        assert_eq!(v["apiVersion"], "admission.k8s.io/v1");
+        assert_eq!(v["kind"], "AdmissionReview");
+        assert_eq!(r["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
+        let got = r["auditAnnotations"]["nfguard.io/verdict"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert_eq!(got, want, "{kind} {op}: {v}");
+        assert_eq!(r["allowed"], want != "deny", "{kind} {op}: {v}");
+        // Exactly check's verdict for the same object and facts.
+        let (check_v, check_codes) = check_verdict(&fx, &obj).await;
+        assert_eq!(got, check_v, "{kind} {op}: webhook vs check");
+        if want == "deny" {
+            let msg = r["status"]["message"].as_str().unwrap();
+            assert_eq!(r["status"]["code"], 403);
+            for code in &check_codes {
+                if msg.contains(code.as_str()) {
+                    continue;
+                }
+                // Info-only codes are not in the denial message; deny ones are.
+                assert!(
+                    !["OldReaderNewRules", "BackendMismatch"].contains(&code.as_str()),
+                    "{code} missing in {msg}"
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn incident_denial_names_node_image_versions_and_remedy() {
+    let fx = Fixture::new();
+    let app = app(&fx, None);
+    let obj = object(
+        "DaemonSet",
+        "kube-router",
+        "kube-system",
+        incident_spec(),
+        json!({}),
+    );
+    let (_, v) = post(
+        &app,
+        review("DaemonSet", None, "CREATE", "kube-system", obj, false)
+            .to_string()
+            .into_bytes(),
+    )
+    .await;
+    let msg = v["response"]["status"]["message"].as_str().unwrap();
+    for needle in [
+        "DaemonSet/kube-system/kube-router",
+        "OldReaderNewRules",
+        "node-a",
+        "node-b",
+        "kube-router:1.8.7",
+        "1.8.7",
+        "1.8.8",
+        "Fix:",
+        "nfguard.io/exempt",
+    ] {
+        assert!(msg.contains(needle), "{needle:?} missing from: {msg}");
+    }
+}
+
+#[tokio::test]
+async fn ephemeral_netadmin_container_is_checked() {
+    let fx = Fixture::new();
+    let app = app(&fx, None);
+    // A running pod without privileges; `kubectl debug --profile=netadmin` adds an
+    // ephemeral container with NET_ADMIN + NET_RAW in the pod's network namespace.
+    let mut spec = pod_spec(true, vec![container("app", "busybox:1", &[])]);
+    spec["nodeName"] = json!("node-a");
+    spec["ephemeralContainers"] = json!([{
+        "name": "debugger-x7k2p",
+        "image": "netshoot:1.8.7",
+        "targetContainerName": "app",
+        "securityContext": {"capabilities": {"add": ["NET_ADMIN", "NET_RAW"]}},
+    }]);
+    let obj = object("Pod", "app-7d9f", "default", spec.clone(), json!({}));
+    let (status, v) = post(
+        &app,
+        review(
+            "Pod",
+            Some("ephemeralcontainers"),
+            "UPDATE",
+            "default",
+            obj,
+            false,
+        )
+        .to_string()
+        .into_bytes(),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let r = resp(&v);
+    assert_eq!(r["allowed"], false, "{v}");
+    let msg = r["status"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("debugger-x7k2p (ephemeral)") && msg.contains("node-a"),
+        "{msg}"
+    );
+    assert!(
+        !msg.contains("node-b"),
+        "nodeName pins the pod to node-a: {msg}"
+    );
+
+    // The same debug container without NET_ADMIN: allowed.
+    spec["ephemeralContainers"][0]["securityContext"] = json!({});
+    let obj = object("Pod", "app-7d9f", "default", spec.clone(), json!({}));
+    let (_, v) = post(
+        &app,
+        review(
+            "Pod",
+            Some("ephemeralcontainers"),
+            "UPDATE",
+            "default",
+            obj,
+            false,
+        )
+        .to_string()
+        .into_bytes(),
+    )
+    .await;
+    assert_eq!(resp(&v)["allowed"], true, "{v}");
+
+    // A plain Pod UPDATE (not the subresource) is not judged: pod specs are immutable there.
+    spec["ephemeralContainers"][0]["securityContext"] = json!({"privileged": true});
+    let obj = object("Pod", "app-7d9f", "default", spec, json!({}));
+    let (_, v) = post(
+        &app,
+        review("Pod", None, "UPDATE", "default", obj, false)
+            .to_string()
+            .into_bytes(),
+    )
+    .await;
+    assert_eq!(resp(&v)["allowed"], true);
+    assert_eq!(
+        resp(&v)["auditAnnotations"]["nfguard.io/verdict"],
+        "skipped"
+    );
+}
+
+#[tokio::test]
+async fn exempt_workload_is_allowed_with_its_reason() {
+    let fx = Fixture::new();
+    let app = app(&fx, None);
+    let obj = object(
+        "DaemonSet",
+        "kube-router",
+        "kube-system",
+        incident_spec(),
+        json!({"nfguard.io/exempt": "INC-4711: rollback in progress, approved by netops"}),
+    );
+    let (_, v) = post(
+        &app,
+        review("DaemonSet", None, "CREATE", "kube-system", obj, false)
+            .to_string()
+            .into_bytes(),
+    )
+    .await;
+    let r = resp(&v);
+    assert_eq!(r["allowed"], true, "{v}");
+    let w = r["warnings"].to_string();
+    assert!(w.contains("INC-4711: rollback in progress"), "{w}");
+    assert!(w.contains("Exempt"), "{w}");
+}
+
+#[tokio::test]
+async fn dry_run_gets_the_same_verdict() {
+    let fx = Fixture::new();
+    let app = app(&fx, None);
+    let obj = object(
+        "DaemonSet",
+        "kube-router",
+        "kube-system",
+        incident_spec(),
+        json!({}),
+    );
+    let (_, a) = post(
+        &app,
+        review(
+            "DaemonSet",
+            None,
+            "CREATE",
+            "kube-system",
+            obj.clone(),
+            true,
+        )
+        .to_string()
+        .into_bytes(),
+    )
+    .await;
+    let (_, b) = post(
+        &app,
+        review("DaemonSet", None, "CREATE", "kube-system", obj, false)
+            .to_string()
+            .into_bytes(),
+    )
+    .await;
+    assert_eq!(a, b);
+    assert_eq!(a["response"]["allowed"], false);
+}
+
+#[tokio::test]
+async fn warn_policy_turns_denial_into_warnings() {
+    let fx = Fixture::new();
+    let policy = fx.write(
+        "policy.yaml",
+        "apiVersion: nfguard.io/v1alpha1\nkind: NetfilterPolicy\nmetadata: {name: soft}\nspec: {action: Warn, unresolvedImages: Warn}\n",
+    );
+    let app = app(&fx, Some(&policy));
+    let obj = object(
+        "DaemonSet",
+        "kube-router",
+        "kube-system",
+        incident_spec(),
+        json!({}),
+    );
+    let (_, v) = post(
+        &app,
+        review("DaemonSet", None, "CREATE", "kube-system", obj, false)
+            .to_string()
+            .into_bytes(),
+    )
+    .await;
+    let r = resp(&v);
+    assert_eq!(r["allowed"], true, "{v}");
+    assert_eq!(r["auditAnnotations"]["nfguard.io/verdict"], "warn");
+    let w = r["warnings"].as_array().unwrap();
+    assert!(
+        w.iter()
+            .any(|w| w.as_str().unwrap().contains("OldReaderNewRules")),
+        "{v}"
+    );
+}
+
+#[tokio::test]
+async fn unknown_kinds_delete_and_namespace_defaulting() {
+    let fx = Fixture::new();
+    let app = app(&fx, None);
+    let cm =
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {}});
+    let (s, v) = post(
+        &app,
+        review("ConfigMap", None, "CREATE", "default", cm, false)
+            .to_string()
+            .into_bytes(),
+    )
+    .await;
+    assert_eq!(s, 200);
+    assert_eq!(resp(&v)["allowed"], true);
+    assert!(
+        resp(&v)["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("does not judge kind \"ConfigMap\"")
+    );
+
+    let obj = object(
+        "DaemonSet",
+        "kube-router",
+        "kube-system",
+        incident_spec(),
+        json!({}),
+    );
+    let mut del = review(
+        "DaemonSet",
+        None,
+        "DELETE",
+        "kube-system",
+        Value::Null,
+        false,
+    );
+    del["request"]["oldObject"] = obj;
+    let (_, v) = post(&app, del.to_string().into_bytes()).await;
+    assert_eq!(resp(&v)["allowed"], true);
+    assert!(resp(&v).get("warnings").is_none());
+
+    // generateName pod without metadata.namespace: the request's namespace is used.
+    let mut pod = object("Pod", "x", "ignored", incident_spec(), json!({}));
+    pod["metadata"] = json!({"generateName": "kube-router-"});
+    let (_, v) = post(
+        &app,
+        review("Pod", None, "CREATE", "kube-system", pod, false)
+            .to_string()
+            .into_bytes(),
+    )
+    .await;
+    assert_eq!(resp(&v)["allowed"], false);
+    assert!(
+        resp(&v)["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Pod/kube-system/kube-router-"),
+        "{v}"
+    );
+}
+
+#[tokio::test]
+async fn health_ready_and_metrics() {
+    let fx = Fixture::new();
+    let app = app(&fx, None);
+    let obj = object(
+        "DaemonSet",
+        "kube-router",
+        "kube-system",
+        incident_spec(),
+        json!({}),
+    );
+    post(
+        &app,
+        review(
+            "DaemonSet",
+            None,
+            "CREATE",
+            "kube-system",
+            obj.clone(),
+            false,
+        )
+        .to_string()
+        .into_bytes(),
+    )
+    .await;
+    post(
+        &app,
+        review("DaemonSet", None, "CREATE", "kube-system", obj, false)
+            .to_string()
+            .into_bytes(),
+    )
+    .await;
+    post(&app, b"garbage".to_vec()).await;
+    for path in ["/healthz", "/readyz"] {
+        let r = app
+            .clone()
+            .oneshot(Request::get(path).body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{path}");
+    }
+    let r = app
+        .clone()
+        .oneshot(Request::get("/metrics").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let text = String::from_utf8(
+        axum::body::to_bytes(r.into_body(), usize::MAX)
+            .await
+            .unwrap()
+            .to_vec(),
+    )
+    .unwrap();
+    for needle in [
+        "nfguard_webhook_admission_duration_seconds_count{kind=\"DaemonSet\",verdict=\"deny\"} 2",
+        "nfguard_webhook_verdicts_total{verdict=\"deny\"} 2",
+        "nfguard_webhook_reasons_total{code=\"OldReaderNewRules\"}",
+        "nfguard_webhook_image_cache_hits_total 1",
+        "nfguard_webhook_image_cache_misses_total 1",
+        "nfguard_webhook_rejected_requests_total{cause=\"malformed\"} 1",
+    ] {
+        assert!(text.contains(needle), "{needle} missing:\n{text}");
+    }
+}
