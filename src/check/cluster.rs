@@ -8,10 +8,10 @@ use std::collections::{BTreeMap, HashMap};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
-    #[error("listing {what}: {source}")]
+    #[error("listing {what}: {error}")]
     List {
         what: &'static str,
-        source: kube::Error,
+        error: kube::Error,
     },
 }
 
@@ -39,7 +39,7 @@ where
         let page = api
             .list(&params)
             .await
-            .map_err(|source| ClusterError::List { what, source })?;
+            .map_err(|error| ClusterError::List { what, error })?;
         out.extend(page.items);
         match page.metadata.continue_.filter(|c| !c.is_empty()) {
             Some(token) => params = params.continue_token(&token),

@@ -15,31 +15,28 @@ pub const MAX_INPUT_BYTES: u64 = 64 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    #[error("{path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
+    #[error("{path}: {error}")]
+    Io { path: String, error: std::io::Error },
     #[error("{path}: larger than {max} bytes")]
     TooLarge { path: String, max: u64 },
-    #[error("{path}: document {doc}: malformed YAML: {source}")]
+    #[error("{path}: document {doc}: malformed YAML: {error}")]
     Yaml {
         path: String,
         doc: usize,
-        source: serde_yaml::Error,
+        error: serde_yaml::Error,
     },
-    #[error("{path}: malformed JSON: {source}")]
+    #[error("{path}: malformed JSON: {error}")]
     Json {
         path: String,
-        source: serde_json::Error,
+        error: serde_json::Error,
     },
     #[error("{path}: document {doc}: not an object with a kind")]
     NotAnObject { path: String, doc: usize },
-    #[error("{path}: document {doc}: {source}")]
+    #[error("{path}: document {doc}: {error}")]
     Workload {
         path: String,
         doc: usize,
-        source: WorkloadError,
+        error: WorkloadError,
     },
     #[error("{path}: document {doc} is a {kind:?}, expected {expected}")]
     WrongKind {
@@ -79,9 +76,9 @@ pub struct Doc {
 
 /// Read `path` (`-` is stdin) with the size limit.
 pub fn read_input(path: &str) -> Result<String, LoadError> {
-    let io = |source| LoadError::Io {
+    let io = |error| LoadError::Io {
         path: path.to_string(),
-        source,
+        error,
     };
     let mut buf = Vec::new();
     if path == "-" {
@@ -116,9 +113,9 @@ pub fn parse_documents(path: &str, text: &str) -> Result<Vec<Doc>, LoadError> {
     let trimmed = text.trim_start();
     let mut raw: Vec<(usize, Value)> = Vec::new();
     if trimmed.starts_with('{') || trimmed.starts_with('[') {
-        let v: Value = serde_json::from_str(text).map_err(|source| LoadError::Json {
+        let v: Value = serde_json::from_str(text).map_err(|error| LoadError::Json {
             path: path.to_string(),
-            source,
+            error,
         })?;
         match v {
             Value::Array(items) => {
@@ -128,10 +125,10 @@ pub fn parse_documents(path: &str, text: &str) -> Result<Vec<Doc>, LoadError> {
         }
     } else {
         for (i, de) in serde_yaml::Deserializer::from_str(text).enumerate() {
-            let v = Value::deserialize_yaml(de).map_err(|source| LoadError::Yaml {
+            let v = Value::deserialize_yaml(de).map_err(|error| LoadError::Yaml {
                 path: path.to_string(),
                 doc: i + 1,
-                source,
+                error,
             })?;
             if !v.is_null() {
                 raw.push((i + 1, v));
@@ -190,9 +187,9 @@ impl DeserializeYaml for Value {
 /// `*.yaml|*.yml|*.json` below the directory, sorted by path.
 pub fn load_path(path: &Path) -> Result<Vec<Doc>, LoadError> {
     let shown = path.display().to_string();
-    let meta = std::fs::metadata(path).map_err(|source| LoadError::Io {
+    let meta = std::fs::metadata(path).map_err(|error| LoadError::Io {
         path: shown.clone(),
-        source,
+        error,
     })?;
     let files = if meta.is_dir() {
         let mut files = Vec::new();
@@ -212,9 +209,9 @@ pub fn load_path(path: &Path) -> Result<Vec<Doc>, LoadError> {
 }
 
 fn collect_files(dir: &Path, out: &mut Vec<PathBuf>, depth: usize) -> Result<(), LoadError> {
-    let io = |source| LoadError::Io {
+    let io = |error| LoadError::Io {
         path: dir.display().to_string(),
-        source,
+        error,
     };
     if depth > 8 {
         return Ok(());
@@ -323,11 +320,11 @@ pub fn load_manifests(files: &[String]) -> Result<Manifests, LoadError> {
                         d.doc
                     ));
                 }
-                Err(source) => {
+                Err(error) => {
                     return Err(LoadError::Workload {
                         path: d.path,
                         doc: d.doc,
-                        source,
+                        error,
                     });
                 }
             }

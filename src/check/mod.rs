@@ -22,8 +22,8 @@ use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CheckError {
-    #[error("{object}: {source}")]
-    Policy { object: String, source: PolicyError },
+    #[error("{object}: {error}")]
+    Policy { object: String, error: PolicyError },
 }
 
 /// Everything a check run judges, already loaded.
@@ -63,10 +63,10 @@ pub async fn check(inputs: &Inputs, opts: &ResolveOptions) -> Result<Report, Che
         let ns = w.namespace.as_deref().unwrap_or("default");
         let labels = inputs.namespace_labels.as_ref().and_then(|m| m.get(ns));
         let policy =
-            EffectivePolicy::from_policies(&inputs.policies, ns, labels).map_err(|source| {
+            EffectivePolicy::from_policies(&inputs.policies, ns, labels).map_err(|error| {
                 CheckError::Policy {
                     object: w.object_ref(),
-                    source,
+                    error,
                 }
             })?;
         let candidates = select_candidates(w, &profiles, &nodes, &inputs.default_platform);

@@ -3,7 +3,7 @@
 //! a change in between is noticed and the read repeated. Only the attributes
 //! the probe uses are decoded.
 
-use super::netlink::{Message, Socket, attr_be32, attr_str, attrs};
+use super::netlink::{Message, Socket, attr_be32, attr_str, attrs, put_str};
 use super::{
     Chain, Expr, Family, KernelError, MAX_CHAINS, MAX_RULES, Rule, RuleSet, Table, Verdict,
 };
@@ -16,7 +16,9 @@ const NFT_MSG_GETGEN: u16 = 16;
 const NFPROTO_UNSPEC: u8 = 0;
 const ATTEMPTS: usize = 5;
 
-/// Read every nf_tables table, chain and rule of the current network namespace.
+/// Read every nf_tables table and chain of the current network namespace,
+/// and the rules of the iptables-owned tables (ip/ip6 filter, nat, mangle,
+/// raw, security); other tables are listed with their chains but no rules.
 /// `Err(KernelError::Netlink(..))` with EPROTONOSUPPORT/EOPNOTSUPP/ENOENT-like
 /// errors means the kernel has no nf_tables.
 pub fn read() -> Result<RuleSet, KernelError> {
@@ -119,20 +121,42 @@ fn read_once(sock: &mut Socket) -> Result<Option<RuleSet>, KernelError> {
         return Ok(None);
     }
 
+    // Rules only of the iptables-owned tables, one filtered dump per table:
+    // the kernel serializes nothing else (a node may hold large native nft
+    // rule sets of its own), and a dump continuation only re-walks its table.
     let mut rules = 0usize;
     // Cache the last (table, chain) lookup: a dump delivers each chain's rules together.
     let mut last: Option<(u8, String, String, usize, usize)> = None;
-    let intact = sock.request(NFT_MSG_GETRULE, NFPROTO_UNSPEC, true, |m| {
-        rules += 1;
-        if rules > MAX_RULES {
-            return Err(KernelError::Limit(format!(
-                "more than {MAX_RULES} nf_tables rules"
-            )));
+    let owned: Vec<(u8, String)> = table_idx
+        .keys()
+        .filter(|(f, name)| {
+            let fam = Family::from_nfproto(*f);
+            matches!(fam, Family::Ip | Family::Ip6)
+                && super::IPTABLES_TABLES.contains(&name.as_str())
+        })
+        .cloned()
+        .collect();
+    for (family, name) in owned {
+        let mut filter = Vec::new();
+        put_str(&mut filter, 1, &name); // NFTA_RULE_TABLE
+        let res = sock.request_with(NFT_MSG_GETRULE, family, true, &filter, |m| {
+            rules += 1;
+            if rules > MAX_RULES {
+                return Err(KernelError::Limit(format!(
+                    "more than {MAX_RULES} nf_tables rules"
+                )));
+            }
+            decode_rule(m, &table_idx, &chain_idx, &mut last, &mut set)
+        });
+        match res {
+            Ok(true) => {}
+            Ok(false) => return Ok(None),
+            // The table went away since the table dump: read again.
+            Err(KernelError::Netlink(e)) if e.raw_os_error() == Some(libc::ENOENT) => {
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
         }
-        decode_rule(m, &table_idx, &chain_idx, &mut last, &mut set)
-    })?;
-    if !intact {
-        return Ok(None);
     }
     Ok(Some(set))
 }

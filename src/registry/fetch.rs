@@ -50,8 +50,30 @@ pub struct InspectStats {
 
 pub struct Inner {
     pub config: RegistryConfig,
-    client: Client,
+    /// One client per distinct credentials: the client remembers the first
+    /// credentials it used for a registry, and callers (webhook pull
+    /// secrets) may bring different ones for the same registry.
+    clients: std::sync::Mutex<lru::LruCache<String, Arc<Client>>>,
     caches: Caches,
+}
+
+/// Identity of credentials, without keeping them readable in the key.
+fn auth_key(auth: &RegistryAuth) -> String {
+    let mut h = Sha256::new();
+    match auth {
+        RegistryAuth::Anonymous => h.update(b"anonymous"),
+        RegistryAuth::Basic(u, p) => {
+            h.update(b"basic\0");
+            h.update(u.as_bytes());
+            h.update(b"\0");
+            h.update(p.as_bytes());
+        }
+        RegistryAuth::Bearer(t) => {
+            h.update(b"bearer\0");
+            h.update(t.as_bytes());
+        }
+    }
+    hex::encode(h.finalize())
 }
 
 fn sha256_of(data: &[u8]) -> String {
@@ -160,23 +182,35 @@ struct ImageConfigInner {
 
 impl Inner {
     pub fn new(config: RegistryConfig) -> Self {
-        let client = Client::new(ClientConfig {
-            protocol: ClientProtocol::HttpsExcept(config.insecure_registries.clone()),
-            // Index platform choice is ours (`platform::select`), not the client's.
-            platform_resolver: None,
-            read_timeout: Some(config.timeout),
-            connect_timeout: Some(config.timeout.min(Duration::from_secs(10))),
-            ..Default::default()
-        });
         let caches = Caches::new(
             config.cache_entries,
             LAYER_CACHE_ENTRIES.min(config.cache_entries.max(1)),
         );
         Self {
             config,
-            client,
+            clients: std::sync::Mutex::new(lru::LruCache::new(
+                std::num::NonZeroUsize::new(64).expect("nonzero"),
+            )),
             caches,
         }
+    }
+
+    fn client_for(&self, auth: &RegistryAuth) -> Arc<Client> {
+        let key = auth_key(auth);
+        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = clients.get(&key) {
+            return c.clone();
+        }
+        let client = Arc::new(Client::new(ClientConfig {
+            protocol: ClientProtocol::HttpsExcept(self.config.insecure_registries.clone()),
+            // Index platform choice is ours (`platform::select`), not the client's.
+            platform_resolver: None,
+            read_timeout: Some(self.config.timeout),
+            connect_timeout: Some(self.config.timeout.min(Duration::from_secs(10))),
+            ..Default::default()
+        }));
+        clients.put(key, client.clone());
+        client
     }
 
     fn parse_reference(reference: &str) -> Result<Reference, RegistryError> {
@@ -228,13 +262,13 @@ impl Inner {
     /// Fetch a manifest and check its bytes against `expect` (a digest).
     async fn manifest(
         &self,
+        client: &Client,
         r: &Reference,
         auth: &RegistryAuth,
         expect: Option<&str>,
     ) -> Result<(OciManifest, String), RegistryError> {
         let registry = r.resolve_registry().to_string();
-        let (body, _) = self
-            .client
+        let (body, _) = client
             .pull_manifest_raw(r, auth, ACCEPT)
             .await
             .map_err(|e| map_oci(e, &registry, &format!("manifest {}", r.whole())))?;
@@ -271,11 +305,12 @@ impl Inner {
     /// Reference -> (platform manifest, its digest), following an index.
     async fn resolve(
         &self,
+        client: &Client,
         r: &Reference,
         platform: &Platform,
         auth: &RegistryAuth,
     ) -> Result<(OciImageManifest, String), RegistryError> {
-        let (top, digest) = self.manifest(r, auth, r.digest()).await?;
+        let (top, digest) = self.manifest(client, r, auth, r.digest()).await?;
         match top {
             OciManifest::Image(img) => Ok((img, digest)),
             OciManifest::ImageIndex(index) => {
@@ -292,7 +327,10 @@ impl Inner {
                         }
                     })?;
                 let by_digest = r.clone_with_digest(chosen.clone());
-                match self.manifest(&by_digest, auth, Some(&chosen)).await? {
+                match self
+                    .manifest(client, &by_digest, auth, Some(&chosen))
+                    .await?
+                {
                     (OciManifest::Image(img), d) => Ok((img, d)),
                     (OciManifest::ImageIndex(_), _) => Err(RegistryError::Protocol {
                         reference: r.whole(),
@@ -306,14 +344,14 @@ impl Inner {
     /// Stream one blob through `parse` on a blocking thread, verifying it.
     async fn read_blob<T: Send + 'static>(
         &self,
+        client: &Client,
         r: &Reference,
         desc: &OciDescriptor,
         fetched: &AtomicU64,
         parse: impl FnOnce(&mut ChannelReader) -> Result<T, RegistryError> + Send + 'static,
     ) -> Result<T, RegistryError> {
         let registry = r.resolve_registry().to_string();
-        let sized = self
-            .client
+        let sized = client
             .pull_blob_stream(r, desc)
             .await
             .map_err(|e| map_oci(e, &registry, &format!("blob {}", desc.digest)))?;
@@ -328,13 +366,14 @@ impl Inner {
 
     async fn read_config(
         &self,
+        client: &Client,
         r: &Reference,
         desc: &OciDescriptor,
         fetched: &AtomicU64,
     ) -> Result<ImageConfig, RegistryError> {
         let digest = desc.digest.clone();
         let bytes = self
-            .read_blob(r, desc, fetched, move |reader| {
+            .read_blob(client, r, desc, fetched, move |reader| {
                 let mut buf = Vec::new();
                 let res = reader.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut buf);
                 let too_big = buf.len() as u64 > MAX_CONFIG_BYTES;
@@ -363,6 +402,7 @@ impl Inner {
 
     async fn read_layer(
         &self,
+        client: &Client,
         r: &Reference,
         desc: &OciDescriptor,
         fetched: &AtomicU64,
@@ -371,7 +411,7 @@ impl Inner {
         let limits = self.config.layer_limits.clone();
         let limit = self.config.max_decompressed_layer_bytes;
         let hint = Compression::from_media_type(&desc.media_type);
-        self.read_blob(r, desc, fetched, move |reader| {
+        self.read_blob(client, r, desc, fetched, move |reader| {
             let parsed = stream::decompress_into(reader, hint, limit, &digest, |tar| {
                 Layer::from_tar(tar, &limits)
             })?;
@@ -405,7 +445,8 @@ impl Inner {
         }
         let r = Self::parse_reference(reference)?;
         let auth = self.auth_for(&r, credentials)?;
-        let (manifest, digest) = self.resolve(&r, platform, &auth).await?;
+        let client = self.client_for(&auth);
+        let (manifest, digest) = self.resolve(&client, &r, platform, &auth).await?;
         let ttl = if r.digest().is_some() {
             None
         } else {
@@ -436,7 +477,9 @@ impl Inner {
         }
 
         let fetched = Arc::new(AtomicU64::new(0));
-        let config = self.read_config(&r, &manifest.config, &fetched).await?;
+        let config = self
+            .read_config(&client, &r, &manifest.config, &fetched)
+            .await?;
         let labels = Arc::new(
             config
                 .config
@@ -445,7 +488,7 @@ impl Inner {
                 .unwrap_or_default(),
         );
         let facts = self
-            .scan_layers(&r, &manifest.layers, &labels, &fetched, &mut stats)
+            .scan_layers(&client, &r, &manifest.layers, &labels, &fetched, &mut stats)
             .await?;
         stats.bytes_fetched = fetched.load(Ordering::Relaxed);
 
@@ -473,6 +516,7 @@ impl Inner {
     /// Top layer first; stop as soon as the unread layers cannot matter.
     async fn scan_layers(
         &self,
+        client: &Client,
         r: &Reference,
         layers: &[OciDescriptor],
         labels: &Arc<BTreeMap<String, String>>,
@@ -490,7 +534,7 @@ impl Inner {
                     l
                 }
                 None => {
-                    let l = Arc::new(self.read_layer(r, desc, fetched).await?);
+                    let l = Arc::new(self.read_layer(client, r, desc, fetched).await?);
                     stats.layers_fetched += 1;
                     self.caches.layers.insert(desc.digest.clone(), l.clone());
                     l

@@ -15,11 +15,11 @@ const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
-    #[error("NetfilterPolicy {policy}: exemptImages pattern {pattern:?}: {source}")]
+    #[error("NetfilterPolicy {policy}: exemptImages pattern {pattern:?}: {error}")]
     BadGlob {
         policy: String,
         pattern: String,
-        source: globset::Error,
+        error: globset::Error,
     },
 }
 
@@ -96,10 +96,10 @@ impl EffectivePolicy {
                 .exempt_images
                 .iter()
                 .map(|pat| {
-                    Glob::new(pat).map_err(|source| PolicyError::BadGlob {
+                    Glob::new(pat).map_err(|error| PolicyError::BadGlob {
                         policy: name.clone(),
                         pattern: pat.clone(),
-                        source,
+                        error,
                     })
                 })
                 .collect::<Result<Vec<_>, _>>()?;
@@ -132,10 +132,10 @@ impl EffectivePolicy {
         }
         match out {
             Some(mut o) => {
-                o.exempt = builder.build().map_err(|source| PolicyError::BadGlob {
+                o.exempt = builder.build().map_err(|error| PolicyError::BadGlob {
                     policy: o.sources.join(","),
                     pattern: o.exempt_patterns.join(","),
-                    source,
+                    error,
                 })?;
                 Ok(o)
             }

@@ -15,17 +15,17 @@ pub enum WorkloadError {
         name: String,
         pointer: &'static str,
     },
-    #[error("{kind} {name}: invalid pod spec: {source}")]
+    #[error("{kind} {name}: invalid pod spec: {error}")]
     InvalidPodSpec {
         kind: String,
         name: String,
-        source: serde_json::Error,
+        error: serde_json::Error,
     },
-    #[error("{kind} {name}: invalid metadata: {source}")]
+    #[error("{kind} {name}: invalid metadata: {error}")]
     InvalidMetadata {
         kind: String,
         name: String,
-        source: serde_json::Error,
+        error: serde_json::Error,
     },
 }
 
@@ -162,10 +162,10 @@ impl Workload {
             .unwrap_or("<unnamed>")
             .to_string();
         let meta =
-            meta_of(obj.get("metadata")).map_err(|source| WorkloadError::InvalidMetadata {
+            meta_of(obj.get("metadata")).map_err(|error| WorkloadError::InvalidMetadata {
                 kind: kind.as_str().into(),
                 name: name_hint.clone(),
-                source,
+                error,
             })?;
         let (spec_ptr, meta_ptr) = kind.pointers();
         let spec = obj
@@ -175,21 +175,21 @@ impl Workload {
                 name: name_hint.clone(),
                 pointer: spec_ptr,
             })?;
-        let pod_spec: PodSpec = serde_json::from_value(spec.clone()).map_err(|source| {
+        let pod_spec: PodSpec = serde_json::from_value(spec.clone()).map_err(|error| {
             WorkloadError::InvalidPodSpec {
                 kind: kind.as_str().into(),
                 name: name_hint.clone(),
-                source,
+                error,
             }
         })?;
         let template_meta = if kind == WorkloadKind::Pod {
             None
         } else {
-            Some(meta_of(obj.pointer(meta_ptr)).map_err(|source| {
+            Some(meta_of(obj.pointer(meta_ptr)).map_err(|error| {
                 WorkloadError::InvalidMetadata {
                     kind: kind.as_str().into(),
                     name: name_hint.clone(),
-                    source,
+                    error,
                 }
             })?)
         };
