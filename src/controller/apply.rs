@@ -1,1 +1,188 @@
-//! TODO
+//! Apply (I/O): a node's plan to the API server: label merge patch, taint
+//! patch guarded by the Node's resourceVersion, server-side apply of the
+//! controller's status fields, and events on the Node and the profile.
+
+use super::FIELD_MANAGER;
+use super::metrics::{Change, Metrics, Stage, StageLabel, TaintChangeLabel, TaintLabel};
+use super::plan::{EventTarget, NodePlan, PlannedEvent};
+use super::taints::TaintChange;
+use crate::api::NodeNetfilterProfile;
+use k8s_openapi::api::core::v1::{Node, ObjectReference};
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::{Resource, ResourceExt};
+
+#[derive(Debug, thiserror::Error)]
+#[error("node {node}: {stage:?}: {source}")]
+pub struct ApplyError {
+    pub node: String,
+    pub stage: Stage,
+    #[source]
+    pub source: kube::Error,
+}
+
+/// The SSA body for the controller-owned status fields only.
+pub fn status_apply_body(
+    profile_name: &str,
+    status: &crate::api::NodeNetfilterProfileStatus,
+) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "nfguard.io/v1alpha1",
+        "kind": "NodeNetfilterProfile",
+        "metadata": { "name": profile_name },
+        "status": status,
+    })
+}
+
+/// The merge patch replacing the Node's taint list, conditional on the
+/// resourceVersion the plan was made from (409 Conflict if it moved).
+pub fn taint_patch_body(
+    node: &Node,
+    taints: &[k8s_openapi::api::core::v1::Taint],
+) -> serde_json::Value {
+    serde_json::json!({
+        "metadata": { "resourceVersion": node.metadata.resource_version },
+        "spec": { "taints": taints },
+    })
+}
+
+pub struct Applier<'a> {
+    pub client: &'a kube::Client,
+    pub recorder: &'a Recorder,
+    pub metrics: &'a Metrics,
+}
+
+impl Applier<'_> {
+    fn fail(&self, node: &str, stage: Stage, source: kube::Error) -> ApplyError {
+        self.metrics
+            .reconcile_errors
+            .get_or_create(&StageLabel { stage })
+            .inc();
+        ApplyError {
+            node: node.to_string(),
+            stage,
+            source,
+        }
+    }
+
+    /// Write the plan. Events are best effort (logged, never fail the reconcile).
+    pub async fn apply(
+        &self,
+        node: &Node,
+        profile: Option<&NodeNetfilterProfile>,
+        plan: &NodePlan,
+    ) -> Result<(), ApplyError> {
+        let name = node.name_any();
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        if let Some(patch) = &plan.label_patch {
+            nodes
+                .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .map_err(|e| self.fail(&name, Stage::labels, e))?;
+            tracing::info!(node = %name, labels = %patch, "node labels updated");
+        }
+        if let Some(taints) = &plan.taints.taints {
+            nodes
+                .patch(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(taint_patch_body(node, taints)),
+                )
+                .await
+                .map_err(|e| self.fail(&name, Stage::taints, e))?;
+        }
+        for change in &plan.taints.changes {
+            match change {
+                TaintChange::Added(t) | TaintChange::Removed(t) => {
+                    let added = matches!(change, TaintChange::Added(_));
+                    self.metrics
+                        .taint_changes
+                        .get_or_create(&TaintChangeLabel {
+                            taint: t.key.clone(),
+                            change: if added {
+                                Change::added
+                            } else {
+                                Change::removed
+                            },
+                        })
+                        .inc();
+                    tracing::warn!(node = %name, taint = %t.key, value = ?t.value, added, "nfguard taint changed");
+                }
+                TaintChange::Withheld {
+                    taint,
+                    tainted,
+                    limit,
+                } => {
+                    self.metrics
+                        .taints_withheld
+                        .get_or_create(&TaintLabel {
+                            taint: taint.key.clone(),
+                        })
+                        .inc();
+                    tracing::warn!(node = %name, taint = %taint.key, tainted, limit, "safety brake: taint withheld");
+                }
+            }
+        }
+        if let (Some(status), Some(profile)) = (&plan.status, profile) {
+            let pname = profile.name_any();
+            let profiles: Api<NodeNetfilterProfile> = Api::all(self.client.clone());
+            profiles
+                .patch_status(
+                    &pname,
+                    &PatchParams::apply(FIELD_MANAGER).force(),
+                    &Patch::Apply(status_apply_body(&pname, status)),
+                )
+                .await
+                .map_err(|e| self.fail(&name, Stage::status, e))?;
+        }
+        let node_ref = node.object_ref(&());
+        let profile_ref = profile.map(|p| p.object_ref(&()));
+        for e in &plan.events {
+            self.publish(e, &node_ref, profile_ref.as_ref()).await;
+        }
+        self.metrics
+            .observe_node(&name, plan.backend, &plan.hazards);
+        Ok(())
+    }
+
+    async fn publish(
+        &self,
+        e: &PlannedEvent,
+        node: &ObjectReference,
+        profile: Option<&ObjectReference>,
+    ) {
+        let event = Event {
+            type_: if e.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: e.reason.into(),
+            // The API caps notes at 1 kB.
+            note: Some(truncate(&e.note, 1000)),
+            action: e.action.into(),
+            secondary: None,
+        };
+        let targets: Vec<&ObjectReference> = match e.target {
+            EventTarget::Node => vec![node],
+            EventTarget::Profile => profile.into_iter().collect(),
+            EventTarget::Both => std::iter::once(node).chain(profile).collect(),
+        };
+        for t in targets {
+            if let Err(err) = self.recorder.publish(&event, t).await {
+                tracing::warn!(error = %err, reason = e.reason, "publishing an event failed");
+            }
+        }
+    }
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &s[..end])
+}

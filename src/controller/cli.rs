@@ -1,8 +1,238 @@
-//! TODO: this subcommand's flags and entry point (owned by this module's helper).
+//! `nfguard controller`: leader election, then the node controller and the
+//! periodic orphan sweep while leading; metrics and probes always.
+
+use super::EVENT_REPORTER;
+use super::clock::{Clock, SystemClock};
+use super::gather::RegistryImages;
+use super::http::{HttpState, serve};
+use super::lease::{LeaderElector, LeaseConfig};
+use super::metrics::Metrics;
+use super::run::{run_controller, sweep_orphans};
+use crate::registry::{ImageInspector, RegistryConfig};
+use anyhow::Context;
+use kube::runtime::events::{Recorder, Reporter};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use tokio::sync::watch;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// kubeconfig to use instead of the in-cluster config / default kubeconfig.
+    #[arg(long, env = "NFGUARD_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Where /metrics, /healthz and /readyz are served (plain HTTP).
+    #[arg(long, env = "NFGUARD_METRICS_LISTEN", default_value = "0.0.0.0:9090")]
+    pub metrics_listen: SocketAddr,
+    /// This replica's identity in the Lease (the pod name).
+    #[arg(long, env = "POD_NAME")]
+    pub identity: Option<String>,
+    /// Namespace of the Lease.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "nfguard-system")]
+    pub lease_namespace: String,
+    #[arg(long, env = "NFGUARD_LEASE_NAME", default_value = "nfguard-controller")]
+    pub lease_name: String,
+    /// Seconds a renewal holds the Lease against other replicas.
+    #[arg(long, env = "NFGUARD_LEASE_DURATION", default_value_t = 15)]
+    pub lease_duration: u64,
+    /// Seconds without a successful renewal after which this replica stops leading (< lease duration).
+    #[arg(long, env = "NFGUARD_RENEW_DEADLINE", default_value_t = 10)]
+    pub renew_deadline: u64,
+    /// Seconds between leader-election attempts.
+    #[arg(long, env = "NFGUARD_LEASE_RETRY", default_value_t = 2)]
+    pub lease_retry: u64,
+    /// A registry (`HOST:PORT`) spoken to over plain HTTP; repeatable.
+    #[arg(
+        long = "insecure-registry",
+        env = "NFGUARD_INSECURE_REGISTRIES",
+        value_delimiter = ','
+    )]
+    pub insecure_registries: Vec<String>,
+    /// docker config.json (or its directory) for registry credentials.
+    #[arg(long, env = "NFGUARD_DOCKER_CONFIG")]
+    pub docker_config: Option<PathBuf>,
+    /// Seconds one image inspection may take.
+    #[arg(long, env = "NFGUARD_REGISTRY_TIMEOUT", default_value_t = 20)]
+    pub registry_timeout: u64,
+    /// Seconds between sweeps for profiles whose Node is gone.
+    #[arg(long, env = "NFGUARD_ORPHAN_INTERVAL", default_value_t = 600)]
+    pub orphan_interval: u64,
+}
 
-pub async fn run(_args: Args) -> anyhow::Result<u8> {
-    anyhow::bail!("not implemented yet")
+async fn client(args: &Args) -> anyhow::Result<kube::Client> {
+    match &args.kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+                .await
+                .with_context(|| format!("kubeconfig {}", path.display()))?;
+            kube::Client::try_from(cfg).context("building the Kubernetes client")
+        }
+        None => kube::Client::try_default()
+            .await
+            .context("no Kubernetes configuration (in-cluster or kubeconfig)"),
+    }
+}
+
+fn identity(args: &Args) -> String {
+    args.identity
+        .clone()
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok().filter(|s| !s.is_empty()))
+        .unwrap_or_else(|| format!("nfguard-controller-{:08x}", rand::random::<u32>()))
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(t) => t,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+pub async fn run(args: Args) -> anyhow::Result<u8> {
+    anyhow::ensure!(
+        args.renew_deadline < args.lease_duration,
+        "--renew-deadline ({}) must be shorter than --lease-duration ({})",
+        args.renew_deadline,
+        args.lease_duration
+    );
+    let client = client(&args).await?;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let metrics = Arc::new(Metrics::new());
+    let ready = Arc::new(AtomicBool::new(false));
+    let me = identity(&args);
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let listener = tokio::net::TcpListener::bind(args.metrics_listen)
+        .await
+        .with_context(|| format!("listening on {}", args.metrics_listen))?;
+    let http_stop = {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|s| *s).await;
+        }
+    };
+    let http = tokio::spawn(serve(
+        listener,
+        HttpState {
+            metrics: metrics.clone(),
+            ready: ready.clone(),
+        },
+        http_stop,
+    ));
+
+    let mut lease = LeaseConfig::new(&args.lease_name, &args.lease_namespace, &me);
+    lease.lease_duration = Duration::from_secs(args.lease_duration);
+    lease.renew_deadline = Duration::from_secs(args.renew_deadline);
+    lease.retry_period = Duration::from_secs(args.lease_retry.max(1));
+    let (leader_tx, mut leader_rx) = watch::channel(false);
+    let elector = LeaderElector::new(client.clone(), lease, clock.clone());
+    let election = tokio::spawn(elector.run(leader_tx, stop_rx.clone()));
+
+    let images = Arc::new(RegistryImages {
+        inspector: ImageInspector::new(RegistryConfig {
+            insecure_registries: args.insecure_registries.clone(),
+            docker_config: args.docker_config.clone(),
+            timeout: Duration::from_secs(args.registry_timeout.max(1)),
+            ..Default::default()
+        }),
+        concurrency: 4,
+    });
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: EVENT_REPORTER.into(),
+            instance: Some(me.clone()),
+        },
+    );
+    tracing::info!(identity = %me, namespace = %args.lease_namespace, lease = %args.lease_name, "nfguard controller starting");
+
+    let shutdown = shutdown_signal();
+    tokio::pin!(shutdown);
+    // The first election round marks the replica ready (leading or standby).
+    let mut first = true;
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            r = leader_rx.wait_for(|l| *l) => {
+                if r.is_err() { break; }
+            }
+            _ = tokio::time::sleep(Duration::from_secs(args.lease_retry.max(1) * 2)), if first => {
+                first = false;
+                ready.store(true, Ordering::Relaxed);
+                continue;
+            }
+        }
+        ready.store(true, Ordering::Relaxed);
+        first = false;
+        metrics.leader.set(1);
+        tracing::info!(identity = %me, "leading: reconciling nodes");
+        let (term_tx, term_rx) = watch::channel(false);
+        let controller = {
+            let mut rx = term_rx.clone();
+            run_controller(
+                client.clone(),
+                images.clone(),
+                clock.clone(),
+                metrics.clone(),
+                recorder.clone(),
+                async move {
+                    let _ = rx.wait_for(|s| *s).await;
+                },
+            )
+        };
+        let sweeper = {
+            let (client, metrics, mut rx) = (client.clone(), metrics.clone(), term_rx.clone());
+            let every = Duration::from_secs(args.orphan_interval.max(10));
+            async move {
+                loop {
+                    match sweep_orphans(&client, &metrics).await {
+                        Ok(n) if n > 0 => tracing::info!(deleted = n, "orphaned profiles deleted"),
+                        Ok(_) => {}
+                        Err(e) => tracing::warn!(error = %e, "orphan sweep failed"),
+                    }
+                    tokio::select! {
+                        _ = tokio::time::sleep(every) => {}
+                        _ = rx.wait_for(|s| *s) => break,
+                    }
+                }
+            }
+        };
+        let work = futures::future::join(controller, sweeper);
+        tokio::pin!(work);
+        let mut shutting_down = false;
+        tokio::select! {
+            _ = &mut work => {}
+            _ = leader_rx.wait_for(|l| !*l) => tracing::warn!("lost the lease: stopping reconciles"),
+            _ = &mut shutdown => shutting_down = true,
+        }
+        let _ = term_tx.send(true);
+        // Let the controller finish its in-flight reconcile, bounded.
+        let _ = tokio::time::timeout(Duration::from_secs(10), &mut work).await;
+        metrics.leader.set(0);
+        if shutting_down {
+            break;
+        }
+    }
+    let _ = stop_tx.send(true);
+    let _ = tokio::time::timeout(Duration::from_secs(5), election).await;
+    let _ = http.await;
+    Ok(0)
 }

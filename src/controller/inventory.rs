@@ -213,3 +213,214 @@ pub fn inventory<'a>(
         oldest_reader_version: oldest,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{BackendFacts, BackendsFacts};
+    use crate::compat::{ImageProfile, IptablesFacts};
+    use serde_json::json;
+
+    fn pod(name: &str, host: bool, phase: &str, containers: serde_json::Value) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "kube-system"},
+            "spec": {"hostNetwork": host, "nodeName": "n1", "containers": containers},
+            "status": {"phase": phase}
+        }))
+        .unwrap()
+    }
+
+    fn c(name: &str, image: &str, sc: serde_json::Value) -> serde_json::Value {
+        json!({"name": name, "image": image, "securityContext": sc})
+    }
+
+    fn resolved(images: &mut ImageResolutions, image: &str, v: Option<&str>, b: Option<Backend>) {
+        images.insert_profile(
+            image,
+            "linux/arm64",
+            ImageProfile {
+                image: image.into(),
+                digest: format!("sha256:{image}"),
+                platform: "linux/arm64".into(),
+                iptables: Some(IptablesFacts {
+                    version: v.map(|v| v.parse().unwrap()),
+                    backend: b,
+                    ..Default::default()
+                }),
+            },
+        );
+    }
+
+    #[test]
+    fn only_host_network_writers_of_running_pods() {
+        let pods = [
+            pod(
+                "proxy",
+                true,
+                "Running",
+                json!([c(
+                    "p",
+                    "proxy:1",
+                    json!({"capabilities": {"add": ["NET_ADMIN"]}})
+                )]),
+            ),
+            pod(
+                "priv",
+                true,
+                "Running",
+                json!([c("x", "priv:1", json!({"privileged": true}))]),
+            ),
+            pod(
+                "all",
+                true,
+                "Running",
+                json!([c(
+                    "x",
+                    "all:1",
+                    json!({"capabilities": {"add": ["CAP_ALL"]}})
+                )]),
+            ),
+            pod("ro", true, "Running", json!([c("x", "ro:1", json!({}))])),
+            pod(
+                "ownns",
+                false,
+                "Running",
+                json!([c("x", "ownns:1", json!({"privileged": true}))]),
+            ),
+            pod(
+                "done",
+                true,
+                "Succeeded",
+                json!([c("x", "done:1", json!({"privileged": true}))]),
+            ),
+        ];
+        let names: Vec<&str> = pods
+            .iter()
+            .flat_map(writer_containers)
+            .map(|w| w.pod)
+            .collect();
+        assert_eq!(names, ["proxy", "priv", "all"]);
+        let keys = images_needed(pods.iter(), "linux/arm64");
+        assert_eq!(
+            keys.iter().map(|k| k.image.as_str()).collect::<Vec<_>>(),
+            ["all:1", "priv:1", "proxy:1"]
+        );
+    }
+
+    #[test]
+    fn inventory_resolves_versions_and_summarises_nft_readers() {
+        let mut p = pod(
+            "cni",
+            true,
+            "Running",
+            json!([
+                c("agent", "cni:new", json!({"privileged": true})),
+                c("legacy", "legacy:1", json!({"privileged": true})),
+                c("wrap", "wrap:1", json!({"privileged": true})),
+                c("gone", "unreachable:1", json!({"privileged": true})),
+                c("plain", "busybox", json!({"privileged": true}))
+            ]),
+        );
+        p.spec.as_mut().unwrap().init_containers = Some(vec![
+            serde_json::from_value(c(
+                "init",
+                "old:1",
+                json!({"capabilities": {"add": ["NET_ADMIN"]}}),
+            ))
+            .unwrap(),
+        ]);
+        let mut images = ImageResolutions::new();
+        resolved(&mut images, "cni:new", Some("1.8.11"), Some(Backend::Nft));
+        resolved(
+            &mut images,
+            "legacy:1",
+            Some("1.8.4"),
+            Some(Backend::Legacy),
+        );
+        resolved(&mut images, "wrap:1", Some("1.8.9"), Some(Backend::Wrapper));
+        resolved(&mut images, "old:1", Some("1.8.7"), Some(Backend::Nft));
+        images.insert_error("unreachable:1", "linux/arm64", "connection refused");
+        images.insert_profile(
+            "busybox",
+            "linux/arm64",
+            ImageProfile {
+                image: "busybox".into(),
+                digest: "sha256:b".into(),
+                platform: "linux/arm64".into(),
+                iptables: None,
+            },
+        );
+        let status = NodeNetfilterProfileStatus {
+            iptables: Some(IptablesFacts {
+                version: Some("1.8.9".parse().unwrap()),
+                backend: Some(Backend::Nft),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let inv = inventory([&p], Some(&status), &images, "linux/arm64");
+        let by: BTreeMap<&str, &Writer> = inv
+            .writers
+            .iter()
+            .map(|w| (w.container.as_str(), w))
+            .collect();
+        assert_eq!(inv.writers.len(), 6);
+        assert_eq!(
+            by["agent"].version.map(|v| v.to_string()).as_deref(),
+            Some("1.8.11")
+        );
+        assert_eq!(by["agent"].digest.as_deref(), Some("sha256:cni:new"));
+        assert!(
+            by["init"]
+                .note
+                .as_deref()
+                .unwrap()
+                .contains("init container")
+        );
+        assert!(
+            by["gone"]
+                .note
+                .as_deref()
+                .unwrap()
+                .contains("connection refused")
+        );
+        assert_eq!(by["plain"].note.as_deref(), Some("image has no iptables"));
+        // nft readers: host 1.8.9, agent 1.8.11, wrapper 1.8.9 (no markers: nft), init 1.8.7; legacy ignored.
+        assert_eq!(inv.newest_writer_version, Some("1.8.11".parse().unwrap()));
+        assert_eq!(inv.oldest_reader_version, Some("1.8.7".parse().unwrap()));
+    }
+
+    #[test]
+    fn wrapper_on_a_legacy_marked_node_is_not_an_nft_reader() {
+        let p = pod(
+            "w",
+            true,
+            "Running",
+            json!([c("wrap", "wrap:1", json!({"privileged": true}))]),
+        );
+        let mut images = ImageResolutions::new();
+        resolved(&mut images, "wrap:1", Some("1.8.7"), Some(Backend::Wrapper));
+        let status = NodeNetfilterProfileStatus {
+            backends: Some(BackendsFacts {
+                nft: BackendFacts::default(),
+                legacy: BackendFacts {
+                    hint_chain: true,
+                    ..Default::default()
+                },
+            }),
+            ..Default::default()
+        };
+        let inv = inventory([&p], Some(&status), &images, "linux/arm64");
+        assert_eq!(inv.writers.len(), 1);
+        assert_eq!(inv.oldest_reader_version, None);
+        assert_eq!(inv.newest_writer_version, None);
+    }
+
+    #[test]
+    fn platform_from_node_labels() {
+        let l: BTreeMap<String, String> =
+            [("kubernetes.io/arch".to_string(), "arm64".to_string())].into();
+        assert_eq!(node_platform(Some(&l)), "linux/arm64");
+        assert_eq!(node_platform(None), DEFAULT_PLATFORM);
+    }
+}

@@ -504,3 +504,85 @@ pub fn plan_all(c: &ClusterFacts<'_>) -> Vec<NodePlan> {
 pub fn profile_node(p: &NodeNetfilterProfile) -> Option<&str> {
     p.spec.node_name.as_deref().or(p.metadata.name.as_deref())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn node(i: usize) -> Node {
+        serde_json::from_value(
+            json!({"metadata": {"name": format!("n{i}"), "resourceVersion": "1"}, "spec": {}}),
+        )
+        .unwrap()
+    }
+
+    fn degraded_profile(i: usize) -> NodeNetfilterProfile {
+        serde_json::from_value(json!({
+            "metadata": {"name": format!("n{i}")}, "spec": {},
+            "status": {"activeBackend": "nft",
+                       "iptables": {"version": "1.8.9", "backend": "nft", "evidence": []},
+                       "hazards": [{"code": "FirewallUnconditionalDrop", "severity": "critical", "message": "drop"}],
+                       "lastProbeTime": "2026-01-01T00:00:00Z"}
+        }))
+        .unwrap()
+    }
+
+    fn opt_in(max: Option<u32>) -> NetfilterPolicy {
+        NetfilterPolicy::new(
+            "p",
+            crate::api::NetfilterPolicySpec {
+                taint_degraded_nodes: true,
+                max_tainted_nodes_percent: max,
+                ..Default::default()
+            },
+        )
+    }
+
+    #[test]
+    fn brake_holds_across_the_cluster() {
+        let nodes: Vec<Node> = (0..20).map(node).collect();
+        let profiles: Vec<_> = (0..20).map(degraded_profile).collect();
+        let policies = [opt_in(None)];
+        let images = ImageResolutions::new();
+        let plans = plan_all(&ClusterFacts {
+            nodes: &nodes,
+            profiles: &profiles,
+            pods: &[],
+            policies: &policies,
+            images: &images,
+            now: "2026-01-01T00:01:00Z".parse().unwrap(),
+        });
+        let tainted = plans.iter().filter(|p| p.taints.tainted_after).count();
+        let withheld = plans
+            .iter()
+            .filter(|p| p.events.iter().any(|e| e.reason == "TaintWithheld"))
+            .count();
+        assert_eq!((tainted, withheld), (2, 18));
+    }
+
+    #[test]
+    fn no_policy_no_taint_but_labels_and_conditions() {
+        let nodes = [node(0)];
+        let profiles = [degraded_profile(0)];
+        let images = ImageResolutions::new();
+        let plans = plan_all(&ClusterFacts {
+            nodes: &nodes,
+            profiles: &profiles,
+            pods: &[],
+            policies: &[],
+            images: &images,
+            now: "2026-01-01T00:01:00Z".parse().unwrap(),
+        });
+        let p = &plans[0];
+        assert!(p.taints.taints.is_none() && p.taints.changes.is_empty());
+        assert!(p.label_patch.is_some());
+        let status = p.status.as_ref().unwrap();
+        assert_eq!(status.conditions.as_ref().unwrap().len(), 3);
+        assert_eq!(status.writers, Some(vec![]));
+        assert!(status.iptables.is_none(), "never the reporter's fields");
+        // Heartbeat at 00:00, interval 60 s: stale after 00:03, so requeue ~2 min later.
+        assert_eq!(p.requeue_after, Some(Duration::from_secs(121)));
+        assert_eq!(p.hazards, vec![HazardCode::FirewallUnconditionalDrop]);
+    }
+}

@@ -1,0 +1,845 @@
+//! Reconcile scenarios against kube's mock client: each scenario scripts the
+//! API server's side (method, path, body asserted; the query string only
+//! where it carries meaning, e.g. the field manager) and checks the events.
+
+use http::{Request, Response};
+use http_body_util::BodyExt;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::jiff::Timestamp;
+use kube::client::Body;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector;
+use kube::runtime::watcher;
+use nfguard::api::NodeNetfilterProfile;
+use nfguard::compat::evaluate::ImageResolutions;
+use nfguard::compat::{Backend, ImageProfile, IptablesFacts};
+use nfguard::controller::clock::ManualClock;
+use nfguard::controller::gather::FixedImages;
+use nfguard::controller::metrics::Metrics;
+use nfguard::controller::run::{Ctx, reconcile_node, sweep_orphans};
+use serde_json::{Value, json};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const NOW: &str = "2026-03-01T12:00:00Z";
+
+type Responder = Box<dyn FnOnce(&Captured) -> (u16, Value) + Send>;
+
+/// One request the fake API server received.
+#[derive(Debug, Clone)]
+struct Captured {
+    method: String,
+    path: String,
+    query: String,
+    content_type: String,
+    body: Value,
+}
+
+struct Expect {
+    method: &'static str,
+    path: String,
+    respond: Responder,
+}
+
+fn expect(
+    method: &'static str,
+    path: &str,
+    respond: impl FnOnce(&Captured) -> (u16, Value) + Send + 'static,
+) -> Expect {
+    Expect {
+        method,
+        path: path.to_string(),
+        respond: Box::new(respond),
+    }
+}
+
+fn not_found() -> (u16, Value) {
+    (
+        404,
+        json!({"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404,"message":"not found"}),
+    )
+}
+
+fn list(kind: &str, api_version: &str, items: Vec<Value>) -> (u16, Value) {
+    (
+        200,
+        json!({"kind": format!("{kind}List"), "apiVersion": api_version, "metadata": {"resourceVersion": "1"}, "items": items}),
+    )
+}
+
+/// Serve `expects` in order; events (any path under events.k8s.io) are
+/// answered and collected on the side. Ends when every client is dropped.
+fn fake_api(
+    expects: Vec<Expect>,
+) -> (
+    kube::Client,
+    tokio::task::JoinHandle<(Vec<Captured>, Vec<Captured>)>,
+) {
+    let (svc, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let client = kube::Client::new(svc, "default");
+    let task = tokio::spawn(async move {
+        let mut expects: VecDeque<Expect> = expects.into();
+        let mut seen = Vec::new();
+        let mut events = Vec::new();
+        while let Some((req, send)) = handle.next_request().await {
+            let (parts, body) = req.into_parts();
+            let bytes = body.collect().await.unwrap().to_bytes();
+            let captured = Captured {
+                method: parts.method.to_string(),
+                path: parts.uri.path().to_string(),
+                query: parts.uri.query().unwrap_or("").to_string(),
+                content_type: parts
+                    .headers
+                    .get(http::header::CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("")
+                    .to_string(),
+                body: if bytes.is_empty() {
+                    Value::Null
+                } else {
+                    serde_json::from_slice(&bytes).unwrap_or(Value::Null)
+                },
+            };
+            let (code, out) = if captured.path.starts_with("/apis/events.k8s.io/") {
+                events.push(captured.clone());
+                (201, captured.body.clone())
+            } else {
+                let e = expects.pop_front().unwrap_or_else(|| {
+                    panic!("unexpected request {} {}", captured.method, captured.path)
+                });
+                assert_eq!(
+                    (captured.method.as_str(), captured.path.as_str()),
+                    (e.method, e.path.as_str()),
+                    "request out of script"
+                );
+                seen.push(captured.clone());
+                let (code, out) = (e.respond)(&captured);
+                (code, as_server_answer(&captured, code, out))
+            };
+            let resp = Response::builder()
+                .status(code)
+                .header("content-type", "application/json")
+                .body(Body::from(serde_json::to_vec(&out).unwrap()))
+                .unwrap();
+            send.send_response(resp);
+        }
+        assert!(
+            expects.is_empty(),
+            "requests never made: {:?}",
+            expects
+                .iter()
+                .map(|e| format!("{} {}", e.method, e.path))
+                .collect::<Vec<_>>()
+        );
+        (seen, events)
+    });
+    (client, task)
+}
+
+/// A PATCH answers with the whole object; scripts return the patch they
+/// accepted, so dress it up as the object the API server would send back.
+fn as_server_answer(c: &Captured, code: u16, out: Value) -> Value {
+    if c.method != "PATCH" || code != 200 {
+        return out;
+    }
+    let name = c
+        .path
+        .trim_end_matches("/status")
+        .rsplit('/')
+        .next()
+        .unwrap_or("")
+        .to_string();
+    if c.path.starts_with("/api/v1/nodes/") {
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})
+    } else {
+        json!({"apiVersion": "nfguard.io/v1alpha1", "kind": "NodeNetfilterProfile",
+               "metadata": {"name": name}, "spec": {}, "status": out["status"]})
+    }
+}
+
+fn node(name: &str, labels: Value, taints: Value) -> Node {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "uid": format!("uid-{name}"), "resourceVersion": "77",
+                     "labels": labels},
+        "spec": {"taints": taints},
+    }))
+    .unwrap()
+}
+
+fn profile(name: &str, status: Value) -> NodeNetfilterProfile {
+    serde_json::from_value(json!({
+        "apiVersion": "nfguard.io/v1alpha1", "kind": "NodeNetfilterProfile",
+        "metadata": {"name": name, "uid": format!("puid-{name}"), "generation": 1},
+        "spec": {"nodeName": name},
+        "status": status,
+    }))
+    .unwrap()
+}
+
+fn nft_status(min_reader: Option<&str>, hazards: Value) -> Value {
+    json!({
+        "iptables": {"version": "1.8.9", "backend": "nft", "evidence": []},
+        "backends": {
+            "nft": {"tables": 2, "chains": 10, "rules": 30, "hintChain": true, "canaryChain": true},
+            "legacy": {"tables": 0, "chains": 0, "rules": 0, "hintChain": false, "canaryChain": false}
+        },
+        "activeBackend": "nft",
+        "minReaderVersion": min_reader,
+        "hazards": hazards,
+        "lastProbeTime": "2026-03-01T11:59:30Z",
+        "probeIntervalSeconds": 60,
+    })
+}
+
+fn pod(ns: &str, name: &str, node: &str, image: &str, host_network: bool, caps: &[&str]) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "nodeName": node, "hostNetwork": host_network,
+            "containers": [{"name": "main", "image": image,
+                            "securityContext": {"capabilities": {"add": caps}}}]
+        },
+        "status": {"phase": "Running"}
+    })
+}
+
+fn policy(spec: Value) -> Value {
+    json!({"apiVersion": "nfguard.io/v1alpha1", "kind": "NetfilterPolicy",
+           "metadata": {"name": "default"}, "spec": spec})
+}
+
+fn image(images: &mut ImageResolutions, reference: &str, version: &str, backend: Backend) {
+    images.insert_profile(
+        reference,
+        "linux/amd64",
+        ImageProfile {
+            image: reference.into(),
+            digest: format!("sha256:{:0>64}", version.replace('.', "")),
+            platform: "linux/amd64".into(),
+            iptables: Some(IptablesFacts {
+                version: Some(version.parse().unwrap()),
+                backend: Some(backend),
+                ..Default::default()
+            }),
+        },
+    );
+}
+
+/// A context whose node store holds `nodes`.
+fn make_ctx(client: kube::Client, nodes: &[Node], images: ImageResolutions) -> (Ctx, Arc<Metrics>) {
+    let (store, mut writer) = reflector::store::<Node>();
+    for n in nodes {
+        writer.apply_watcher_event(&watcher::Event::Apply(n.clone()));
+    }
+    let metrics = Arc::new(Metrics::new());
+    let ctx = Ctx {
+        client: client.clone(),
+        images: Arc::new(FixedImages(images)),
+        clock: Arc::new(ManualClock::new(NOW.parse::<Timestamp>().unwrap())),
+        metrics: metrics.clone(),
+        recorder: Recorder::new(
+            client,
+            Reporter {
+                controller: "nfguard-controller".into(),
+                instance: Some("test".into()),
+            },
+        ),
+        nodes: store,
+        tainted: Mutex::new(HashMap::new()),
+    };
+    (ctx, metrics)
+}
+
+fn profile_json(p: &NodeNetfilterProfile) -> Value {
+    serde_json::to_value(p).unwrap()
+}
+
+fn event_reasons(events: &[Captured]) -> Vec<(String, String)> {
+    events
+        .iter()
+        .map(|e| {
+            (
+                e.body["reason"].as_str().unwrap_or("").to_string(),
+                e.body["regarding"]["kind"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string(),
+            )
+        })
+        .collect()
+}
+
+async fn finish(
+    task: tokio::task::JoinHandle<(Vec<Captured>, Vec<Captured>)>,
+) -> (Vec<Captured>, Vec<Captured>) {
+    tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("fake API server did not finish")
+        .expect("fake API server assertion failed")
+}
+
+const PROFILE_PATH: &str = "/apis/nfguard.io/v1alpha1/nodenetfilterprofiles/n1";
+const STATUS_PATH: &str = "/apis/nfguard.io/v1alpha1/nodenetfilterprofiles/n1/status";
+const PODS_PATH: &str = "/api/v1/pods";
+const POLICIES_PATH: &str = "/apis/nfguard.io/v1alpha1/netfilterpolicies";
+const NODE_PATH: &str = "/api/v1/nodes/n1";
+
+#[tokio::test]
+async fn labels_conditions_and_writers_applied() {
+    let n1 = node(
+        "n1",
+        json!({"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}),
+        json!([]),
+    );
+    let p1 = profile("n1", nft_status(Some("1.8.8"), json!([])));
+    let pj = profile_json(&p1);
+    let pods = vec![
+        pod(
+            "kube-system",
+            "kube-proxy-x",
+            "n1",
+            "reg.test/kube-proxy:1.33",
+            true,
+            &["NET_ADMIN"],
+        ),
+        pod("default", "web", "n1", "reg.test/web:1", false, &[]),
+        pod(
+            "kube-system",
+            "cni-y",
+            "n1",
+            "reg.test/cni:2",
+            true,
+            &["ALL"],
+        ),
+    ];
+    let mut images = ImageResolutions::new();
+    image(
+        &mut images,
+        "reg.test/kube-proxy:1.33",
+        "1.8.9",
+        Backend::Nft,
+    );
+    image(&mut images, "reg.test/cni:2", "1.8.11", Backend::Wrapper);
+    let (client, task) = fake_api(vec![
+        expect("GET", PROFILE_PATH, move |_| (200, pj)),
+        expect("GET", PODS_PATH, move |c| {
+            assert!(
+                c.query.contains("fieldSelector=spec.nodeName%3Dn1"),
+                "{}",
+                c.query
+            );
+            list("Pod", "v1", pods)
+        }),
+        expect("GET", POLICIES_PATH, |_| {
+            list("NetfilterPolicy", "nfguard.io/v1alpha1", vec![])
+        }),
+        expect("PATCH", NODE_PATH, |c| {
+            assert_eq!(c.content_type, "application/merge-patch+json");
+            assert_eq!(
+                c.body,
+                json!({"metadata": {"labels": {
+                    "nfguard.io/iptables-backend": "nft",
+                    "nfguard.io/iptables-version": "1.8.9",
+                    "nfguard.io/min-reader": "1.8.8"
+                }}})
+            );
+            (200, c.body.clone())
+        }),
+        expect("PATCH", STATUS_PATH, |c| {
+            assert_eq!(c.content_type, "application/apply-patch+yaml");
+            assert!(
+                c.query.contains("fieldManager=nfguard-controller"),
+                "{}",
+                c.query
+            );
+            assert!(c.query.contains("force=true"), "{}", c.query);
+            let status = c.body["status"].as_object().unwrap();
+            let mut keys: Vec<&str> = status.keys().map(String::as_str).collect();
+            keys.sort();
+            // Only the controller's own fields: never the reporter's.
+            assert_eq!(
+                keys,
+                [
+                    "conditions",
+                    "newestWriterVersion",
+                    "oldestReaderVersion",
+                    "writers"
+                ]
+            );
+            assert_eq!(c.body["metadata"]["name"], "n1");
+            let conds = &c.body["status"]["conditions"];
+            let by_type = |t: &str| {
+                conds
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|x| x["type"] == t)
+                    .unwrap()
+                    .clone()
+            };
+            assert_eq!(by_type("Fresh")["status"], "True");
+            assert_eq!(by_type("Healthy")["status"], "True");
+            assert_eq!(by_type("Consistent")["status"], "True");
+            assert_eq!(by_type("Fresh")["lastTransitionTime"], NOW);
+            assert_eq!(
+                c.body["status"]["writers"],
+                json!([
+                    {"pod": "kube-system/cni-y", "container": "main", "image": "reg.test/cni:2",
+                     "digest": format!("sha256:{:0>64}", "1811"), "version": "1.8.11", "backend": "wrapper"},
+                    {"pod": "kube-system/kube-proxy-x", "container": "main", "image": "reg.test/kube-proxy:1.33",
+                     "digest": format!("sha256:{:0>64}", "189"), "version": "1.8.9", "backend": "nft"},
+                ])
+            );
+            // Wrapper follows the nft markers: host 1.8.9, writers 1.8.9 and 1.8.11.
+            assert_eq!(c.body["status"]["newestWriterVersion"], "1.8.11");
+            assert_eq!(c.body["status"]["oldestReaderVersion"], "1.8.9");
+            (200, c.body.clone())
+        }),
+    ]);
+    let (ctx, metrics) = make_ctx(client, std::slice::from_ref(&n1), images);
+    let plan = reconcile_node(&n1, &ctx).await.unwrap();
+    assert!(
+        plan.requeue_after.is_some(),
+        "requeued before the heartbeat turns stale"
+    );
+    drop(ctx);
+    let (_, events) = finish(task).await;
+    let reasons = event_reasons(&events);
+    assert!(
+        reasons.contains(&("LabelsUpdated".into(), "Node".into())),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons.contains(&("ConditionChanged".into(), "NodeNetfilterProfile".into())),
+        "{reasons:?}"
+    );
+    let text = metrics.encode();
+    assert!(
+        text.contains("nfguard_controller_nodes{backend=\"nft\"} 1"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn in_sync_node_costs_only_reads() {
+    let n1 = node(
+        "n1",
+        json!({"nfguard.io/iptables-backend": "nft", "nfguard.io/iptables-version": "1.8.9"}),
+        json!([]),
+    );
+    // Conditions and (empty) writers already as the controller would write them.
+    let mut status = nft_status(None, json!([]));
+    status["writers"] = json!([]);
+    status["newestWriterVersion"] = json!("1.8.9");
+    status["oldestReaderVersion"] = json!("1.8.9");
+    status["conditions"] = json!([
+        {"type": "Fresh", "status": "True", "reason": "HeartbeatRecent", "message": "last probe at 2026-03-01T11:59:30Z", "lastTransitionTime": "2026-03-01T10:00:00Z", "observedGeneration": 1},
+        {"type": "Healthy", "status": "True", "reason": "NoCriticalHazard", "message": "no critical netfilter hazard", "lastTransitionTime": "2026-03-01T10:00:00Z", "observedGeneration": 1},
+        {"type": "Consistent", "status": "True", "reason": "SingleBackend", "message": "only the nft backend holds rules", "lastTransitionTime": "2026-03-01T10:00:00Z", "observedGeneration": 1},
+    ]);
+    let pj = profile_json(&profile("n1", status));
+    let (client, task) = fake_api(vec![
+        expect("GET", PROFILE_PATH, move |_| (200, pj)),
+        expect("GET", PODS_PATH, |_| list("Pod", "v1", vec![])),
+        expect("GET", POLICIES_PATH, |_| {
+            list("NetfilterPolicy", "nfguard.io/v1alpha1", vec![])
+        }),
+    ]);
+    let (ctx, _) = make_ctx(client, std::slice::from_ref(&n1), ImageResolutions::new());
+    let plan = reconcile_node(&n1, &ctx).await.unwrap();
+    assert!(plan.status.is_none() && plan.label_patch.is_none());
+    drop(ctx);
+    let (_, events) = finish(task).await;
+    assert!(events.is_empty(), "{:?}", event_reasons(&events));
+}
+
+#[tokio::test]
+async fn labels_removed_when_the_profile_goes_away() {
+    let n1 = node(
+        "n1",
+        json!({"nfguard.io/iptables-backend": "nft", "nfguard.io/iptables-version": "1.8.9",
+               "nfguard.io/min-reader": "1.8.8", "team": "a"}),
+        json!([{"key": "nfguard.io/netfilter-degraded", "value": "MixedBackends", "effect": "NoSchedule"}]),
+    );
+    let (client, task) = fake_api(vec![
+        expect("GET", PROFILE_PATH, |_| not_found()),
+        expect("GET", PODS_PATH, |_| list("Pod", "v1", vec![])),
+        expect("GET", POLICIES_PATH, |_| {
+            list(
+                "NetfilterPolicy",
+                "nfguard.io/v1alpha1",
+                vec![policy(json!({"taintDegradedNodes": true}))],
+            )
+        }),
+        expect("PATCH", NODE_PATH, |c| {
+            assert_eq!(
+                c.body,
+                json!({"metadata": {"labels": {
+                    "nfguard.io/iptables-backend": null,
+                    "nfguard.io/iptables-version": null,
+                    "nfguard.io/min-reader": null
+                }}})
+            );
+            (200, c.body.clone())
+        }),
+        // No profile, no hazard: the degraded taint goes too.
+        expect("PATCH", NODE_PATH, |c| {
+            assert_eq!(
+                c.body,
+                json!({"metadata": {"resourceVersion": "77"}, "spec": {"taints": []}})
+            );
+            (200, c.body.clone())
+        }),
+    ]);
+    let (ctx, _) = make_ctx(client, std::slice::from_ref(&n1), ImageResolutions::new());
+    reconcile_node(&n1, &ctx).await.unwrap();
+    drop(ctx);
+    let (_, events) = finish(task).await;
+    let reasons = event_reasons(&events);
+    assert_eq!(
+        reasons,
+        vec![
+            ("LabelsUpdated".to_string(), "Node".to_string()),
+            ("Untainted".into(), "Node".into())
+        ]
+    );
+}
+
+fn drop_hazard() -> Value {
+    json!([{"code": "FirewallUnconditionalDrop", "severity": "critical",
+            "message": "DROP in KUBE-FIREWALL with no match", "backend": "nft",
+            "table": "filter", "chain": "KUBE-FIREWALL"}])
+}
+
+fn synced_labels() -> Value {
+    json!({"nfguard.io/iptables-backend": "nft", "nfguard.io/iptables-version": "1.8.9"})
+}
+
+fn many_nodes(n: usize, tainted: usize) -> Vec<Node> {
+    (0..n)
+        .map(|i| {
+            let taints = if i < tainted {
+                json!([{"key": "nfguard.io/netfilter-degraded", "value": "MixedBackends", "effect": "NoSchedule"}])
+            } else {
+                json!([])
+            };
+            node(&format!("other-{i}"), json!({}), taints)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn degraded_taint_applied_then_cleared() {
+    let n1 = node(
+        "n1",
+        synced_labels(),
+        json!([{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}]),
+    );
+    let mut all = many_nodes(9, 0);
+    all.push(n1.clone());
+    let pj = profile_json(&profile("n1", nft_status(None, drop_hazard())));
+    let pol = policy(json!({"taintDegradedNodes": true, "maxTaintedNodesPercent": 10}));
+    let pol2 = pol.clone();
+    let (client, task) = fake_api(vec![
+        expect("GET", PROFILE_PATH, move |_| (200, pj)),
+        expect("GET", PODS_PATH, |_| list("Pod", "v1", vec![])),
+        expect("GET", POLICIES_PATH, move |_| {
+            list("NetfilterPolicy", "nfguard.io/v1alpha1", vec![pol])
+        }),
+        expect("PATCH", NODE_PATH, |c| {
+            assert_eq!(c.content_type, "application/merge-patch+json");
+            assert_eq!(
+                c.body,
+                json!({"metadata": {"resourceVersion": "77"}, "spec": {"taints": [
+                    {"key": "dedicated", "value": "infra", "effect": "NoSchedule"},
+                    {"key": "nfguard.io/netfilter-degraded", "value": "FirewallUnconditionalDrop", "effect": "NoSchedule"}
+                ]}})
+            );
+            (200, c.body.clone())
+        }),
+        expect("PATCH", STATUS_PATH, |c| {
+            let conds = c.body["status"]["conditions"].as_array().unwrap();
+            let healthy = conds.iter().find(|x| x["type"] == "Healthy").unwrap();
+            assert_eq!(healthy["status"], "False");
+            assert_eq!(healthy["reason"], "FirewallUnconditionalDrop");
+            (200, c.body.clone())
+        }),
+    ]);
+    let (ctx, metrics) = make_ctx(client, &all, ImageResolutions::new());
+    let plan = reconcile_node(&n1, &ctx).await.unwrap();
+    assert!(plan.taints.tainted_after);
+    drop(ctx);
+    let (_, events) = finish(task).await;
+    let reasons = event_reasons(&events);
+    assert!(
+        reasons.contains(&("Tainted".into(), "Node".into())),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons.contains(&("Tainted".into(), "NodeNetfilterProfile".into())),
+        "{reasons:?}"
+    );
+    assert!(
+        metrics
+            .encode()
+            .contains("nfguard_controller_tainted_nodes 1")
+    );
+
+    // The hazard clears: the taint goes, the other taint stays.
+    let n1 = node(
+        "n1",
+        synced_labels(),
+        json!([{"key": "dedicated", "value": "infra", "effect": "NoSchedule"},
+               {"key": "nfguard.io/netfilter-degraded", "value": "FirewallUnconditionalDrop", "effect": "NoSchedule"}]),
+    );
+    let pj = profile_json(&profile("n1", nft_status(None, json!([]))));
+    let (client, task) = fake_api(vec![
+        expect("GET", PROFILE_PATH, move |_| (200, pj)),
+        expect("GET", PODS_PATH, |_| list("Pod", "v1", vec![])),
+        expect("GET", POLICIES_PATH, move |_| {
+            list("NetfilterPolicy", "nfguard.io/v1alpha1", vec![pol2])
+        }),
+        expect("PATCH", NODE_PATH, |c| {
+            assert_eq!(
+                c.body,
+                json!({"metadata": {"resourceVersion": "77"}, "spec": {"taints": [
+                    {"key": "dedicated", "value": "infra", "effect": "NoSchedule"}
+                ]}})
+            );
+            (200, c.body.clone())
+        }),
+        expect("PATCH", STATUS_PATH, |c| (200, c.body.clone())),
+    ]);
+    let (ctx, _) = make_ctx(client, &all, ImageResolutions::new());
+    reconcile_node(&n1, &ctx).await.unwrap();
+    drop(ctx);
+    let (_, events) = finish(task).await;
+    assert!(event_reasons(&events).contains(&("Untainted".into(), "Node".into())));
+}
+
+#[tokio::test]
+async fn safety_brake_withholds_the_taint_and_reports() {
+    let n1 = node("n1", synced_labels(), json!([]));
+    // 20 nodes at 10%: at most 2 tainted; 2 already are.
+    let mut all = many_nodes(19, 2);
+    all.push(n1.clone());
+    let pj = profile_json(&profile("n1", nft_status(None, drop_hazard())));
+    let (client, task) = fake_api(vec![
+        expect("GET", PROFILE_PATH, move |_| (200, pj)),
+        expect("GET", PODS_PATH, |_| list("Pod", "v1", vec![])),
+        expect("GET", POLICIES_PATH, |_| {
+            list(
+                "NetfilterPolicy",
+                "nfguard.io/v1alpha1",
+                vec![policy(json!({"taintDegradedNodes": true}))],
+            )
+        }),
+        // No taint patch: straight to the status.
+        expect("PATCH", STATUS_PATH, |c| (200, c.body.clone())),
+    ]);
+    let (ctx, metrics) = make_ctx(client, &all, ImageResolutions::new());
+    let plan = reconcile_node(&n1, &ctx).await.unwrap();
+    assert!(plan.taints.taints.is_none() && !plan.taints.tainted_after);
+    drop(ctx);
+    let (_, events) = finish(task).await;
+    let withheld: Vec<&Captured> = events
+        .iter()
+        .filter(|e| e.body["reason"] == "TaintWithheld")
+        .collect();
+    assert_eq!(withheld.len(), 2, "on the Node and on the profile");
+    assert_eq!(withheld[0].body["type"], "Warning");
+    let note = withheld[0].body["note"].as_str().unwrap();
+    assert!(
+        note.contains("already taints 2 node(s), the most allowed is 2 (10% of 20 nodes)"),
+        "{note}"
+    );
+    let text = metrics.encode();
+    assert!(
+        text.contains(
+            "nfguard_controller_taints_withheld_total{taint=\"nfguard.io/netfilter-degraded\"} 1"
+        ),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn incompatible_workload_taints_under_action_taint_and_clears_when_it_leaves() {
+    let n1 = node(
+        "n1",
+        json!({"nfguard.io/iptables-backend": "nft", "nfguard.io/iptables-version": "1.8.9", "nfguard.io/min-reader": "1.8.8"}),
+        json!([]),
+    );
+    let mut all = many_nodes(9, 0);
+    all.push(n1.clone());
+    let pol = policy(json!({"action": "Taint"}));
+    let (pol_a, pol_b) = (pol.clone(), pol);
+    // A kube-router-like pod bundling iptables-nft 1.8.7 on a node whose rules need >= 1.8.8.
+    let router = pod(
+        "kube-system",
+        "kube-router-z",
+        "n1",
+        "reg.test/kube-router:old",
+        true,
+        &["NET_ADMIN"],
+    );
+    let mut images = ImageResolutions::new();
+    image(
+        &mut images,
+        "reg.test/kube-router:old",
+        "1.8.7",
+        Backend::Nft,
+    );
+    let pj = profile_json(&profile("n1", nft_status(Some("1.8.8"), json!([]))));
+    let pj2 = pj.clone();
+    let (client, task) = fake_api(vec![
+        expect("GET", PROFILE_PATH, move |_| (200, pj)),
+        expect("GET", PODS_PATH, move |_| list("Pod", "v1", vec![router])),
+        expect("GET", POLICIES_PATH, move |_| {
+            list("NetfilterPolicy", "nfguard.io/v1alpha1", vec![pol_a])
+        }),
+        expect("PATCH", NODE_PATH, |c| {
+            assert_eq!(
+                c.body["spec"]["taints"],
+                json!([{"key": "nfguard.io/iptables-incompatible", "effect": "NoSchedule"}])
+            );
+            (200, c.body.clone())
+        }),
+        expect("PATCH", STATUS_PATH, |c| {
+            assert_eq!(c.body["status"]["writers"][0]["version"], "1.8.7");
+            assert_eq!(c.body["status"]["oldestReaderVersion"], "1.8.7");
+            (200, c.body.clone())
+        }),
+    ]);
+    let (ctx, _) = make_ctx(client, &all, images.clone());
+    let plan = reconcile_node(&n1, &ctx).await.unwrap();
+    assert_eq!(plan.violations.len(), 1);
+    assert_eq!(plan.violations[0].pod, "kube-system/kube-router-z");
+    drop(ctx);
+    let (_, events) = finish(task).await;
+    let tainted: Vec<&Captured> = events
+        .iter()
+        .filter(|e| e.body["reason"] == "Tainted")
+        .collect();
+    assert_eq!(tainted.len(), 2);
+    let note = tainted[0].body["note"].as_str().unwrap();
+    assert!(
+        note.contains("kube-system/kube-router-z") && note.contains("OldReaderNewRules"),
+        "{note}"
+    );
+
+    // The pod leaves: the taint is cleared.
+    let n1 = node(
+        "n1",
+        json!({"nfguard.io/iptables-backend": "nft", "nfguard.io/iptables-version": "1.8.9", "nfguard.io/min-reader": "1.8.8"}),
+        json!([{"key": "nfguard.io/iptables-incompatible", "effect": "NoSchedule"}]),
+    );
+    let (client, task) = fake_api(vec![
+        expect("GET", PROFILE_PATH, move |_| (200, pj2)),
+        expect("GET", PODS_PATH, |_| list("Pod", "v1", vec![])),
+        expect("GET", POLICIES_PATH, move |_| {
+            list("NetfilterPolicy", "nfguard.io/v1alpha1", vec![pol_b])
+        }),
+        expect("PATCH", NODE_PATH, |c| {
+            assert_eq!(c.body["spec"]["taints"], json!([]));
+            (200, c.body.clone())
+        }),
+        expect("PATCH", STATUS_PATH, |c| {
+            assert_eq!(c.body["status"]["writers"], json!([]));
+            (200, c.body.clone())
+        }),
+    ]);
+    let (ctx, _) = make_ctx(client, &all, images);
+    let plan = reconcile_node(&n1, &ctx).await.unwrap();
+    assert!(plan.violations.is_empty());
+    drop(ctx);
+    let (_, events) = finish(task).await;
+    assert!(event_reasons(&events).contains(&("Untainted".into(), "Node".into())));
+}
+
+#[tokio::test]
+async fn taint_conflict_is_an_error_to_retry() {
+    let n1 = node("n1", synced_labels(), json!([]));
+    let mut all = many_nodes(9, 0);
+    all.push(n1.clone());
+    let pj = profile_json(&profile("n1", nft_status(None, drop_hazard())));
+    let (client, task) = fake_api(vec![
+        expect("GET", PROFILE_PATH, move |_| (200, pj)),
+        expect("GET", PODS_PATH, |_| list("Pod", "v1", vec![])),
+        expect("GET", POLICIES_PATH, |_| {
+            list(
+                "NetfilterPolicy",
+                "nfguard.io/v1alpha1",
+                vec![policy(json!({"taintDegradedNodes": true}))],
+            )
+        }),
+        expect("PATCH", NODE_PATH, |_| {
+            (
+                409,
+                json!({"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Conflict","code":409,"message":"the object has been modified"}),
+            )
+        }),
+    ]);
+    let (ctx, metrics) = make_ctx(client, &all, ImageResolutions::new());
+    let err = reconcile_node(&n1, &ctx).await.unwrap_err();
+    assert!(err.to_string().contains("taints"), "{err}");
+    drop(ctx);
+    finish(task).await;
+    assert!(
+        metrics
+            .encode()
+            .contains("nfguard_controller_reconcile_errors_total{stage=\"taints\"} 1")
+    );
+}
+
+#[tokio::test]
+async fn orphaned_profiles_are_deleted_with_a_uid_precondition() {
+    let keep = profile_json(&profile("n1", json!({})));
+    let orphan = profile_json(&profile("gone", json!({})));
+    let (client, task) = fake_api(vec![
+        expect(
+            "GET",
+            "/apis/nfguard.io/v1alpha1/nodenetfilterprofiles",
+            move |_| {
+                list(
+                    "NodeNetfilterProfile",
+                    "nfguard.io/v1alpha1",
+                    vec![keep, orphan],
+                )
+            },
+        ),
+        expect("GET", "/api/v1/nodes", |_| {
+            // A metadata-only list of the Nodes.
+            (
+                200,
+                json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1",
+                       "metadata": {"resourceVersion": "5"},
+                       "items": [{"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                                  "metadata": {"name": "n1"}}]}),
+            )
+        }),
+        expect(
+            "DELETE",
+            "/apis/nfguard.io/v1alpha1/nodenetfilterprofiles/gone",
+            |c| {
+                assert_eq!(c.body["preconditions"]["uid"], "puid-gone");
+                (
+                    200,
+                    json!({"kind":"Status","apiVersion":"v1","status":"Success","code":200}),
+                )
+            },
+        ),
+    ]);
+    let metrics = Metrics::new();
+    let deleted = sweep_orphans(&client, &metrics).await.unwrap();
+    assert_eq!(deleted, 1);
+    drop(client);
+    finish(task).await;
+    assert!(
+        metrics
+            .encode()
+            .contains("nfguard_controller_orphans_deleted_total 1")
+    );
+}
