@@ -90,27 +90,21 @@ impl Prober for NodeProber {
     }
 }
 
-/// `node::gather` with the host's iptables passed in. Mirrors it field by
-/// field (kept in step by `gather_matches_node_gather` below).
+/// `node::gather` with the host's iptables passed in: the node helper's
+/// gather runs against a host root that cannot exist (procfs allows no new
+/// entries), which costs a few failed lookups, and the cached host facts
+/// replace its empty answer. So the kernel side is exactly `node::gather`.
 fn gather_with_host(cfg: &ProbeConfig, host: HostFacts) -> NodeFacts {
-    let (iptables, host_error) = host;
-    let nft = kernel::nftables::read().map_err(|e| e.to_string());
-    let nf_tables_supported = match &nft {
-        Ok(_) => true,
-        Err(_) => kernel::nftables::available(),
+    let kernel_only = ProbeConfig {
+        host_root: NO_HOST_ROOT.into(),
+        ..cfg.clone()
     };
-    NodeFacts {
-        iptables,
-        host_error,
-        kernel_release: node::system::kernel_release(),
-        nf_tables_supported,
-        ip_tables_supported: kernel::xtables::available(),
-        nft,
-        legacy: kernel::xtables::read().map_err(|e| e.to_string()),
-        bridge: node::system::bridge(&cfg.proc_dir, &cfg.sys_dir),
-        ip_forward: node::system::ip_forward(&cfg.proc_dir),
-    }
+    let mut facts = node::gather(&kernel_only);
+    (facts.iptables, facts.host_error) = host;
+    facts
 }
+
+const NO_HOST_ROOT: &str = "/proc/nfguard-no-host-root";
 
 /// The host's iptables, by the image probes; a probe panic becomes a
 /// reported error (as in `node::gather`).
@@ -141,7 +135,9 @@ mod tests {
         let cfg = ProbeConfig::new("/");
         let ours = node::status_from_facts(&gather_with_host(&cfg, host_iptables(&cfg.host_root)));
         let theirs = node::probe(&cfg);
+        assert!(!std::path::Path::new(NO_HOST_ROOT).exists());
         assert_eq!(ours.iptables, theirs.iptables);
+        assert_eq!(ours.native_features, theirs.native_features);
         assert_eq!(ours.kernel, theirs.kernel);
         assert_eq!(ours.bridge, theirs.bridge);
         assert_eq!(ours.ip_forward, theirs.ip_forward);
