@@ -343,7 +343,10 @@ async fn existing_profile_is_fine_and_deleted_profile_is_recreated() {
 #[tokio::test(start_paused = true)]
 async fn api_errors_back_off_exponentially_then_succeed_while_probing_continues() {
     let prober = ScriptedProber::new(vec![Ok(sample_status(5))]);
-    with_loop(&prober, None, |mut h| async move {
+    // Notifications available (none arrive), so polls alone do not probe.
+    let (tx, rx) = mpsc::channel::<Event>(1);
+    with_loop(&prober, Some(rx), |mut h| async move {
+        let _tx = tx;
         expect_ensure(&mut h, 201).await;
         let (_, t1) = expect_apply(&mut h, 500).await;
         let (_, t2) = expect_apply(&mut h, 409).await;
@@ -425,4 +428,23 @@ async fn notification_bursts_are_debounced_into_one_write_and_no_change_writes_n
         4,
         "start, burst, no-op, heartbeat"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_notifications_every_poll_probes_fully() {
+    let prober = ScriptedProber::new(vec![
+        Ok(sample_status(1)),
+        Ok(sample_status(1)),
+        Ok(sample_status(4)),
+    ]);
+    with_loop(&prober, None, |mut h| async move {
+        expect_ensure(&mut h, 201).await;
+        let (_, t1) = expect_apply(&mut h, 200).await;
+        // Poll at 10 s: unchanged, no write. Poll at 20 s: changed, written.
+        let (st, t2) = expect_apply(&mut h, 200).await;
+        assert_eq!(st["backends"]["nft"]["rules"], 4);
+        assert_eq!(t2 - t1, Duration::from_secs(20));
+    })
+    .await;
+    assert_eq!(prober.calls.load(Ordering::SeqCst), 3);
 }

@@ -56,6 +56,8 @@ fn max_rss_kib(mut cmd: Command) -> u64 {
     // SAFETY: valid pid of our child, valid pointers.
     let rc = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut ru) };
     assert!(rc > 0, "wait4");
+    // Reaped by wait4 above; forget the handle so it is not waited twice.
+    std::mem::forget(child);
     ru.ru_maxrss as u64
 }
 

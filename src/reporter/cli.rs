@@ -142,9 +142,11 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
         let _ = stop_tx.send(true);
     });
 
-    let prober = NodeProber {
-        cfg: ProbeConfig::new(args.host_root.clone()),
-    };
+    // The host's package set is re-read at heartbeat pace, not per rule change.
+    let prober = NodeProber::new(
+        ProbeConfig::new(args.host_root.clone()),
+        Duration::from_secs(args.heartbeat_seconds),
+    );
     let mut jitter = || rand::random::<f64>();
     tracing::info!(node = %node_name, host_root = %args.host_root.display(), "reporter starting");
     run_loop(

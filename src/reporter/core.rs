@@ -19,7 +19,7 @@ pub fn reporter_fields(s: &NodeNetfilterProfileStatus) -> NodeNetfilterProfileSt
         kernel: s.kernel.clone(),
         backends: s.backends.clone(),
         active_backend: s.active_backend,
-        min_reader_version: s.min_reader_version.clone(),
+        min_reader_version: s.min_reader_version,
         bridge: s.bridge.clone(),
         ip_forward: s.ip_forward,
         hazards: s.hazards.clone(),

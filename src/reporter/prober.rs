@@ -3,8 +3,13 @@
 //! the bridge/forwarding sysctls), polled to notice changes there.
 
 use crate::api::{BridgeFacts, NodeNetfilterProfileStatus};
+use crate::compat::IptablesFacts;
 use crate::kernel::{self, RuleSet};
-use crate::node::{self, ProbeConfig};
+use crate::node::{self, NodeFacts, ProbeConfig};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// State without change notifications. Compared for equality on each poll;
 /// the x_tables reader leaves out packet counters, so traffic alone never
@@ -25,19 +30,52 @@ pub trait Prober: Send + Sync {
     async fn polled_state(&self) -> Option<PolledState>;
 }
 
-/// The real node: `node::probe` on a blocking thread (netlink and
-/// getsockopt calls block).
+/// The real node: the node helper's kernel readers and pure judgement
+/// (`node::status_from_facts`) on a blocking thread (netlink and getsockopt
+/// calls block). The host's iptables package (a walk of the node root that
+/// reads binaries) changes only on upgrades, so it is re-probed at most every
+/// `host_refresh` instead of on every rule change; this keeps a burst of
+/// kube-proxy syncs cheap.
 pub struct NodeProber {
     pub cfg: ProbeConfig,
+    pub host_refresh: Duration,
+    host: Arc<Mutex<Option<(Instant, HostFacts)>>>,
+}
+
+type HostFacts = (Option<IptablesFacts>, Option<String>);
+
+impl NodeProber {
+    pub fn new(cfg: ProbeConfig, host_refresh: Duration) -> Self {
+        Self {
+            cfg,
+            host_refresh,
+            host: Arc::new(Mutex::new(None)),
+        }
+    }
 }
 
 #[async_trait::async_trait]
 impl Prober for NodeProber {
     async fn probe(&self) -> Result<NodeNetfilterProfileStatus, String> {
         let cfg = self.cfg.clone();
-        tokio::task::spawn_blocking(move || node::probe(&cfg))
-            .await
-            .map_err(|e| format!("probe task failed: {e}"))
+        let cache = self.host.clone();
+        let refresh = self.host_refresh;
+        tokio::task::spawn_blocking(move || {
+            let host = {
+                let mut guard = cache.lock().unwrap_or_else(|p| p.into_inner());
+                match &*guard {
+                    Some((at, facts)) if at.elapsed() < refresh => facts.clone(),
+                    _ => {
+                        let facts = host_iptables(&cfg.host_root);
+                        *guard = Some((Instant::now(), facts.clone()));
+                        facts
+                    }
+                }
+            };
+            node::status_from_facts(&gather_with_host(&cfg, host))
+        })
+        .await
+        .map_err(|e| format!("probe task failed: {e}"))
     }
 
     async fn polled_state(&self) -> Option<PolledState> {
@@ -49,5 +87,66 @@ impl Prober for NodeProber {
         })
         .await
         .ok()
+    }
+}
+
+/// `node::gather` with the host's iptables passed in: the node helper's
+/// gather runs against a host root that cannot exist (procfs allows no new
+/// entries), which costs a few failed lookups, and the cached host facts
+/// replace its empty answer. So the kernel side is exactly `node::gather`.
+fn gather_with_host(cfg: &ProbeConfig, host: HostFacts) -> NodeFacts {
+    let kernel_only = ProbeConfig {
+        host_root: NO_HOST_ROOT.into(),
+        ..cfg.clone()
+    };
+    let mut facts = node::gather(&kernel_only);
+    (facts.iptables, facts.host_error) = host;
+    facts
+}
+
+const NO_HOST_ROOT: &str = "/proc/nfguard-no-host-root";
+
+/// The host's iptables, by the image probes; a probe panic becomes a
+/// reported error (as in `node::gather`).
+fn host_iptables(host_root: &Path) -> HostFacts {
+    let root = crate::inspect::HostRoot::new(host_root.to_path_buf());
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        crate::inspect::collect(&root, &BTreeMap::new())
+    })) {
+        Ok(c) => (c.facts, None),
+        Err(_) => (
+            None,
+            Some(format!(
+                "host iptables probe of {} failed unexpectedly",
+                host_root.display()
+            )),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The cached-host gather must judge exactly like `node::probe` (run in
+    /// the test's own namespace, whatever it holds, and this machine's root).
+    #[test]
+    fn gather_matches_node_gather() {
+        let cfg = ProbeConfig::new("/");
+        let ours = node::status_from_facts(&gather_with_host(&cfg, host_iptables(&cfg.host_root)));
+        let theirs = node::probe(&cfg);
+        assert!(!std::path::Path::new(NO_HOST_ROOT).exists());
+        assert_eq!(ours.iptables, theirs.iptables);
+        assert_eq!(ours.native_features, theirs.native_features);
+        assert_eq!(ours.kernel, theirs.kernel);
+        assert_eq!(ours.bridge, theirs.bridge);
+        assert_eq!(ours.ip_forward, theirs.ip_forward);
+        assert_eq!(
+            ours.probe_error.is_some(),
+            theirs.probe_error.is_some(),
+            "{:?} vs {:?}",
+            ours.probe_error,
+            theirs.probe_error
+        );
     }
 }
