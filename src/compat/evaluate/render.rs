@@ -10,7 +10,11 @@ use crate::compat::{Backend, Version};
 fn party(p: Party<'_>) -> String {
     match p {
         Party::Host => "the host's iptables".into(),
-        Party::Pod { pod, container } => format!("pod {pod} container {container}"),
+        Party::Pod {
+            pod,
+            container,
+            image,
+        } => format!("writer container {container} ({image}, e.g. pod {pod})"),
         Party::Summary => "a writer pod (status.newestWriterVersion/oldestReaderVersion)".into(),
     }
 }
