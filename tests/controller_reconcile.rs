@@ -436,7 +436,7 @@ async fn in_sync_node_costs_only_reads() {
     status["newestWriterVersion"] = json!("1.8.9");
     status["oldestReaderVersion"] = json!("1.8.9");
     status["conditions"] = json!([
-        {"type": "Fresh", "status": "True", "reason": "HeartbeatRecent", "message": "last probe at 2026-03-01T11:59:30Z", "lastTransitionTime": "2026-03-01T10:00:00Z", "observedGeneration": 1},
+        {"type": "Fresh", "status": "True", "reason": "HeartbeatRecent", "message": "the reporter's heartbeat is within 3 probe intervals (180s)", "lastTransitionTime": "2026-03-01T10:00:00Z", "observedGeneration": 1},
         {"type": "Healthy", "status": "True", "reason": "NoCriticalHazard", "message": "no critical netfilter hazard", "lastTransitionTime": "2026-03-01T10:00:00Z", "observedGeneration": 1},
         {"type": "Consistent", "status": "True", "reason": "SingleBackend", "message": "only the nft backend holds rules", "lastTransitionTime": "2026-03-01T10:00:00Z", "observedGeneration": 1},
     ]);

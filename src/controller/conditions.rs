@@ -31,12 +31,16 @@ fn cond(type_: &str, status: &str, reason: &str, message: String) -> Condition {
 }
 
 /// When the heartbeat stops counting as fresh; None without a (parsable) heartbeat.
-pub fn fresh_until(status: &NodeNetfilterProfileStatus) -> Option<Timestamp> {
-    let last: Timestamp = status.last_probe_time.as_deref()?.trim().parse().ok()?;
-    let interval = status
+fn interval_of(status: &NodeNetfilterProfileStatus) -> u32 {
+    status
         .probe_interval_seconds
         .filter(|s| *s > 0)
-        .unwrap_or(DEFAULT_PROBE_INTERVAL_SECONDS);
+        .unwrap_or(DEFAULT_PROBE_INTERVAL_SECONDS)
+}
+
+pub fn fresh_until(status: &NodeNetfilterProfileStatus) -> Option<Timestamp> {
+    let last: Timestamp = status.last_probe_time.as_deref()?.trim().parse().ok()?;
+    let interval = interval_of(status);
     last.checked_add(SignedDuration::from_secs(
         FRESH_INTERVALS * i64::from(interval),
     ))
@@ -59,11 +63,15 @@ fn fresh(status: &NodeNetfilterProfileStatus, now: Timestamp) -> Condition {
             "InvalidProbeTime",
             format!("lastProbeTime {raw:?} is not an RFC 3339 time"),
         ),
+        // No timestamp in the message: it would change (and be written) every heartbeat.
         Some(until) if now <= until => cond(
             FRESH,
             "True",
             "HeartbeatRecent",
-            format!("last probe at {raw}"),
+            format!(
+                "the reporter's heartbeat is within {FRESH_INTERVALS} probe intervals ({}s)",
+                FRESH_INTERVALS * i64::from(interval_of(status))
+            ),
         ),
         Some(_) => cond(
             FRESH,

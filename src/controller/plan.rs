@@ -21,6 +21,51 @@ use serde_json::Value;
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
+/// Effective policies by namespace, computed once (building one compiles
+/// the exempt-image globs) and shared by every node of a plan.
+pub struct PolicyCache<'a> {
+    policies: &'a [NetfilterPolicy],
+    by_namespace: std::sync::Mutex<HashMap<String, Option<std::sync::Arc<EffectivePolicy>>>>,
+}
+
+impl std::fmt::Debug for PolicyCache<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PolicyCache")
+            .field("policies", &self.policies.len())
+            .finish()
+    }
+}
+
+impl<'a> PolicyCache<'a> {
+    pub fn new(policies: &'a [NetfilterPolicy]) -> Self {
+        Self {
+            policies,
+            by_namespace: Default::default(),
+        }
+    }
+
+    pub fn policies(&self) -> &'a [NetfilterPolicy] {
+        self.policies
+    }
+
+    /// None when a policy is broken (bad glob): nothing is judged then.
+    pub fn for_namespace(&self, ns: &str) -> Option<std::sync::Arc<EffectivePolicy>> {
+        let mut m = self.by_namespace.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = m.get(ns) {
+            return p.clone();
+        }
+        let p = match EffectivePolicy::from_policies(self.policies, ns, None) {
+            Ok(p) => Some(std::sync::Arc::new(p)),
+            Err(e) => {
+                tracing::warn!(error = %e, "NetfilterPolicy unusable: running workloads are not judged");
+                None
+            }
+        };
+        m.insert(ns.to_string(), p.clone());
+        p
+    }
+}
+
 /// Everything gathered about one node.
 #[derive(Clone, Copy, Debug)]
 pub struct NodeFacts<'a> {
@@ -28,7 +73,7 @@ pub struct NodeFacts<'a> {
     pub profile: Option<&'a NodeNetfilterProfile>,
     /// The node's pods (not running ones are ignored).
     pub pods: &'a [&'a Pod],
-    pub policies: &'a [NetfilterPolicy],
+    pub policies: &'a PolicyCache<'a>,
     pub settings: TaintSettings,
     pub images: &'a ImageResolutions,
     /// Nodes other than this one that carry an nfguard taint.
@@ -128,11 +173,7 @@ fn workload_of(pod: &Pod) -> Option<Workload> {
 
 /// Every (image, platform) the plan for this node looks at: the writers'
 /// images and, for pods under `action: Taint`, what `evaluate` needs.
-pub fn images_to_inspect(
-    node: &Node,
-    pods: &[&Pod],
-    policies: &[NetfilterPolicy],
-) -> Vec<ImageKey> {
+pub fn images_to_inspect(node: &Node, pods: &[&Pod], policies: &PolicyCache<'_>) -> Vec<ImageKey> {
     let platform = node_platform(node.metadata.labels.as_ref());
     let mut keys: BTreeSet<ImageKey> = inventory::images_needed(pods.iter().copied(), &platform)
         .into_iter()
@@ -144,7 +185,7 @@ pub fn images_to_inspect(
     {
         let Some(w) = workload_of(pod) else { continue };
         let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
-        let Ok(policy) = EffectivePolicy::from_policies(policies, ns, None) else {
+        let Some(policy) = policies.for_namespace(ns) else {
             continue;
         };
         if policy.action != PolicyAction::Taint {
@@ -160,30 +201,30 @@ pub fn images_to_inspect(
     keys.into_iter().collect()
 }
 
-/// Running pods that violate a `action: Taint` policy on this node.
-fn violations(
-    facts: &NodeFacts<'_>,
-    profile_now: Option<&NodeNetfilterProfile>,
-    platform: &str,
-) -> Vec<Violation> {
-    let Some(profile) = profile_now else {
-        return Vec::new();
-    };
-    let name = facts.node.metadata.name.as_deref().unwrap_or("");
-    let mut by_ns: HashMap<&str, Option<EffectivePolicy>> = HashMap::new();
-    let mut out = Vec::new();
-    for pod in facts
+/// Running pods that can write netfilter rules under a `action: Taint` policy.
+fn taint_subjects<'p>(facts: &NodeFacts<'p>) -> Vec<(&'p Pod, std::sync::Arc<EffectivePolicy>)> {
+    facts
         .pods
         .iter()
         .filter(|p| inventory::is_running(p) && pod_can_write(p))
-    {
-        let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
-        let policy = by_ns
-            .entry(ns)
-            .or_insert_with(|| EffectivePolicy::from_policies(facts.policies, ns, None).ok());
-        let Some(policy) = policy.as_ref().filter(|p| p.action == PolicyAction::Taint) else {
-            continue;
-        };
+        .filter_map(|p| {
+            let ns = p.metadata.namespace.as_deref().unwrap_or("default");
+            let policy = facts.policies.for_namespace(ns)?;
+            (policy.action == PolicyAction::Taint && policy.applies()).then_some((*p, policy))
+        })
+        .collect()
+}
+
+/// The subjects that `evaluate` finds unsafe on this node.
+fn violations(
+    facts: &NodeFacts<'_>,
+    subjects: &[(&Pod, std::sync::Arc<EffectivePolicy>)],
+    profile: &NodeNetfilterProfile,
+    platform: &str,
+) -> Vec<Violation> {
+    let name = facts.node.metadata.name.as_deref().unwrap_or("");
+    let mut out = Vec::new();
+    for (pod, policy) in subjects {
         let Some(workload) = workload_of(pod) else {
             continue;
         };
@@ -207,6 +248,7 @@ fn violations(
             let mut codes: Vec<ReasonCode> = unsafe_reasons.iter().map(|r| r.code).collect();
             codes.sort();
             codes.dedup();
+            let ns = workload.namespace.as_deref().unwrap_or("default");
             out.push(Violation {
                 pod: format!("{ns}/{}", workload.name),
                 codes,
@@ -268,7 +310,7 @@ pub fn plan_node(facts: &NodeFacts<'_>) -> NodePlan {
 
     // Status: conditions + writer inventory.
     let mut new_status = None;
-    let mut profile_now = None;
+    let mut found = Vec::new();
     let mut requeue_after = None;
     if let Some(profile) = facts.profile {
         let empty = NodeNetfilterProfileStatus::default();
@@ -317,13 +359,17 @@ pub fn plan_node(facts: &NodeFacts<'_>) -> NodePlan {
                 target: EventTarget::Profile,
             });
         }
-        // Judge running workloads against the profile as it will be (new writers).
-        let mut merged = profile.clone();
-        let ms = merged.status.get_or_insert_with(Default::default);
-        ms.writers = desired.writers.clone();
-        ms.newest_writer_version = desired.newest_writer_version;
-        ms.oldest_reader_version = desired.oldest_reader_version;
-        profile_now = Some(merged);
+        // Judge running workloads against the profile as it will be (new
+        // writers); the copy is only made when some pod is to be judged.
+        let subjects = taint_subjects(facts);
+        if !subjects.is_empty() {
+            let mut merged = profile.clone();
+            let ms = merged.status.get_or_insert_with(Default::default);
+            ms.writers = desired.writers.clone();
+            ms.newest_writer_version = desired.newest_writer_version;
+            ms.oldest_reader_version = desired.oldest_reader_version;
+            found = violations(facts, &subjects, &merged, &platform);
+        }
         if controller_fields(current) != desired {
             new_status = Some(desired);
         }
@@ -336,7 +382,7 @@ pub fn plan_node(facts: &NodeFacts<'_>) -> NodePlan {
     }
 
     // Taints.
-    let violations = violations(facts, profile_now.as_ref(), &platform);
+    let violations = found;
     let wanted = WantedTaints {
         degraded: facts
             .settings
@@ -466,6 +512,7 @@ pub fn plan_all(c: &ClusterFacts<'_>) -> Vec<NodePlan> {
         .filter_map(|p| Some((profile_node(p)?, p)))
         .collect();
     let settings = TaintSettings::from_policies(c.policies);
+    let policy_cache = PolicyCache::new(c.policies);
     let mut tainted: BTreeSet<&str> = c
         .nodes
         .iter()
@@ -483,7 +530,7 @@ pub fn plan_all(c: &ClusterFacts<'_>) -> Vec<NodePlan> {
                 node,
                 profile: profiles.get(name).copied(),
                 pods: pods_by_node.get(name).unwrap_or(&none),
-                policies: c.policies,
+                policies: &policy_cache,
                 settings,
                 images: c.images,
                 tainted_elsewhere: tainted.len() - usize::from(tainted.contains(name)),

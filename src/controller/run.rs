@@ -6,7 +6,7 @@ use super::clock::Clock;
 use super::gather::{self, ImageSource};
 use super::metrics::{Metrics, Stage, StageLabel};
 use super::orphans::orphans;
-use super::plan::{NodeFacts, NodePlan, images_to_inspect, plan_node, profile_node};
+use super::plan::{NodeFacts, NodePlan, PolicyCache, images_to_inspect, plan_node, profile_node};
 use super::taints::{TaintSettings, has_nfguard_taint};
 use crate::api::{NetfilterPolicy, NodeNetfilterProfile};
 use futures::StreamExt;
@@ -88,14 +88,15 @@ pub async fn reconcile_node(node: &Node, ctx: &Ctx) -> Result<NodePlan, Reconcil
         }
     })?;
     let pods: Vec<&Pod> = g.pods.iter().collect();
-    let keys = images_to_inspect(node, &pods, &g.policies);
+    let policies = PolicyCache::new(&g.policies);
+    let keys = images_to_inspect(node, &pods, &policies);
     let images = ctx.images.resolve(&keys).await;
     let (tainted_elsewhere, total_nodes) = ctx.tainted_counts(&name);
     let plan = plan_node(&NodeFacts {
         node,
         profile: g.profile.as_ref(),
         pods: &pods,
-        policies: &g.policies,
+        policies: &policies,
         settings: TaintSettings::from_policies(&g.policies),
         images: &images,
         tainted_elsewhere,
