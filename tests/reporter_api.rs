@@ -431,7 +431,7 @@ async fn notification_bursts_are_debounced_into_one_write_and_no_change_writes_n
 }
 
 #[tokio::test(start_paused = true)]
-async fn without_notifications_every_poll_probes_fully() {
+async fn without_notifications_or_polled_state_every_poll_probes_fully() {
     let prober = ScriptedProber::new(vec![
         Ok(sample_status(1)),
         Ok(sample_status(1)),

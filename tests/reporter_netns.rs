@@ -333,3 +333,31 @@ fn metrics_health_and_readiness_are_served() {
         "{metrics}"
     );
 }
+
+#[test]
+fn without_notifications_nft_changes_are_found_by_polling_the_generation() {
+    let Some(ns) = Netns::new("repnonotify") else {
+        return;
+    };
+    let rep = Reporter::start(
+        &ns,
+        &[
+            "--no-nft-notifications",
+            "--poll-seconds",
+            "1",
+            "--heartbeat-seconds",
+            "3600",
+            "--metrics-listen",
+            "off",
+        ],
+    );
+    let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let m0 = mtime(&rep.status);
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(mtime(&rep.status), m0, "unchanged generation: no rewrite");
+    ns.iptables_ok("1.8.11", "iptables-nft", &["-A", "OUTPUT", "-j", "ACCEPT"]);
+    let (_, took) = rep.wait_for(Duration::from_secs(10), "the nft rule via polling", |v| {
+        rules(v, "nft") == 1
+    });
+    println!("nft change found by polling after {took:?}");
+}

@@ -49,6 +49,10 @@ pub struct Args {
     /// Probe, write one status, and exit.
     #[arg(long, env = "NFGUARD_ONCE")]
     pub once: bool,
+    /// Do not subscribe to nf_tables notifications (rely on polling the
+    /// generation id): for testing the fallback and for debugging.
+    #[arg(long, env = "NFGUARD_NO_NFT_NOTIFICATIONS", hide = true)]
+    pub no_nft_notifications: bool,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<u8> {
@@ -105,7 +109,7 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
         });
     }
 
-    let nft_events = if args.once {
+    let nft_events = if args.once || args.no_nft_notifications {
         None
     } else {
         match NftWatcher::subscribe() {

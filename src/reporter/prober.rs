@@ -16,6 +16,9 @@ use std::time::{Duration, Instant};
 /// looks like a change.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PolledState {
+    /// nf_tables generation id: a safety net for missed notifications and
+    /// the change detector when notifications are unavailable.
+    pub nft_generation: Option<u32>,
     pub legacy: Result<RuleSet, String>,
     pub bridge: BridgeFacts,
     pub ip_forward: Option<bool>,
@@ -81,6 +84,7 @@ impl Prober for NodeProber {
     async fn polled_state(&self) -> Option<PolledState> {
         let cfg = self.cfg.clone();
         tokio::task::spawn_blocking(move || PolledState {
+            nft_generation: kernel::nftables::generation_id().ok(),
             legacy: kernel::xtables::read().map_err(|e| e.to_string()),
             bridge: node::system::bridge(&cfg.proc_dir, &cfg.sys_dir),
             ip_forward: node::system::ip_forward(&cfg.proc_dir),

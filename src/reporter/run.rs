@@ -180,17 +180,15 @@ pub async fn run_loop(cfg: &LoopConfig, mut io: Io<'_>) -> Result<(), LoopError>
         }
         if now >= next_poll {
             next_poll = now + cfg.poll;
-            if io.nft_events.is_none() {
-                // No notifications (socket failed): nf_tables changes are
-                // only seen by probing, so every poll probes fully.
+            let fresh = io.prober.polled_state().await;
+            if fresh != polled {
+                io.metrics.xt_changes.inc();
+                polled = fresh;
                 probe_now = true;
-            } else {
-                let fresh = io.prober.polled_state().await;
-                if fresh != polled {
-                    io.metrics.xt_changes.inc();
-                    polled = fresh;
-                    probe_now = true;
-                }
+            } else if polled.is_none() && io.nft_events.is_none() {
+                // Neither notifications nor a snapshot to compare: only a
+                // full probe can notice a change.
+                probe_now = true;
             }
         }
         if state.retry_due(now) || (!state.has_pending() && state.heartbeat_due(now)) {
