@@ -64,8 +64,8 @@ for ((i = 0; i < ITER; i++)); do
   ip netns exec "$NS" "$BIN" inspect node -o json >/dev/null
   t2=$(now)
   base_wall+=($(( (t1 - t0) / 1000 ))); probe_wall+=($(( (t2 - t1) / 1000 )))
-  base_cpu+=($(cpu_of ip netns exec "$NS" sh -c 'iptables-nft-save >/dev/null 2>&1; iptables-legacy-save >/dev/null'))
-  probe_cpu+=($(cpu_of ip netns exec "$NS" "$BIN" inspect node -o json))
+  base_cpu+=("$(cpu_of ip netns exec "$NS" sh -c 'iptables-nft-save >/dev/null 2>&1; iptables-legacy-save >/dev/null')")
+  probe_cpu+=("$(cpu_of ip netns exec "$NS" "$BIN" inspect node -o json)")
 done
 m() { printf '%s\n' "$@" | median; }
 bw=$(m "${base_wall[@]}"); pw=$(m "${probe_wall[@]}"); bc=$(m "${base_cpu[@]}"); pc=$(m "${probe_cpu[@]}")
