@@ -105,6 +105,7 @@ fn check_debian(version: &str, alt: Alt, backend: &str) {
     let work = tempfile::tempdir().unwrap();
     let img = debian_image(&reg, work.path(), "debian-iptables", version, alt);
     let out = ok(&reg.host(), &img.reference, &[]);
+    println!("{out:#}"); // shown with --nocapture: a real example output
     assert_eq!(out["image"], img.reference.as_str());
     assert_eq!(out["digest"], img.digest.as_str());
     assert_eq!(out["platform"], "linux/amd64");

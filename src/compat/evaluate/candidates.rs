@@ -1,7 +1,7 @@
 //! The nodes a workload's pods can land on, as the scheduler (or the
 //! DaemonSet controller) would see them, and each node's platform.
 
-use super::selector::node_selector_requirement_matches;
+use super::selector::{node_selector_requirement_matches, requirement_matches_value};
 use super::workload::{Workload, WorkloadKind};
 use crate::api::NodeNetfilterProfile;
 use k8s_openapi::api::core::v1::{Node, NodeSelectorTerm, Taint, Toleration};
@@ -121,12 +121,11 @@ fn name_allowed(workload: &Workload, name: &str) -> bool {
         return true;
     };
     // Without labels a term passes unless its matchFields exclude the name.
-    let fields = BTreeMap::from([("metadata.name".to_string(), name.to_string())]);
     terms.iter().any(|t| {
         t.match_fields
             .iter()
             .flatten()
-            .all(|r| node_selector_requirement_matches(r, &fields))
+            .all(|r| field_matches(r, name))
     })
 }
 
@@ -157,7 +156,6 @@ fn affinity_ok(workload: &Workload, name: &str, labels: &BTreeMap<String, String
     let Some(terms) = required_terms(workload) else {
         return true;
     };
-    let fields = BTreeMap::from([("metadata.name".to_string(), name.to_string())]);
     terms.iter().any(|t| {
         let exprs = t.match_expressions.as_deref().unwrap_or(&[]);
         let flds = t.match_fields.as_deref().unwrap_or(&[]);
@@ -165,10 +163,14 @@ fn affinity_ok(workload: &Workload, name: &str, labels: &BTreeMap<String, String
             && exprs
                 .iter()
                 .all(|r| node_selector_requirement_matches(r, labels))
-            && flds
-                .iter()
-                .all(|r| node_selector_requirement_matches(r, &fields))
+            && flds.iter().all(|r| field_matches(r, name))
     })
+}
+
+/// matchFields supports only `metadata.name` (as in Kubernetes).
+fn field_matches(req: &k8s_openapi::api::core::v1::NodeSelectorRequirement, name: &str) -> bool {
+    let got = (req.key == "metadata.name").then_some(name);
+    requirement_matches_value(req, got)
 }
 
 /// The pod's tolerations plus those the DaemonSet controller adds to every
@@ -196,27 +198,34 @@ fn effective_tolerations(workload: &Workload) -> Vec<Toleration> {
 }
 
 fn taints_tolerated(node: &Node, tolerations: &[Toleration], no_execute_only: bool) -> bool {
+    const UNSCHEDULABLE: &str = "node.kubernetes.io/unschedulable";
     let spec = node.spec.as_ref();
-    let mut taints: Vec<Taint> = spec.and_then(|s| s.taints.clone()).unwrap_or_default();
-    if spec.and_then(|s| s.unschedulable).unwrap_or(false)
-        && !taints
-            .iter()
-            .any(|t| t.key == "node.kubernetes.io/unschedulable")
+    let taints: &[Taint] = spec.and_then(|s| s.taints.as_deref()).unwrap_or(&[]);
+    let relevant = |t: &&Taint| match t.effect.as_str() {
+        "NoExecute" => true,
+        "NoSchedule" => !no_execute_only,
+        _ => false,
+    };
+    if !taints
+        .iter()
+        .filter(relevant)
+        .all(|t| tolerations.iter().any(|tol| tolerates(tol, t)))
     {
-        taints.push(Taint {
-            key: "node.kubernetes.io/unschedulable".into(),
+        return false;
+    }
+    // spec.unschedulable acts as this taint (rare: built only when needed).
+    if !no_execute_only
+        && spec.and_then(|s| s.unschedulable).unwrap_or(false)
+        && !taints.iter().any(|t| t.key == UNSCHEDULABLE)
+    {
+        let t = Taint {
+            key: UNSCHEDULABLE.into(),
             effect: "NoSchedule".into(),
             ..Default::default()
-        });
+        };
+        return tolerations.iter().any(|tol| tolerates(tol, &t));
     }
-    taints
-        .iter()
-        .filter(|t| match t.effect.as_str() {
-            "NoExecute" => true,
-            "NoSchedule" => !no_execute_only,
-            _ => false,
-        })
-        .all(|t| tolerations.iter().any(|tol| tolerates(tol, t)))
+    true
 }
 
 /// Kubernetes' Toleration.ToleratesTaint.

@@ -6,14 +6,57 @@ use crate::api::{ActiveBackend, NodeNetfilterProfileStatus};
 use crate::compat::{Backend, Hazard, Severity, Version};
 
 /// Who wrote (or reads) a node's rules.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+#[derive(Clone, Copy, Debug)]
 pub enum Party<'a> {
     /// The node's own iptables (kubelet, firewalld, the OS).
     Host,
     /// A running writer pod's container (`status.writers`).
-    Pod { pod: &'a str, container: &'a str },
+    Pod {
+        /// An example: DaemonSet pods differ per node, so equality ignores it.
+        pod: &'a str,
+        container: &'a str,
+        image: &'a str,
+    },
     /// Only the summary field the controller wrote (no per-writer detail).
     Summary,
+}
+
+/// The same writer on every node (container + image), so findings about a
+/// DaemonSet's pods aggregate over nodes instead of one reason per pod.
+impl PartialEq for Party<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Party::Host, Party::Host) | (Party::Summary, Party::Summary) => true,
+            (
+                Party::Pod {
+                    container: c1,
+                    image: i1,
+                    ..
+                },
+                Party::Pod {
+                    container: c2,
+                    image: i2,
+                    ..
+                },
+            ) => c1 == c2 && i1 == i2,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Party<'_> {}
+
+impl std::hash::Hash for Party<'_> {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        std::mem::discriminant(self).hash(h);
+        if let Party::Pod {
+            container, image, ..
+        } = self
+        {
+            container.hash(h);
+            image.hash(h);
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -133,6 +176,7 @@ pub fn view(status: &NodeNetfilterProfileStatus) -> Option<NodeView<'_>> {
             party: Party::Pod {
                 pod: &w.pod,
                 container: &w.container,
+                image: &w.image,
             },
             version,
         };
@@ -155,7 +199,7 @@ pub fn view(status: &NodeNetfilterProfileStatus) -> Option<NodeView<'_>> {
     }
     if let Some(v) = status.oldest_reader_version
         && nft_target
-        && !status.writers.as_ref().is_some_and(|w| !w.is_empty())
+        && status.writers.as_ref().is_none_or(|w| w.is_empty())
         && host_nft != Some(v)
         && oldest_pod.is_none_or(|o| v < o.version)
     {

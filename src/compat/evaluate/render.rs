@@ -10,7 +10,11 @@ use crate::compat::{Backend, Version};
 fn party(p: Party<'_>) -> String {
     match p {
         Party::Host => "the host's iptables".into(),
-        Party::Pod { pod, container } => format!("pod {pod} container {container}"),
+        Party::Pod {
+            pod,
+            container,
+            image,
+        } => format!("writer container {container} ({image}, e.g. pod {pod})"),
         Party::Summary => "a writer pod (status.newestWriterVersion/oldestReaderVersion)".into(),
     }
 }
@@ -103,9 +107,10 @@ pub(super) fn reason(f: &Finding<'_>, nodes: Vec<&str>, containers: &[ContainerF
         ),
         ReasonCode::KernelLacksBackend => (
             format!("image writes through iptables-{eb} but the node's kernel does not support it"),
-            Some(format!(
+            Some(
                 "use an image with the other backend or iptables-wrapper, or keep it off these nodes"
-            )),
+                    .into(),
+            ),
         ),
         ReasonCode::OldReaderNewRules => {
             let need = min_reader
@@ -129,7 +134,7 @@ pub(super) fn reason(f: &Finding<'_>, nodes: Vec<&str>, containers: &[ContainerF
                 ),
                 Some(format!(
                     "use an image with iptables >= {need} (or iptables-wrapper on >= {need}); \
-                     or keep it on nodes where it is safe, e.g. nodeSelector nfguard.io/iptables-version={iv}"
+                     or keep it off nodes holding native rules: node affinity nfguard.io/min-reader DoesNotExist"
                 )),
             )
         }

@@ -81,9 +81,15 @@ struct Acc<'a> {
 impl<'a> Acc<'a> {
     fn push(&mut self, f: Finding<'a>, node: Option<&'a str>) {
         // Consecutive nodes usually repeat the previous finding: skip the hash.
+        // A handful of groups is the norm: comparing beats hashing there.
+        let small = || {
+            (self.groups.len() <= 16)
+                .then(|| self.groups.iter().position(|g| g.0 == f))
+                .flatten()
+        };
         let idx = match self.last {
             Some(i) if self.groups[i].0 == f => i,
-            _ => match self.index.get(&f) {
+            _ => match small().as_ref().or_else(|| self.index.get(&f)) {
                 Some(i) => *i,
                 None => {
                     self.groups.push((f, Vec::new()));
@@ -447,10 +453,6 @@ fn judge_pod<'a>(
     node: Option<&'a str>,
     acc: &mut Acc<'a>,
 ) {
-    let eff: Vec<(Judged<'a>, Backend)> = facts
-        .iter()
-        .filter_map(|j| Some((*j, effective_backend(j, nv)?.0)))
-        .collect();
     let mk = |mut f: Finding<'a>, j: &Judged<'a>, o: &Judged<'a>, eb: Backend| {
         f.container = Some(j.index);
         f.platform = Some(platform);
@@ -470,9 +472,11 @@ fn judge_pod<'a>(
         .and_then(|n| n.rules)
         .and_then(RulesBackend::target)
         .is_some();
-    let first_nft = eff.iter().find(|(_, b)| *b == Backend::Nft);
-    let first_legacy = eff.iter().find(|(_, b)| *b == Backend::Legacy);
-    if let (Some((n, _)), Some((l, _))) = (first_nft, first_legacy)
+    // No allocation here: this runs once per node.
+    let eb = |j: &Judged<'a>| effective_backend(j, nv).map(|(b, _)| b);
+    let first_nft = facts.iter().find(|j| eb(j) == Some(Backend::Nft));
+    let first_legacy = facts.iter().find(|j| eb(j) == Some(Backend::Legacy));
+    if let (Some(n), Some(l)) = (first_nft, first_legacy)
         && !(node_known && l.scope == Scope::HostShared)
     {
         acc.push(
@@ -485,15 +489,11 @@ fn judge_pod<'a>(
             node,
         );
     }
-    let nft: Vec<&Judged<'a>> = eff
-        .iter()
-        .filter(|(_, b)| *b == Backend::Nft)
-        .map(|(j, _)| j)
-        .collect();
-    if nft.len() < 2 {
+    let nft = || facts.iter().filter(|j| eb(j) == Some(Backend::Nft));
+    if nft().count() < 2 {
         return;
     }
-    if let Some(unknown) = nft.iter().find(|j| j.facts.version.is_none()) {
+    if let Some(unknown) = nft().find(|j| j.facts.version.is_none()) {
         if unknown.scope == Scope::PodNetns {
             let mut f = ctx.unknown(ReasonCode::ImageVersionUnknown);
             f.container = Some(unknown.index);
@@ -503,9 +503,10 @@ fn judge_pod<'a>(
         }
         return;
     }
-    let oldest = nft.iter().min_by_key(|j| j.facts.version).copied();
-    let newest = nft.iter().max_by_key(|j| j.facts.version).copied();
-    let (Some(o), Some(n)) = (oldest, newest) else {
+    let (Some(o), Some(n)) = (
+        nft().min_by_key(|j| j.facts.version),
+        nft().max_by_key(|j| j.facts.version),
+    ) else {
         return;
     };
     let (Some(ov), Some(nvv)) = (o.facts.version, n.facts.version) else {

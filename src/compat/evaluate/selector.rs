@@ -34,8 +34,12 @@ pub fn node_selector_requirement_matches(
     req: &NodeSelectorRequirement,
     labels: &BTreeMap<String, String>,
 ) -> bool {
+    requirement_matches_value(req, labels.get(&req.key).map(String::as_str))
+}
+
+/// One requirement against the value its key has (None: key absent).
+pub fn requirement_matches_value(req: &NodeSelectorRequirement, got: Option<&str>) -> bool {
     let values = req.values.as_deref().unwrap_or(&[]);
-    let got = labels.get(&req.key);
     let int_cmp = |want_greater: bool| -> bool {
         let (Some(g), [v]) = (got, values) else {
             return false;
@@ -52,8 +56,8 @@ pub fn node_selector_requirement_matches(
         }
     };
     match req.operator.as_str() {
-        "In" => got.is_some_and(|g| values.contains(g)),
-        "NotIn" => got.is_none_or(|g| !values.contains(g)),
+        "In" => got.is_some_and(|g| values.iter().any(|v| v == g)),
+        "NotIn" => got.is_none_or(|g| !values.iter().any(|v| v == g)),
         "Exists" => got.is_some(),
         "DoesNotExist" => got.is_none(),
         "Gt" => int_cmp(true),

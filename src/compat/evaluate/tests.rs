@@ -1032,8 +1032,8 @@ fn candidates_node_selector_affinity_and_taints() {
 #[test]
 fn candidates_nodes_without_profile_are_reported() {
     let w = host_writer("ok:1");
-    let profiles = vec![profile("a", &nft_node("1.8.9"))];
-    let nodes = vec![
+    let profiles = [profile("a", &nft_node("1.8.9"))];
+    let nodes = [
         node("a", json!({}), json!([])),
         node("z", json!({}), json!([])),
     ];

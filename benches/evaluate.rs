@@ -1,0 +1,199 @@
+//! Evaluating a DaemonSet with 3 containers against 5,000 node profiles
+//! (images already resolved). Target: under 5 ms. Reported as a ratio
+//! against a same-run baseline: the minimal pass any evaluator needs (read
+//! every candidate's status and compare one version per container).
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use k8s_openapi::api::core::v1::Node;
+use nfguard::api::{
+    ActiveBackend, BackendFacts, BackendsFacts, KernelFacts, NodeNetfilterProfile,
+    NodeNetfilterProfileSpec, NodeNetfilterProfileStatus, Writer,
+};
+use nfguard::compat::evaluate::{
+    DEFAULT_PLATFORM, EffectivePolicy, EvalInput, ImageResolutions, Workload, evaluate,
+    images_to_resolve, select_candidates,
+};
+use nfguard::compat::{Backend, ImageProfile, IptablesFacts, Version};
+use serde_json::json;
+use std::hint::black_box;
+
+const NODES: usize = 5_000;
+
+fn v(s: &str) -> Version {
+    s.parse().unwrap()
+}
+
+fn profiles() -> Vec<NodeNetfilterProfile> {
+    (0..NODES)
+        .map(|i| {
+            let name = format!("node-{i:05}");
+            let legacy = i % 10 == 0;
+            let host = ["1.8.7", "1.8.9", "1.8.11"][i % 3];
+            let mut p = NodeNetfilterProfile::new(
+                &name,
+                NodeNetfilterProfileSpec {
+                    node_name: Some(name.clone()),
+                },
+            );
+            let bf = |m: bool| BackendFacts {
+                tables: 3,
+                chains: 20,
+                rules: 200,
+                hint_chain: m,
+                canary_chain: m,
+                marker_tables: vec![],
+            };
+            p.status = Some(NodeNetfilterProfileStatus {
+                iptables: Some(IptablesFacts {
+                    version: Some(v(host)),
+                    backend: Some(if legacy {
+                        Backend::Legacy
+                    } else {
+                        Backend::Nft
+                    }),
+                    ..Default::default()
+                }),
+                kernel: Some(KernelFacts {
+                    release: "6.1".into(),
+                    nf_tables: true,
+                    ip_tables: true,
+                }),
+                backends: Some(BackendsFacts {
+                    nft: bf(!legacy),
+                    legacy: bf(legacy),
+                }),
+                active_backend: Some(if legacy {
+                    ActiveBackend::Legacy
+                } else {
+                    ActiveBackend::Nft
+                }),
+                min_reader_version: (host != "1.8.7" && !legacy).then(|| v("1.8.8")),
+                writers: Some(vec![Writer {
+                    pod: format!("kube-system/kube-proxy-{i}"),
+                    container: "kube-proxy".into(),
+                    image: "registry.k8s.io/kube-proxy:v1.33.0".into(),
+                    version: Some(v("1.8.9")),
+                    backend: Some(Backend::Wrapper),
+                    ..Default::default()
+                }]),
+                newest_writer_version: Some(v("1.8.9")),
+                oldest_reader_version: Some(v(host).min(v("1.8.9"))),
+                ..Default::default()
+            });
+            p
+        })
+        .collect()
+}
+
+fn nodes() -> Vec<Node> {
+    (0..NODES)
+        .map(|i| {
+            serde_json::from_value(json!({
+                "metadata": {"name": format!("node-{i:05}"), "labels": {
+                    "kubernetes.io/os": "linux",
+                    "kubernetes.io/arch": if i % 4 == 0 { "arm64" } else { "amd64" }}},
+                "spec": {"taints": if i % 50 == 0 {
+                    json!([{"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}])
+                } else { json!([]) }}
+            }))
+            .unwrap()
+        })
+        .collect()
+}
+
+fn daemonset() -> Workload {
+    let c = |name: &str, image: &str| {
+        json!({"name": name, "image": image,
+               "securityContext": {"capabilities": {"add": ["NET_ADMIN"]}}})
+    };
+    Workload::from_value(&json!({
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "cni", "namespace": "kube-system"},
+        "spec": {"template": {"spec": {
+            "hostNetwork": true,
+            "initContainers": [c("install", "cni:1.8.9")],
+            "containers": [c("agent", "cni-agent:wrapper"), c("proxy", "old-proxy:1.8.7")],
+        }}}
+    }))
+    .unwrap()
+    .unwrap()
+}
+
+fn resolutions(keys: &[nfguard::compat::evaluate::ImageKey]) -> ImageResolutions {
+    let mut res = ImageResolutions::new();
+    for k in keys {
+        let (ver, backend) = match k.image.as_str() {
+            "cni:1.8.9" => ("1.8.9", Backend::Nft),
+            "cni-agent:wrapper" => ("1.8.11", Backend::Wrapper),
+            _ => ("1.8.7", Backend::Nft),
+        };
+        res.insert_profile(
+            &k.image,
+            &k.platform,
+            ImageProfile {
+                image: k.image.clone(),
+                digest: "sha256:0".into(),
+                platform: k.platform.clone(),
+                iptables: Some(IptablesFacts {
+                    version: Some(v(ver)),
+                    backend: Some(backend),
+                    ..Default::default()
+                }),
+            },
+        );
+    }
+    res
+}
+
+fn bench(c: &mut Criterion) {
+    let profiles = profiles();
+    let nodes = nodes();
+    let prefs: Vec<&NodeNetfilterProfile> = profiles.iter().collect();
+    let nrefs: Vec<&Node> = nodes.iter().collect();
+    let w = daemonset();
+    let policy = EffectivePolicy::default();
+    let cands = select_candidates(&w, &prefs, &nrefs, DEFAULT_PLATFORM);
+    let images = resolutions(&images_to_resolve(&w, &cands, &policy));
+    let image_versions = [v("1.8.9"), v("1.8.11"), v("1.8.7")];
+
+    let mut g = c.benchmark_group("daemonset_3_containers_5000_nodes");
+    g.bench_function("baseline_min_pass", |b| {
+        b.iter(|| {
+            let mut unsafe_pairs = 0usize;
+            for p in black_box(&prefs) {
+                let min = p.status.as_ref().and_then(|s| s.min_reader_version);
+                for iv in &image_versions {
+                    if min.is_some_and(|m| *iv < m) {
+                        unsafe_pairs += 1;
+                    }
+                }
+            }
+            black_box(unsafe_pairs)
+        })
+    });
+    g.bench_function("evaluate", |b| {
+        b.iter(|| {
+            black_box(evaluate(&EvalInput {
+                workload: black_box(&w),
+                candidates: &cands,
+                images: &images,
+                policy: &policy,
+            }))
+        })
+    });
+    g.bench_function("select_candidates_and_evaluate", |b| {
+        b.iter(|| {
+            let cands = select_candidates(black_box(&w), &prefs, &nrefs, DEFAULT_PLATFORM);
+            black_box(evaluate(&EvalInput {
+                workload: &w,
+                candidates: &cands,
+                images: &images,
+                policy: &policy,
+            }))
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
