@@ -148,7 +148,7 @@ fn main() {
         &host,
         "bench-single",
         "v1",
-        &[single.clone()],
+        std::slice::from_ref(&single),
         &ImageConfig::default(),
     );
     std::fs::remove_file(&single.path).ok();

@@ -264,3 +264,58 @@ fn host_root_never_escapes() {
     assert_eq!(f.version, Some(Version::new(1, 8, 7)));
     assert_eq!(f.backend, Some(Backend::Nft));
 }
+
+/// `iptables v1.8.7 (nf_tables)` -> (1.8.7, nft).
+fn parse_version_output(out: &str) -> (Version, Backend) {
+    let rest = out.trim().strip_prefix("iptables v").expect(out);
+    let (v, b) = rest.split_once(' ').expect(out);
+    let backend = match b {
+        "(nf_tables)" => Backend::Nft,
+        "(legacy)" => Backend::Legacy,
+        other => panic!("unexpected backend {other}"),
+    };
+    (v.parse().unwrap(), backend)
+}
+
+#[test]
+fn agrees_with_what_the_real_binaries_print() {
+    // The oracle: each release's own `iptables --version`, run from the
+    // extracted tree (fixtures' `run` script), against what was read statically.
+    for (release, _, _) in RELEASES {
+        for backend in ["nft", "legacy"] {
+            let out = Command::new(fixtures().join(release).join("run"))
+                .arg(format!("iptables-{backend}"))
+                .arg("--version")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{release} {backend}");
+            let (v, b) = parse_version_output(&String::from_utf8_lossy(&out.stdout));
+            let t = installed(release, backend);
+            let f = collect(&HostRoot::new(t.path()), &BTreeMap::new())
+                .facts
+                .unwrap();
+            assert_eq!(f.version, Some(v), "{release} {backend}");
+            assert_eq!(f.backend, Some(b), "{release} {backend}");
+        }
+    }
+}
+
+#[test]
+fn this_machines_root_agrees_with_its_iptables() {
+    // The node path: HostRoot over a real root. Compared with what the host's
+    // own `iptables --version` prints (CI installs Debian's iptables).
+    let Ok(out) = Command::new("/usr/sbin/iptables").arg("--version").output() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI installs iptables: /usr/sbin/iptables missing"
+        );
+        println!("skipped: no /usr/sbin/iptables on this machine");
+        return;
+    };
+    let (v, b) = parse_version_output(&String::from_utf8_lossy(&out.stdout));
+    let c = collect(&HostRoot::new("/"), &BTreeMap::new());
+    assert!(c.settled);
+    let f = c.facts.unwrap();
+    assert_eq!(f.version, Some(v), "{f:#?}");
+    assert_eq!(f.backend, Some(b), "{f:#?}");
+}

@@ -2,7 +2,8 @@
 //!
 //! Trust order. Version: the version literal of the binary the `iptables`
 //! command runs (for iptables-wrapper: the bundled `xtables-nft-multi`, else
-//! `xtables-legacy-multi`; with no command: any xtables multi binary), then
+//! `xtables-legacy-multi`; with no command or a broken chain: any xtables
+//! multi binary), then
 //! the package databases (dpkg, apk, rpm), then the image label. Backend: the
 //! command's link chain, then the label. A lower-ranked source that disagrees
 //! is recorded in `conflicts`; the binary wins over package metadata, which
@@ -62,8 +63,11 @@ fn probe_binaries(root: &dyn RootFs, cmd: &command::CommandProbe) -> binary::Bin
             if let Some(path) = &c.binary {
                 bins.scan_path(root, path);
             } else {
-                // The chain is broken: only the link names are known.
-                bins.determined = cmd.determined;
+                // The chain is broken (a loop, a link out of the tracked
+                // paths): the bundled multi binaries still tell the release.
+                for name in binary::MULTI_BINARIES {
+                    bins.find(root, &binary::BINARY_DIRS, name);
+                }
             }
         }
         // The wrapper execs the multi binaries it finds next to itself or in

@@ -82,11 +82,15 @@ impl RootFs for HostRoot {
         }
         // O_NOFOLLOW: the canonical path's last component is not a link unless
         // it was swapped since we looked; then refuse rather than follow.
+        // O_NONBLOCK: a file swapped for a FIFO must not hang the probe.
         let file = std::fs::OpenOptions::new()
             .read(true)
-            .custom_flags(libc::O_NOFOLLOW)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
             .open(self.host_path(&r.path))
             .map_err(|e| io_err(&r.path, e))?;
+        if !file.metadata().map_err(|e| io_err(&r.path, e))?.is_file() {
+            return Err(FsError::NotAFile(r.path));
+        }
         let mut buf = Vec::with_capacity(size as usize);
         file.take(limit.saturating_add(1))
             .read_to_end(&mut buf)

@@ -5,6 +5,7 @@
 
 use super::paths;
 use super::rootfs::{FsError, Lookup, NodeKind, Resolved, RootFs, resolve_with};
+use super::tarstream::{Kind, TarError, TarReader};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io::Read;
 use std::sync::Arc;
@@ -93,8 +94,34 @@ pub struct Layer {
 const OPAQUE: &str = ".wh..wh..opq";
 const WHITEOUT_PREFIX: &str = ".wh.";
 
-fn tar_err(e: std::io::Error) -> LayerError {
-    LayerError::Tar(e.to_string())
+fn tar_err(e: TarError) -> LayerError {
+    match e {
+        TarError::Io(e) => LayerError::Io(e),
+        e => LayerError::Tar(e.to_string()),
+    }
+}
+
+/// Could this raw tar name be tracked (or be a whiteout of something
+/// tracked)? Every tracked path starts with one of these top directories;
+/// a whiteout of a top directory itself is `.wh.<dir>` at the root.
+fn maybe_tracked(raw: &str) -> bool {
+    let mut trimmed = raw;
+    loop {
+        if let Some(rest) = trimmed.strip_prefix("./") {
+            trimmed = rest;
+        } else if let Some(rest) = trimmed.strip_prefix('/') {
+            trimmed = rest;
+        } else {
+            break;
+        }
+    }
+    let first = trimmed.split('/').next().unwrap_or("");
+    // `..` components can move a name anywhere, and whiteouts at the root
+    // (`.wh.usr`, an opaque `/`) matter: let normalize decide.
+    raw.contains("..")
+        || first.is_empty()
+        || first.starts_with(WHITEOUT_PREFIX)
+        || matches!(first, "usr" | "var" | "lib" | "sbin" | "bin" | "etc")
 }
 
 impl Layer {
@@ -102,14 +129,18 @@ impl Layer {
     /// whiteouts and opaque markers.
     pub fn from_tar<R: Read>(tar: R, limits: &LayerLimits) -> Result<Layer, LayerError> {
         let mut layer = Layer::default();
-        let mut archive = tar::Archive::new(tar);
-        for entry in archive.entries().map_err(tar_err)? {
+        let mut reader = TarReader::new(tar);
+        while let Some(entry) = reader.next_entry().map_err(tar_err)? {
             layer.tar_entries += 1;
             if layer.tar_entries > limits.max_entries {
                 return Err(LayerError::TooManyEntries(limits.max_entries));
             }
-            let mut entry = entry.map_err(tar_err)?;
-            let path = paths::normalize(&String::from_utf8_lossy(&entry.path_bytes()));
+            if !maybe_tracked(&entry.path) {
+                // Cheap reject before normalizing: the data is skipped by
+                // the next `next_entry`.
+                continue;
+            }
+            let path = paths::normalize(&entry.path);
             let name = paths::file_name(&path);
             if name == OPAQUE {
                 let dir = paths::parent(&path);
@@ -126,24 +157,12 @@ impl Layer {
                 continue;
             }
             if path == "/" || !paths::is_tracked(&path) {
-                // The tar reader skips the unread data when advancing.
                 continue;
             }
-            let kind = entry.header().entry_type();
-            let new = if kind.is_dir() {
-                Entry::Dir { implicit: false }
-            } else if kind.is_symlink() {
-                let target = entry
-                    .link_name_bytes()
-                    .map(|t| String::from_utf8_lossy(&t).into_owned())
-                    .unwrap_or_default();
-                Entry::Symlink(target)
-            } else if kind.is_hard_link() {
-                let target = entry
-                    .link_name_bytes()
-                    .map(|t| paths::normalize(&String::from_utf8_lossy(&t)))
-                    .unwrap_or_default();
-                match layer.entries.get(&target) {
+            let new = match entry.kind {
+                Kind::Dir => Entry::Dir { implicit: false },
+                Kind::Symlink => Entry::Symlink(entry.link.clone()),
+                Kind::HardLink => match layer.entries.get(&paths::normalize(&entry.link)) {
                     Some(Entry::File { size, content }) => Entry::File {
                         size: *size,
                         content: content.clone(),
@@ -152,34 +171,27 @@ impl Layer {
                         size: 0,
                         content: Content::Dropped("hard link to an entry this layer did not keep"),
                     },
+                },
+                Kind::File => {
+                    let size = entry.size;
+                    let content = if !paths::wants_content(&path) {
+                        Content::Dropped("content not needed by any probe")
+                    } else if size > limits.max_file_bytes {
+                        Content::Oversize(limits.max_file_bytes)
+                    } else {
+                        if layer.retained_bytes + size > limits.max_retained_bytes {
+                            return Err(LayerError::Limit(format!(
+                                "layer retains more than {} bytes of probe files (at {path})",
+                                limits.max_retained_bytes
+                            )));
+                        }
+                        let data = reader.read_data(size).map_err(tar_err)?;
+                        layer.retained_bytes += size;
+                        Content::Retained(data.into())
+                    };
+                    Entry::File { size, content }
                 }
-            } else if kind.is_file() || kind == tar::EntryType::Continuous {
-                let size = entry.size();
-                let content = if !paths::wants_content(&path) {
-                    Content::Dropped("content not needed by any probe")
-                } else if size > limits.max_file_bytes {
-                    Content::Oversize(limits.max_file_bytes)
-                } else {
-                    if layer.retained_bytes + size > limits.max_retained_bytes {
-                        return Err(LayerError::Limit(format!(
-                            "layer retains more than {} bytes of probe files (at {path})",
-                            limits.max_retained_bytes
-                        )));
-                    }
-                    let mut buf = Vec::with_capacity(size as usize);
-                    (&mut entry)
-                        .take(size)
-                        .read_to_end(&mut buf)
-                        .map_err(tar_err)?;
-                    if (buf.len() as u64) < size {
-                        return Err(LayerError::Tar(format!("{path}: truncated file data")));
-                    }
-                    layer.retained_bytes += size;
-                    Content::Retained(buf.into())
-                };
-                Entry::File { size, content }
-            } else {
-                Entry::Other
+                Kind::Other => Entry::Other,
             };
             layer.insert(path, new);
         }
@@ -265,10 +277,13 @@ impl LayeredRoot {
                 break;
             }
         }
+        // A directory only implied by a child's name (no entry of its own)
+        // exists as a directory unless a read layer below names it: a tar
+        // extractor creates it, or follows a lower layer's link there.
         Ok(match (implied, closed) {
-            (Some(e), true) => Lookup::Found(e),
+            (Some(e), _) => Lookup::Found(e),
             (None, true) => Lookup::Absent,
-            (_, false) => Lookup::Unknown,
+            (None, false) => Lookup::Unknown,
         })
     }
 

@@ -10,6 +10,7 @@ pub mod layered;
 pub mod paths;
 pub mod probes;
 pub mod rootfs;
+pub mod tarstream;
 
 pub use collect::{Collected, collect};
 pub use host::HostRoot;

@@ -351,10 +351,18 @@ impl Inner {
         parse: impl FnOnce(&mut ChannelReader) -> Result<T, RegistryError> + Send + 'static,
     ) -> Result<T, RegistryError> {
         let registry = r.resolve_registry().to_string();
-        let sized = client
-            .pull_blob_stream(r, desc)
+        // A ranged request from 0 gets the whole blob; the client then leaves
+        // verification to us (`stream::pump` hashes it) instead of hashing it
+        // a second time. A registry that ignores Range answers 200 and the
+        // client verifies too.
+        let sized = match client
+            .pull_blob_stream_partial(r, desc, 0, None)
             .await
-            .map_err(|e| map_oci(e, &registry, &format!("blob {}", desc.digest)))?;
+            .map_err(|e| map_oci(e, &registry, &format!("blob {}", desc.digest)))?
+        {
+            oci_client::client::BlobResponse::Full(s)
+            | oci_client::client::BlobResponse::Partial(s) => s,
+        };
         let (tx, mut reader) = stream::channel();
         let parsing = tokio::task::spawn_blocking(move || parse(&mut reader));
         let size = u64::try_from(desc.size).ok().filter(|s| *s > 0);

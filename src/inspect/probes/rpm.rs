@@ -6,7 +6,7 @@
 use super::{PackageHit, PackageProbe};
 use crate::compat::EvidenceSource;
 use crate::inspect::paths::RPMDB_SQLITE;
-use crate::inspect::rootfs::RootFs;
+use crate::inspect::rootfs::{Lookup, RootFs};
 
 /// Package names that ship the `iptables` command (RHEL 8 `iptables`,
 /// Fedora / RHEL 9 `iptables-nft` and `iptables-legacy`).
@@ -27,7 +27,15 @@ pub enum RpmError {
 
 pub fn probe(root: &dyn RootFs) -> PackageProbe {
     let mut p = PackageProbe::new();
+    let mut seen: Vec<String> = Vec::new();
     for path in RPMDB_SQLITE {
+        // /var/lib/rpm is usually a link to the sysimage location: read once.
+        if let Ok(Lookup::Found(r)) = root.resolve(path, true) {
+            if seen.contains(&r.path) {
+                continue;
+            }
+            seen.push(r.path);
+        }
         let Some(data) = p.read(root, EvidenceSource::Rpm, path) else {
             continue;
         };
@@ -41,10 +49,6 @@ pub fn probe(root: &dyn RootFs) -> PackageProbe {
                 })
             })),
             Err(e) => p.note(EvidenceSource::Rpm, path, e.to_string()),
-        }
-        // /var/lib/rpm is usually a symlink to the sysimage location: one read is enough.
-        if !p.hits.is_empty() {
-            break;
         }
     }
     p
