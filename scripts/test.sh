@@ -15,6 +15,7 @@ APT_PACKAGES=(
   docker-registry skopeo umoci      # a real OCI registry on loopback, image tooling
   libclang-dev pkg-config           # build-time needs of -sys crates
   shellcheck jq zstd curl ca-certificates
+  rpm                               # a real rpmdb.sqlite for the rpm probe test
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -26,6 +27,10 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 command -v cargo-nextest >/dev/null || cargo install --locked cargo-nextest
+
+# Offline manifest validation (scripts/check-install.sh): pinned PyPI packages.
+python3 -m pip install --quiet --disable-pip-version-check \
+  kubernetes-validate==1.37.0 jsonschema==4.26.0 PyYAML==6.0.3 common-expression-language==0.10.0
 
 # Real iptables releases 1.8.7 / 1.8.9 / 1.8.11 from Debian's archive.
 export NFGUARD_FIXTURES="${NFGUARD_FIXTURES:-$PWD/target/fixtures}"

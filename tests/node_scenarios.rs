@@ -434,7 +434,7 @@ fn as_profile_prints_a_complete_object() {
     assert_eq!(v["status"]["activeBackend"], "nft");
     assert!(v["status"]["lastProbeTime"].is_string());
     let p: nfguard::api::NodeNetfilterProfile = serde_json::from_value(v).expect("round trip");
-    assert_eq!(p.status.unwrap().backends.unwrap().nft.hint_chain, true);
+    assert!(p.status.unwrap().backends.unwrap().nft.hint_chain);
     // YAML is the default for --as-profile without -o.
     let out = netns::check(
         ns.nfguard(&[
@@ -449,4 +449,149 @@ fn as_profile_prints_a_complete_object() {
     );
     let y: nfguard::api::NodeNetfilterProfile = serde_yaml::from_slice(&out.stdout).expect("yaml");
     assert_eq!(y.spec.node_name.as_deref(), Some("node-a"));
+}
+
+/// Many rules in both backends: multi-datagram nf_tables dumps and a large
+/// x_tables blob are read completely and counted exactly.
+#[test]
+fn large_rulesets_are_counted_exactly() {
+    let Some(ns) = Netns::new("large") else {
+        return;
+    };
+    let chains = 300;
+    let mut input =
+        String::from("*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n");
+    for c in 0..chains {
+        input.push_str(&format!(":KUBE-SVC-{c} - [0:0]\n"));
+    }
+    for c in 0..chains {
+        input.push_str(&format!(
+            "-A INPUT -p tcp --dport {} -j KUBE-SVC-{c}\n",
+            1000 + c
+        ));
+        for r in 0..9 {
+            input.push_str(&format!(
+                "-A KUBE-SVC-{c} -s 10.{}.{r}.0/24 -m comment --comment \"ep {c}/{r}\" -j ACCEPT\n",
+                c % 250
+            ));
+        }
+    }
+    input.push_str("COMMIT\n");
+    netns::check(
+        ns.iptables_stdin("1.8.9", "iptables-nft-restore", &[], &input),
+        "nft restore",
+    );
+    netns::check(
+        ns.iptables_stdin("1.8.9", "iptables-legacy-restore", &[], &input),
+        "legacy restore",
+    );
+    let v = inspect(&ns);
+    for b in ["nft", "legacy"] {
+        assert_eq!(v["backends"][b]["rules"], chains * 10, "{b}: {v:#}");
+        assert_eq!(v["backends"][b]["chains"], chains + 3, "{b}");
+    }
+    assert!(v["probeError"].is_null(), "{v:#}");
+}
+
+/// Rules changing during the probe: the generation check / NLM_F_DUMP_INTR
+/// restart yields a complete read, never an error or a torn picture.
+#[test]
+fn probe_while_rules_change() {
+    let Some(ns) = Netns::new("churn") else {
+        return;
+    };
+    let writer = std::process::Command::new("ip")
+        .args(["netns", "exec", &ns.name, "sh", "-c"])
+        .arg(format!(
+            "for i in $(seq 1 300); do {} iptables-nft -A INPUT -p tcp --dport $i -j ACCEPT || exit 1; done",
+            netns::release_dir("1.8.9").join("run").display()
+        ))
+        .spawn()
+        .expect("spawn writer");
+    let mut writer = scopeguard(writer);
+    let mut last = 0;
+    for _ in 0..20 {
+        let v = inspect(&ns);
+        assert!(v["probeError"].is_null(), "{v:#}");
+        let rules = v["backends"]["nft"]["rules"].as_u64().unwrap();
+        assert!(
+            rules >= last,
+            "rule count went backwards: {last} -> {rules}"
+        );
+        last = rules;
+    }
+    assert!(writer.0.wait().expect("writer").success());
+    let v = inspect(&ns);
+    assert_eq!(v["backends"]["nft"]["rules"], 300);
+}
+
+/// Kills the child if the test panics before waiting for it.
+struct Guard(std::process::Child);
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+fn scopeguard(c: std::process::Child) -> Guard {
+    Guard(c)
+}
+
+/// Tables iptables does not own (nft-native rule sets) are listed, not counted.
+#[test]
+fn foreign_nft_tables_are_listed_not_counted() {
+    let Some(ns) = Netns::new("foreign") else {
+        return;
+    };
+    kubelet_chains(&ns, "1.8.9", "iptables-nft");
+    ns.exec_ok(&["nft", "add table inet fw; add chain inet fw input { type filter hook input priority 0; }; add rule inet fw input tcp dport 22 drop"]);
+    let v = inspect(&ns);
+    assert_eq!(v["otherNftTables"], serde_json::json!(["inet/fw"]), "{v:#}");
+    assert_eq!(v["backends"]["nft"]["rules"], 0);
+    assert_eq!(v["activeBackend"], "nft");
+    assert!(
+        v["nativeFeatures"].as_array().unwrap().is_empty(),
+        "native rules outside iptables tables do not count"
+    );
+}
+
+/// Without CAP_NET_ADMIN the probe reports what it could not read and exits 0.
+#[test]
+fn unprivileged_probe_reports_failure_not_crash() {
+    let Some(ns) = Netns::new("unpriv") else {
+        return;
+    };
+    let out = netns::check(
+        ns.exec(&[
+            "setpriv",
+            "--reuid",
+            "65534",
+            "--regid",
+            "65534",
+            "--clear-groups",
+            env!("CARGO_BIN_EXE_nfguard"),
+            "inspect",
+            "node",
+            "--host-root",
+            "/nonexistent",
+            "-o",
+            "json",
+        ]),
+        "unprivileged nfguard",
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(hazards(&v, "ProbeFailed").len(), 2, "{v:#}");
+    assert!(
+        v["probeError"]
+            .as_str()
+            .is_some_and(|e| e.contains("nft:") && e.contains("legacy:"))
+    );
+    assert_eq!(
+        v["kernel"]["nfTables"], true,
+        "EPERM still means nf_tables exists"
+    );
+    assert!(
+        v.get("activeBackend").is_none() && v.get("nativeFeatures").is_none(),
+        "{v:#}"
+    );
 }

@@ -72,9 +72,10 @@ impl Socket {
         })
     }
 
-    fn send(&mut self, msg: u16, family: u8, dump: bool) -> Result<u32, KernelError> {
+    fn send(&mut self, msg: u16, family: u8, dump: bool, attrs: &[u8]) -> Result<u32, KernelError> {
         self.seq = self.seq.wrapping_add(1);
-        let mut req = [0u8; NLMSG_HDRLEN + NFGENMSG_LEN];
+        let mut req = vec![0u8; NLMSG_HDRLEN + NFGENMSG_LEN];
+        req.extend_from_slice(attrs);
         let len = req.len() as u32;
         req[0..4].copy_from_slice(&len.to_ne_bytes());
         let ty = (NFNL_SUBSYS_NFTABLES << 8) | msg;
@@ -143,9 +144,21 @@ impl Socket {
         msg: u16,
         family: u8,
         dump: bool,
+        on_msg: impl FnMut(&Message<'_>) -> Result<(), KernelError>,
+    ) -> Result<bool, KernelError> {
+        self.request_with(msg, family, dump, &[], on_msg)
+    }
+
+    /// `request` with request attributes (e.g. a dump filter), already encoded.
+    pub fn request_with(
+        &mut self,
+        msg: u16,
+        family: u8,
+        dump: bool,
+        attrs: &[u8],
         mut on_msg: impl FnMut(&Message<'_>) -> Result<(), KernelError>,
     ) -> Result<bool, KernelError> {
-        let seq = self.send(msg, family, dump)?;
+        let seq = self.send(msg, family, dump, attrs)?;
         let mut intact = true;
         loop {
             let n = self.recv()?;
@@ -209,6 +222,18 @@ impl Socket {
 
 fn align4(n: usize) -> usize {
     (n + 3) & !3
+}
+
+/// Encode one string attribute (NUL-terminated, padded).
+pub fn put_str(out: &mut Vec<u8>, ty: u16, s: &str) {
+    let len = 4 + s.len() + 1;
+    out.extend_from_slice(&(len as u16).to_ne_bytes());
+    out.extend_from_slice(&ty.to_ne_bytes());
+    out.extend_from_slice(s.as_bytes());
+    out.push(0);
+    while !out.len().is_multiple_of(4) {
+        out.push(0);
+    }
 }
 
 /// A bounds-checked walk over netlink attributes (`nla_len`, `nla_type`, payload, pad).

@@ -3,7 +3,7 @@
 //! a change in between is noticed and the read repeated. Only the attributes
 //! the probe uses are decoded.
 
-use super::netlink::{Message, Socket, attr_be32, attr_str, attrs};
+use super::netlink::{Message, Socket, attr_be32, attr_str, attrs, put_str};
 use super::{
     Chain, Expr, Family, KernelError, MAX_CHAINS, MAX_RULES, Rule, RuleSet, Table, Verdict,
 };
@@ -16,7 +16,9 @@ const NFT_MSG_GETGEN: u16 = 16;
 const NFPROTO_UNSPEC: u8 = 0;
 const ATTEMPTS: usize = 5;
 
-/// Read every nf_tables table, chain and rule of the current network namespace.
+/// Read every nf_tables table and chain of the current network namespace,
+/// and the rules of the iptables-owned tables (ip/ip6 filter, nat, mangle,
+/// raw, security); other tables are listed with their chains but no rules.
 /// `Err(KernelError::Netlink(..))` with EPROTONOSUPPORT/EOPNOTSUPP/ENOENT-like
 /// errors means the kernel has no nf_tables.
 pub fn read() -> Result<RuleSet, KernelError> {
@@ -39,9 +41,23 @@ pub fn read() -> Result<RuleSet, KernelError> {
     })
 }
 
-/// Whether the kernel answers nf_tables requests at all.
+/// Whether the kernel has nf_tables. A permission error still means it
+/// exists (the caller lacks CAP_NET_ADMIN); a kernel without it rejects the
+/// subsystem with EOPNOTSUPP/EPROTONOSUPPORT/EINVAL.
 pub fn available() -> bool {
-    Socket::open().and_then(|mut s| generation(&mut s)).is_ok()
+    match generation_id() {
+        Ok(_) => true,
+        Err(KernelError::Netlink(e)) => {
+            matches!(e.raw_os_error(), Some(libc::EPERM | libc::EACCES))
+        }
+        Err(_) => false,
+    }
+}
+
+/// The nf_tables ruleset generation: it changes with every committed change,
+/// so a caller can skip a full read when it equals the last one seen.
+pub fn generation_id() -> Result<u32, KernelError> {
+    generation(&mut Socket::open()?)
 }
 
 fn generation(sock: &mut Socket) -> Result<u32, KernelError> {
@@ -119,20 +135,52 @@ fn read_once(sock: &mut Socket) -> Result<Option<RuleSet>, KernelError> {
         return Ok(None);
     }
 
+    // Rules only of the iptables-owned tables, one filtered dump per table:
+    // the kernel serializes nothing else (a node may hold large native nft
+    // rule sets of its own), and a dump continuation only re-walks its table.
     let mut rules = 0usize;
     // Cache the last (table, chain) lookup: a dump delivers each chain's rules together.
     let mut last: Option<(u8, String, String, usize, usize)> = None;
-    let intact = sock.request(NFT_MSG_GETRULE, NFPROTO_UNSPEC, true, |m| {
-        rules += 1;
-        if rules > MAX_RULES {
-            return Err(KernelError::Limit(format!(
-                "more than {MAX_RULES} nf_tables rules"
-            )));
+    // One filtered dump per chain of the iptables-owned tables. The kernel
+    // resumes a multi-part dump by re-walking every rule before the resume
+    // point, which is quadratic over one big dump; per chain it only
+    // re-walks that chain, and nothing outside iptables' tables is
+    // serialized at all (a node may hold large native nft rule sets).
+    let mut requests: Vec<(u8, String, String)> = Vec::new();
+    for ((family, table), &ti) in &table_idx {
+        let fam = Family::from_nfproto(*family);
+        if !(matches!(fam, Family::Ip | Family::Ip6)
+            && super::IPTABLES_TABLES.contains(&table.as_str()))
+        {
+            continue;
         }
-        decode_rule(m, &table_idx, &chain_idx, &mut last, &mut set)
-    })?;
-    if !intact {
-        return Ok(None);
+        for chain in &set.tables[ti].chains {
+            requests.push((*family, table.clone(), chain.name.clone()));
+        }
+    }
+    let mut filter = Vec::with_capacity(128);
+    for (family, table, chain) in requests {
+        filter.clear();
+        put_str(&mut filter, 1, &table); // NFTA_RULE_TABLE
+        put_str(&mut filter, 2, &chain); // NFTA_RULE_CHAIN
+        let res = sock.request_with(NFT_MSG_GETRULE, family, true, &filter, |m| {
+            rules += 1;
+            if rules > MAX_RULES {
+                return Err(KernelError::Limit(format!(
+                    "more than {MAX_RULES} nf_tables rules"
+                )));
+            }
+            decode_rule(m, &table_idx, &chain_idx, &mut last, &mut set)
+        });
+        match res {
+            Ok(true) => {}
+            Ok(false) => return Ok(None),
+            // The table or chain went away since its dump: read again.
+            Err(KernelError::Netlink(e)) if e.raw_os_error() == Some(libc::ENOENT) => {
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        }
     }
     Ok(Some(set))
 }
@@ -156,9 +204,15 @@ fn decode_rule(
     let (Some(table), Some(chain)) = (table, chain) else {
         return Ok(());
     };
-    let (table, chain) = (attr_str(table), attr_str(chain));
-    let hit = matches!(last, Some((f, t, c, _, _)) if *f == m.family && *t == table && *c == chain);
+    // Compare raw bytes with the cached chain first: no allocation per rule.
+    let (table, chain) = (cbytes(table), cbytes(chain));
+    let hit = matches!(last, Some((f, t, c, _, _))
+        if *f == m.family && t.as_bytes() == table && c.as_bytes() == chain);
     if !hit {
+        let (table, chain) = (
+            String::from_utf8_lossy(table).into_owned(),
+            String::from_utf8_lossy(chain).into_owned(),
+        );
         let Some(&ti) = table_idx.get(&(m.family, table.clone())) else {
             return Ok(()); // table created after our table dump; the generation check catches it
         };
@@ -170,7 +224,9 @@ fn decode_rule(
     let Some((_, _, _, ti, ci)) = last else {
         return Ok(());
     };
-    let mut rule = Rule::default();
+    let mut rule = Rule {
+        exprs: Vec::with_capacity(8),
+    };
     if let Some(list) = exprs_raw {
         for (ty, elem) in attrs(list) {
             if ty == 1 {
@@ -183,17 +239,23 @@ fn decode_rule(
     Ok(())
 }
 
+/// A NUL-terminated attribute's bytes, without allocating.
+fn cbytes(b: &[u8]) -> &[u8] {
+    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    &b[..end]
+}
+
 fn decode_expr(elem: &[u8]) -> Expr {
-    let (mut name, mut data) = (String::new(), &[][..]);
+    let (mut name, mut data) = (&[][..], &[][..]);
     for (ty, p) in attrs(elem) {
         match ty {
-            1 => name = attr_str(p),
+            1 => name = cbytes(p),
             2 => data = p,
             _ => {}
         }
     }
-    match name.as_str() {
-        "match" => {
+    match name {
+        b"match" => {
             let (mut xt, mut info) = (String::new(), &[][..]);
             for (ty, p) in attrs(data) {
                 match ty {
@@ -205,14 +267,14 @@ fn decode_expr(elem: &[u8]) -> Expr {
             let comment = (xt == "comment").then(|| attr_str(info));
             Expr::Match { name: xt, comment }
         }
-        "target" => {
+        b"target" => {
             let xt = attrs(data)
                 .find(|(ty, _)| *ty == 1)
                 .map(|(_, p)| attr_str(p))
                 .unwrap_or_default();
             Expr::Target { name: xt }
         }
-        "meta" => {
+        b"meta" => {
             let (mut key, mut set) = (u32::MAX, false);
             for (ty, p) in attrs(data) {
                 match ty {
@@ -223,7 +285,7 @@ fn decode_expr(elem: &[u8]) -> Expr {
             }
             Expr::Meta { key, set }
         }
-        "payload" => {
+        b"payload" => {
             let (mut base, mut offset, mut len) = (u32::MAX, 0, 0);
             for (ty, p) in attrs(data) {
                 match ty {
@@ -235,13 +297,13 @@ fn decode_expr(elem: &[u8]) -> Expr {
             }
             Expr::Payload { base, offset, len }
         }
-        "immediate" => decode_immediate(data),
-        "cmp" => Expr::Cmp,
-        "bitwise" => Expr::Bitwise,
-        "range" => Expr::Range,
-        "counter" => Expr::Counter,
-        "log" => Expr::Log,
-        _ => Expr::Other(name),
+        b"immediate" => decode_immediate(data),
+        b"cmp" => Expr::Cmp,
+        b"bitwise" => Expr::Bitwise,
+        b"range" => Expr::Range,
+        b"counter" => Expr::Counter,
+        b"log" => Expr::Log,
+        other => Expr::Other(String::from_utf8_lossy(other).into_owned()),
     }
 }
 

@@ -31,13 +31,13 @@ const V4: Layout = Layout {
     v6: false,
     entry_size: 112,
     target_offset_at: 88,
-    goto_flag: 0x08,
+    goto_flag: 0x02, // IPT_F_GOTO
 };
 const V6: Layout = Layout {
     v6: true,
     entry_size: 168,
     target_offset_at: 140,
-    goto_flag: 0x04,
+    goto_flag: 0x04, // IP6T_F_GOTO
 };
 
 /// `thread-self`, not `self`: /proc/self/net is the main thread's namespace,

@@ -30,14 +30,14 @@ pub fn assess(facts: &NodeFacts, min_reader: Option<Version>) -> Vec<Hazard> {
     out.extend(unconditional_drops(nft, Backend::Nft));
     out.extend(unconditional_drops(legacy, Backend::Legacy));
     out.extend(mixed_backends(nft, legacy));
-    if facts.nft.is_ok() || facts.legacy.is_ok() {
+    if facts.nft.is_ok() && facts.legacy.is_ok() {
         out.extend(kubelet_chains_missing(nft, legacy));
     }
     out.extend(bridge_disabled(facts));
     out.extend(known_bad(facts));
     out.extend(old_reader(facts, min_reader));
     out.extend(probe_failures(facts));
-    out.sort_by(|a, b| b.severity.cmp(&a.severity));
+    out.sort_by_key(|h| std::cmp::Reverse(h.severity));
     out
 }
 
@@ -349,16 +349,22 @@ mod tests {
             ..Default::default()
         });
         f.bridge.call_iptables = false;
-        f.legacy = Err("boom".into());
         let codes: Vec<_> = assess(&f, None).iter().map(|h| h.code).collect();
         for c in [
             HazardCode::KnownBadIptables,
             HazardCode::KubeletChainsMissing,
             HazardCode::BridgeNetfilterDisabled,
-            HazardCode::ProbeFailed,
         ] {
             assert!(codes.contains(&c), "{c} missing from {codes:?}");
         }
         assert_eq!(codes[0], HazardCode::KnownBadIptables, "critical first");
+        // One backend unreadable: reported, and no guess about marker chains.
+        f.legacy = Err("boom".into());
+        let codes: Vec<_> = assess(&f, None).iter().map(|h| h.code).collect();
+        assert!(codes.contains(&HazardCode::ProbeFailed), "{codes:?}");
+        assert!(
+            !codes.contains(&HazardCode::KubeletChainsMissing),
+            "{codes:?}"
+        );
     }
 }

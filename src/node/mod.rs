@@ -60,12 +60,13 @@ pub struct NodeFacts {
 /// Read everything (blocking; call from `spawn_blocking` in async code).
 pub fn gather(cfg: &ProbeConfig) -> NodeFacts {
     let (iptables, host_error) = host_iptables(&cfg.host_root);
-    let nft = kernel::nftables::read().map_err(|e| e.to_string());
-    // nf_tables is supported when a read worked, or failed for another reason than absence.
-    let nf_tables_supported = match &nft {
-        Ok(_) => true,
-        Err(_) => kernel::nftables::available(),
-    };
+    let mut nft = kernel::nftables::read().map_err(|e| e.to_string());
+    // nf_tables is supported when a read worked, or failed for another reason
+    // than absence; a kernel without it simply holds no nf_tables rules.
+    let nf_tables_supported = nft.is_ok() || kernel::nftables::available();
+    if !nf_tables_supported {
+        nft = Ok(RuleSet::default());
+    }
     let ip_tables_supported = kernel::xtables::available();
     let legacy = kernel::xtables::read().map_err(|e| e.to_string());
     NodeFacts {
@@ -134,7 +135,8 @@ pub fn status_from_facts(facts: &NodeFacts) -> NodeNetfilterProfileStatus {
         active_backend: both_read.then(|| backends::active_backend(nft, legacy)),
         wrapper_backend: both_read.then(|| backends::wrapper_choice(nft, legacy)),
         min_reader_version: min,
-        native_features: Some(features),
+        // Unknown, not "none", when nf_tables could not be read.
+        native_features: facts.nft.is_ok().then_some(features),
         other_nft_tables: (!other.is_empty()).then_some(other),
         bridge: Some(facts.bridge.clone()),
         ip_forward: facts.ip_forward,

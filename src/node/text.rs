@@ -23,14 +23,12 @@ pub fn render(s: &NodeNetfilterProfileStatus) -> String {
     if let Some(w) = s.wrapper_backend {
         let _ = writeln!(o, "Wrapper would use: {w}");
     }
-    let _ = writeln!(
-        o,
-        "Min safe reader:   {}",
-        s.min_reader_version.map_or(
-            "any iptables-nft (only xt-compat expressions)".to_string(),
-            |v| { format!("iptables-nft >= {v}") }
-        )
-    );
+    let min = match (s.min_reader_version, &s.native_features) {
+        (Some(v), _) => format!("iptables-nft >= {v}"),
+        (None, Some(_)) => "any iptables-nft (only xt-compat expressions)".to_string(),
+        (None, None) => "unknown (nf_tables not read)".to_string(),
+    };
+    let _ = writeln!(o, "Min safe reader:   {min}");
     match &s.iptables {
         Some(i) => {
             let _ = writeln!(
