@@ -135,6 +135,12 @@ pub struct Fixture {
     pub dir: tempfile::TempDir,
 }
 
+impl Default for Fixture {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Fixture {
     pub fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();

@@ -11,6 +11,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
+/// Namespace name -> its labels (None: not known).
+pub type NamespaceLabels = Arc<dyn Fn(&str) -> Option<BTreeMap<String, String>> + Send + Sync>;
+
 /// One consistent-enough view for one request (Arcs, no deep clones).
 #[derive(Default, Clone)]
 pub struct Snapshot {
@@ -18,8 +21,7 @@ pub struct Snapshot {
     pub nodes: Vec<Arc<Node>>,
     pub policies: Vec<Arc<NetfilterPolicy>>,
     /// None in file mode: namespace labels unknown (as `nfguard check` without a cluster).
-    pub namespace_labels:
-        Option<Arc<dyn Fn(&str) -> Option<BTreeMap<String, String>> + Send + Sync>>,
+    pub namespace_labels: Option<NamespaceLabels>,
 }
 
 /// Source of facts.
