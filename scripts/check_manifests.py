@@ -311,7 +311,7 @@ def check_rbac(objs):
         "nfguard-webhook": {
             (None, nfg, r, v, ()) for r in ("nodenetfilterprofiles", "netfilterpolicies")
             for v in ("get", "list", "watch")
-        } | {(None, "", "nodes", v, ()) for v in ("get", "list", "watch")}
+        } | {(None, "", r, v, ()) for r in ("nodes", "namespaces") for v in ("get", "list", "watch")}
           | {(None, "", r, "get", ()) for r in ("serviceaccounts", "secrets")}
           | {(None, "admissionregistration.k8s.io", "validatingwebhookconfigurations", v, ("nfguard",))
              for v in ("get", "patch")}
