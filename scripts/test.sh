@@ -29,7 +29,7 @@ fi
 command -v cargo-nextest >/dev/null || cargo install --locked cargo-nextest
 
 # Offline manifest validation (scripts/check-install.sh): pinned PyPI packages.
-python3 -m pip install --quiet --disable-pip-version-check \
+python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
   kubernetes-validate==1.37.0 jsonschema==4.26.0 PyYAML==6.0.3 common-expression-language==0.10.0
 
 # Real iptables releases 1.8.7 / 1.8.9 / 1.8.11 from Debian's archive.

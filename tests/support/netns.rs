@@ -90,10 +90,22 @@ impl Netns {
         Some(ns)
     }
 
+    /// `ip netns exec NAME`, with an xtables lock of this namespace's own:
+    /// iptables-legacy takes a host-wide flock (/run/xtables.lock) that tests
+    /// running in parallel would otherwise fight over ("Another app is
+    /// currently holding the xtables lock"), though their tables are separate.
+    fn command(&self) -> Command {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.name]).env(
+            "XTABLES_LOCKFILE",
+            format!("/run/{}.xtables.lock", self.name),
+        );
+        cmd
+    }
+
     /// Run `args` inside the namespace.
     pub fn exec(&self, args: &[&str]) -> Output {
-        Command::new("ip")
-            .args(["netns", "exec", &self.name])
+        self.command()
             .args(args)
             .output()
             .expect("run ip netns exec")
@@ -105,8 +117,8 @@ impl Netns {
 
     /// Run `args` inside the namespace with `input` on stdin.
     pub fn exec_stdin(&self, args: &[&str], input: &str) -> Output {
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", &self.name])
+        let mut child = self
+            .command()
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -178,6 +190,7 @@ impl Drop for Netns {
         let _ = Command::new("ip")
             .args(["netns", "del", &self.name])
             .output();
+        let _ = std::fs::remove_file(format!("/run/{}.xtables.lock", self.name));
     }
 }
 
