@@ -138,7 +138,9 @@ pub fn controller_fields(s: &NodeNetfilterProfileStatus) -> NodeNetfilterProfile
     }
 }
 
-fn pod_can_write(pod: &Pod) -> bool {
+/// Whether any container of the pod can write netfilter rules (privileged or
+/// NET_ADMIN/ALL): such pods are writers and `action: Taint` subjects.
+pub(crate) fn pod_can_write(pod: &Pod) -> bool {
     let Some(spec) = pod.spec.as_ref() else {
         return false;
     };

@@ -145,25 +145,7 @@ fn error_policy(_node: Arc<Node>, err: &ReconcileError, _ctx: Arc<Ctx>) -> Actio
 
 /// Whether a pod can matter to the plan (writers and `action: Taint` subjects).
 fn pod_matters(pod: &Pod) -> bool {
-    let Some(spec) = pod.spec.as_ref() else {
-        return false;
-    };
-    let w = |sc: Option<&k8s_openapi::api::core::v1::SecurityContext>| {
-        sc.and_then(|s| s.privileged).unwrap_or(false) || crate::compat::evaluate::has_net_admin(sc)
-    };
-    spec.containers
-        .iter()
-        .any(|c| w(c.security_context.as_ref()))
-        || spec
-            .init_containers
-            .iter()
-            .flatten()
-            .any(|c| w(c.security_context.as_ref()))
-        || spec
-            .ephemeral_containers
-            .iter()
-            .flatten()
-            .any(|c| w(c.security_context.as_ref()))
+    super::plan::pod_can_write(pod)
 }
 
 /// Build the context around a Controller's node store and run it until
