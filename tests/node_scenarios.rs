@@ -595,3 +595,33 @@ fn unprivileged_probe_reports_failure_not_crash() {
         "{v:#}"
     );
 }
+
+/// The reporter DaemonSet runs as root with CAP_NET_ADMIN only (no
+/// CAP_NET_RAW): both backends must still be readable with exactly that.
+#[test]
+fn net_admin_alone_reads_both_backends() {
+    let Some(ns) = Netns::new("netadminonly") else {
+        return;
+    };
+    ns.iptables_ok("1.8.9", "iptables-legacy", &["-N", "KUBE-KUBELET-CANARY"]);
+    ns.iptables_ok("1.8.9", "iptables-legacy", &["-A", "INPUT", "-j", "ACCEPT"]);
+    let out = netns::check(
+        ns.exec(&[
+            "setpriv",
+            "--inh-caps=-all,+net_admin",
+            "--ambient-caps=-all,+net_admin",
+            "--bounding-set=-all,+net_admin",
+            env!("CARGO_BIN_EXE_nfguard"),
+            "inspect",
+            "node",
+            "-o",
+            "json",
+        ]),
+        "nfguard inspect node with CAP_NET_ADMIN only",
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert!(v["probeError"].is_null(), "{v:#}");
+    assert_eq!(v["backends"]["legacy"]["rules"], 1, "{v:#}");
+    assert_eq!(v["backends"]["legacy"]["canaryChain"], true, "{v:#}");
+    assert_eq!(v["activeBackend"], "legacy", "{v:#}");
+}

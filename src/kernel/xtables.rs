@@ -84,7 +84,7 @@ pub fn read() -> Result<RuleSet, KernelError> {
         if names.is_empty() {
             continue; // no socket needed, and nothing to ask about
         }
-        let sock = raw_socket(layout.v6)?;
+        let sock = query_socket(layout.v6)?;
         for name in names {
             let table = read_table(&sock, layout, &name)?;
             rules += table.rule_count();
@@ -99,19 +99,23 @@ pub fn read() -> Result<RuleSet, KernelError> {
     Ok(set)
 }
 
-fn raw_socket(v6: bool) -> Result<OwnedFd, KernelError> {
+/// The socket the IPT_SO_GET_* queries go through. Any inet socket reaches
+/// the kernel's x_tables getsockopt handler, which itself checks
+/// CAP_NET_ADMIN; a UDP socket (unlike iptables' raw one) needs no
+/// CAP_NET_RAW, which the reporter DaemonSet deliberately does not have.
+fn query_socket(v6: bool) -> Result<OwnedFd, KernelError> {
     let domain = if v6 { libc::AF_INET6 } else { libc::AF_INET };
     // SAFETY: plain socket(2); result checked.
     let fd = unsafe {
         libc::socket(
             domain,
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-            libc::IPPROTO_RAW,
+            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+            libc::IPPROTO_UDP,
         )
     };
     if fd < 0 {
         return Err(KernelError::io(
-            "opening a raw socket for x_tables (needs CAP_NET_RAW/CAP_NET_ADMIN)",
+            "opening a socket for x_tables queries",
             std::io::Error::last_os_error(),
         ));
     }
