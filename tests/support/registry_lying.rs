@@ -25,7 +25,18 @@ pub enum Reply {
     },
     /// Announce `body.len() + missing` bytes, send `body`, then close.
     Truncated { body: Vec<u8>, missing: u64 },
+    /// A 200 whose body starts like a manifest and goes on and on (up to
+    /// `ENDLESS_CAP` bytes, so a client that never stops still ends): with
+    /// chunked encoding when `content_length` is None, else under that
+    /// (false) Content-Length.
+    Endless {
+        content_type: String,
+        content_length: Option<u64>,
+    },
 }
+
+/// Where an `Endless` body stops even if the client keeps reading.
+pub const ENDLESS_CAP: u64 = 1 << 30;
 
 impl Reply {
     pub fn json(media_type: &str, body: Vec<u8>) -> Self {
@@ -141,6 +152,42 @@ fn serve(stream: TcpStream, routes: &HashMap<String, Reply>) -> std::io::Result<
                 out.write_all(&body)?;
                 out.flush()?;
                 return Ok(()); // close mid-body
+            }
+            Reply::Endless {
+                content_type,
+                content_length,
+            } => {
+                let framing = match content_length {
+                    None => "Transfer-Encoding: chunked".to_string(),
+                    Some(n) => format!("Content-Length: {n}"),
+                };
+                write!(
+                    out,
+                    "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\n{framing}\r\nConnection: close\r\n\r\n"
+                )?;
+                let chunked = content_length.is_none();
+                let mut piece =
+                    br#"{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","annotations":{"x":""#
+                        .to_vec();
+                piece.resize(64 << 10, b'a');
+                let mut sent = 0u64;
+                // Ends when the client hangs up (write error) or at the cap.
+                while sent < ENDLESS_CAP {
+                    if chunked {
+                        write!(out, "{:x}\r\n", piece.len())?;
+                    }
+                    out.write_all(&piece)?;
+                    if chunked {
+                        out.write_all(b"\r\n")?;
+                    }
+                    sent += piece.len() as u64;
+                    piece.fill(b'a');
+                }
+                if chunked {
+                    out.write_all(b"0\r\n\r\n")?;
+                }
+                out.flush()?;
+                return Ok(());
             }
         }
     }
