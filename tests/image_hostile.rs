@@ -421,3 +421,16 @@ fn false_small_content_length_manifest_is_an_error() {
     let rss = children_max_rss_kib();
     assert!(rss < MANIFEST_RSS_KIB, "peak RSS {rss} KiB");
 }
+
+#[test]
+fn bearer_token_flow_still_reaches_manifest_and_blobs() {
+    // The capped manifest GET is ours, the token dance oci-client's: the
+    // token must reach both the manifest and the blob requests.
+    let work = tempfile::tempdir().unwrap();
+    let good = small_tar(work.path());
+    let routes = lying_image("app", "v1", &good, Reply::blob(good.clone()));
+    let srv = LyingRegistry::start_with_bearer(routes, Some("tok-123"));
+    let r = inspect(&srv.host(), &format!("{}/app:v1", srv.host()), &[]);
+    assert_eq!(r.code, 0, "{:#} / {}", r.json, r.stderr);
+    assert_eq!(r.json["iptables"]["version"], "1.8.9", "{:#}", r.json);
+}
