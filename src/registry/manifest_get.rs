@@ -177,3 +177,51 @@ fn status_error(status: StatusCode, body: &[u8], url: &str) -> OciDistributionEr
         message: String::from_utf8_lossy(body).chars().take(200).collect(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn getter() -> ManifestGetter {
+        ManifestGetter::new(
+            vec!["127.0.0.1:5000".into()],
+            Duration::from_secs(1),
+            Duration::from_secs(1),
+        )
+    }
+
+    #[test]
+    fn url_uses_tag_or_digest_and_the_configured_scheme() {
+        let g = getter();
+        let r: Reference = "127.0.0.1:5000/team/app:v1".parse().unwrap();
+        assert_eq!(g.url(&r), "http://127.0.0.1:5000/v2/team/app/manifests/v1");
+        let d = format!("sha256:{}", "a".repeat(64));
+        let r: Reference = format!("registry.example:443/app@{d}").parse().unwrap();
+        assert_eq!(
+            g.url(&r),
+            format!("https://registry.example:443/v2/app/manifests/{d}")
+        );
+    }
+
+    #[test]
+    fn status_errors_match_the_clients_own() {
+        let url = "http://h/v2/a/manifests/v1";
+        let env = br#"{"errors":[{"code":"MANIFEST_UNKNOWN","message":"x"}]}"#;
+        assert!(matches!(
+            status_error(StatusCode::NOT_FOUND, env, url),
+            OciDistributionError::RegistryError { .. }
+        ));
+        assert!(matches!(
+            status_error(StatusCode::NOT_FOUND, b"nope", url),
+            OciDistributionError::ServerError { code: 404, .. }
+        ));
+        assert!(matches!(
+            status_error(StatusCode::UNAUTHORIZED, b"", url),
+            OciDistributionError::UnauthorizedError { .. }
+        ));
+        assert!(matches!(
+            status_error(StatusCode::BAD_GATEWAY, &[b'x'; 1000], url),
+            OciDistributionError::ServerError { code: 502, ref message, .. } if message.len() == 200
+        ));
+    }
+}
