@@ -355,3 +355,82 @@ fn lying_registry_404_blob() {
     fails_with(&r, &["not found"]);
     assert!(r.stderr.contains(&sha256(&good)), "{}", r.stderr);
 }
+
+/// `repo:tag`'s manifest is the endless `reply`; nothing else is served.
+fn endless_manifest(content_length: Option<u64>, media_type: &str) -> LyingRegistry {
+    let mut routes = HashMap::new();
+    routes.insert(
+        "/v2/app/manifests/v1".to_string(),
+        Reply::Endless {
+            content_type: media_type.into(),
+            content_length,
+        },
+    );
+    LyingRegistry::start(routes)
+}
+
+/// Manifests and indexes are capped at 4 MiB, whatever the framing says.
+const MANIFEST_LIMIT: &str = "4194304-byte limit";
+/// Far below the 1 GiB the lying registry would send, far above nfguard's
+/// own footprint plus one 4 MiB manifest.
+const MANIFEST_RSS_KIB: i64 = 128 * 1024;
+
+#[test]
+fn endless_chunked_manifest_is_refused_at_the_limit() {
+    let srv = endless_manifest(None, "application/vnd.oci.image.manifest.v1+json");
+    let reference = format!("{}/app:v1", srv.host());
+    let r = inspect(&srv.host(), &reference, &["--timeout", "20"]);
+    fails_with(&r, &[MANIFEST_LIMIT]);
+    assert!(r.stderr.contains(&reference), "{}", r.stderr);
+    let rss = children_max_rss_kib();
+    eprintln!("endless chunked manifest: peak RSS {rss} KiB");
+    assert!(rss < MANIFEST_RSS_KIB, "peak RSS {rss} KiB");
+}
+
+#[test]
+fn endless_chunked_index_is_refused_at_the_limit() {
+    let srv = endless_manifest(None, "application/vnd.oci.image.index.v1+json");
+    let reference = format!("{}/app:v1", srv.host());
+    let r = inspect(&srv.host(), &reference, &["--timeout", "20"]);
+    fails_with(&r, &[MANIFEST_LIMIT]);
+    let rss = children_max_rss_kib();
+    assert!(rss < MANIFEST_RSS_KIB, "peak RSS {rss} KiB");
+}
+
+#[test]
+fn huge_announced_manifest_is_refused_before_reading() {
+    // Announces 1 TiB: refused from the header alone.
+    let srv = endless_manifest(Some(1 << 40), "application/vnd.oci.image.manifest.v1+json");
+    let reference = format!("{}/app:v1", srv.host());
+    let r = inspect(&srv.host(), &reference, &["--timeout", "20"]);
+    fails_with(&r, &[MANIFEST_LIMIT]);
+    assert!(r.stderr.contains(&reference), "{}", r.stderr);
+    let rss = children_max_rss_kib();
+    assert!(rss < MANIFEST_RSS_KIB, "peak RSS {rss} KiB");
+}
+
+#[test]
+fn false_small_content_length_manifest_is_an_error() {
+    // Announces 200 bytes, then keeps sending: only the announced bytes are
+    // read, which are not a whole manifest.
+    let srv = endless_manifest(Some(200), "application/vnd.oci.image.manifest.v1+json");
+    let reference = format!("{}/app:v1", srv.host());
+    let r = inspect(&srv.host(), &reference, &["--timeout", "20"]);
+    fails_with(&r, &["manifest is not JSON"]);
+    assert!(r.stderr.contains(&reference), "{}", r.stderr);
+    let rss = children_max_rss_kib();
+    assert!(rss < MANIFEST_RSS_KIB, "peak RSS {rss} KiB");
+}
+
+#[test]
+fn bearer_token_flow_still_reaches_manifest_and_blobs() {
+    // The capped manifest GET is ours, the token dance oci-client's: the
+    // token must reach both the manifest and the blob requests.
+    let work = tempfile::tempdir().unwrap();
+    let good = small_tar(work.path());
+    let routes = lying_image("app", "v1", &good, Reply::blob(good.clone()));
+    let srv = LyingRegistry::start_with_bearer(routes, Some("tok-123"));
+    let r = inspect(&srv.host(), &format!("{}/app:v1", srv.host()), &[]);
+    assert_eq!(r.code, 0, "{:#} / {}", r.json, r.stderr);
+    assert_eq!(r.json["iptables"]["version"], "1.8.9", "{:#}", r.json);
+}

@@ -26,6 +26,8 @@ pub enum RegistryError {
         reference: String,
         media_type: String,
     },
+    #[error("manifest {reference} is larger than the {limit}-byte limit for manifests and indexes")]
+    ManifestTooLarge { reference: String, limit: u64 },
     #[error("digest mismatch for {digest}: content hashes to {actual}")]
     DigestMismatch { digest: String, actual: String },
     #[error("blob {digest} is truncated: got {got} of {expected} bytes")]

@@ -5,8 +5,12 @@
 
 use super::auth::{self, DockerAuths};
 use super::cache::{Caches, Resolved};
+use super::manifest_get::{GetError, ManifestGetter};
 use super::stream::{self, ChannelReader, Compression};
-use super::{Credentials, LAYER_CACHE_ENTRIES, Platform, RegistryConfig, RegistryError, TAG_TTL};
+use super::{
+    Credentials, LAYER_CACHE_ENTRIES, MAX_MANIFEST_BYTES, Platform, RegistryConfig, RegistryError,
+    TAG_TTL,
+};
 use crate::compat::{ImageProfile, IptablesFacts};
 use crate::inspect::{self, Layer, LayeredRoot};
 use oci_client::client::{ClientConfig, ClientProtocol};
@@ -14,6 +18,7 @@ use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::manifest::{self as m, OciDescriptor, OciImageManifest, OciManifest};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
+use reqwest_oci::header::HeaderValue;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -54,6 +59,8 @@ pub struct Inner {
     /// credentials it used for a registry, and callers (webhook pull
     /// secrets) may bring different ones for the same registry.
     clients: std::sync::Mutex<lru::LruCache<String, Arc<Client>>>,
+    /// Manifests are read through this, with a size cap.
+    manifests: ManifestGetter,
     caches: Caches,
 }
 
@@ -74,6 +81,10 @@ fn auth_key(auth: &RegistryAuth) -> String {
         }
     }
     hex::encode(h.finalize())
+}
+
+fn connect_timeout(config: &RegistryConfig) -> Duration {
+    config.timeout.min(Duration::from_secs(10))
 }
 
 fn sha256_of(data: &[u8]) -> String {
@@ -186,7 +197,13 @@ impl Inner {
             config.cache_entries,
             LAYER_CACHE_ENTRIES.min(config.cache_entries.max(1)),
         );
+        let manifests = ManifestGetter::new(
+            config.insecure_registries.clone(),
+            config.timeout,
+            connect_timeout(&config),
+        );
         Self {
+            manifests,
             config,
             clients: std::sync::Mutex::new(lru::LruCache::new(
                 std::num::NonZeroUsize::new(64).expect("nonzero"),
@@ -206,7 +223,7 @@ impl Inner {
             // Index platform choice is ours (`platform::select`), not the client's.
             platform_resolver: None,
             read_timeout: Some(self.config.timeout),
-            connect_timeout: Some(self.config.timeout.min(Duration::from_secs(10))),
+            connect_timeout: Some(connect_timeout(&self.config)),
             ..Default::default()
         }));
         clients.put(key, client.clone());
@@ -259,21 +276,30 @@ impl Inner {
         })
     }
 
-    /// Fetch a manifest and check its bytes against `expect` (a digest).
+    /// Fetch a manifest (at most `MAX_MANIFEST_BYTES`) and check its bytes
+    /// against `expect` (a digest) and the registry's digest header.
     async fn manifest(
         &self,
-        client: &Client,
         r: &Reference,
-        auth: &RegistryAuth,
+        authorization: Option<&HeaderValue>,
         expect: Option<&str>,
     ) -> Result<(OciManifest, String), RegistryError> {
         let registry = r.resolve_registry().to_string();
-        let (body, _) = client
-            .pull_manifest_raw(r, auth, ACCEPT)
-            .await
-            .map_err(|e| map_oci(e, &registry, &format!("manifest {}", r.whole())))?;
+        let (body, header_digest) =
+            self.manifests
+                .get(r, authorization, ACCEPT)
+                .await
+                .map_err(|e| match e {
+                    GetError::TooLarge => RegistryError::ManifestTooLarge {
+                        reference: r.whole(),
+                        limit: MAX_MANIFEST_BYTES,
+                    },
+                    GetError::Oci(e) => map_oci(e, &registry, &format!("manifest {}", r.whole())),
+                })?;
         let digest = sha256_of(&body);
-        if let Some(expect) = expect
+        // The header counts only when it uses our algorithm.
+        let header_digest = header_digest.filter(|d| d.starts_with("sha256:"));
+        if let Some(expect) = expect.or(header_digest.as_deref())
             && expect != digest
         {
             return Err(RegistryError::DigestMismatch {
@@ -310,7 +336,12 @@ impl Inner {
         platform: &Platform,
         auth: &RegistryAuth,
     ) -> Result<(OciImageManifest, String), RegistryError> {
-        let (top, digest) = self.manifest(client, r, auth, r.digest()).await?;
+        let registry = r.resolve_registry().to_string();
+        let authorization = ManifestGetter::authorization(client, r, auth)
+            .await
+            .map_err(|e| map_oci(e, &registry, &format!("manifest {}", r.whole())))?;
+        let authorization = authorization.as_ref();
+        let (top, digest) = self.manifest(r, authorization, r.digest()).await?;
         match top {
             OciManifest::Image(img) => Ok((img, digest)),
             OciManifest::ImageIndex(index) => {
@@ -328,7 +359,7 @@ impl Inner {
                     })?;
                 let by_digest = r.clone_with_digest(chosen.clone());
                 match self
-                    .manifest(client, &by_digest, auth, Some(&chosen))
+                    .manifest(&by_digest, authorization, Some(&chosen))
                     .await?
                 {
                     (OciManifest::Image(img), d) => Ok((img, d)),

@@ -9,11 +9,13 @@ mod cache;
 pub mod cli;
 mod error;
 mod fetch;
+mod manifest_get;
 pub mod platform;
 pub mod stream;
 
 pub use error::RegistryError;
 pub use fetch::InspectStats;
+pub use manifest_get::MAX_MANIFEST_BYTES;
 
 use crate::compat::ImageProfile;
 use crate::inspect::LayerLimits;

@@ -25,7 +25,18 @@ pub enum Reply {
     },
     /// Announce `body.len() + missing` bytes, send `body`, then close.
     Truncated { body: Vec<u8>, missing: u64 },
+    /// A 200 whose body starts like a manifest and goes on and on (up to
+    /// `ENDLESS_CAP` bytes, so a client that never stops still ends): with
+    /// chunked encoding when `content_length` is None, else under that
+    /// (false) Content-Length.
+    Endless {
+        content_type: String,
+        content_length: Option<u64>,
+    },
 }
+
+/// Where an `Endless` body stops even if the client keeps reading.
+pub const ENDLESS_CAP: u64 = 1 << 30;
 
 impl Reply {
     pub fn json(media_type: &str, body: Vec<u8>) -> Self {
@@ -53,8 +64,17 @@ impl LyingRegistry {
     /// Serve `routes` (path such as `/v2/app/manifests/v1` -> reply); `/v2/`
     /// answers 200, anything else a registry-style 404.
     pub fn start(routes: HashMap<String, Reply>) -> Self {
+        Self::start_with_bearer(routes, None)
+    }
+
+    /// Like `start`, but when `token` is given every path except `/token`
+    /// (including `/v2/`) wants `Authorization: Bearer <token>` and answers
+    /// 401 with a Bearer challenge pointing at `/token`, which hands the token
+    /// out to anyone (the registry token flow, anonymous pull).
+    pub fn start_with_bearer(routes: HashMap<String, Reply>, token: Option<&str>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
         let port = listener.local_addr().expect("addr").port();
+        let bearer = token.map(|t| Arc::new((t.to_string(), port)));
         let stop = Arc::new(AtomicBool::new(false));
         let routes = Arc::new(routes);
         let stop2 = stop.clone();
@@ -64,8 +84,9 @@ impl LyingRegistry {
                 match listener.accept() {
                     Ok((s, _)) => {
                         let routes = routes.clone();
+                        let bearer = bearer.clone();
                         std::thread::spawn(move || {
-                            let _ = serve(s, &routes);
+                            let _ = serve(s, &routes, bearer.as_deref());
                         });
                     }
                     Err(_) => std::thread::sleep(Duration::from_millis(5)),
@@ -86,7 +107,11 @@ impl Drop for LyingRegistry {
     }
 }
 
-fn serve(stream: TcpStream, routes: &HashMap<String, Reply>) -> std::io::Result<()> {
+fn serve(
+    stream: TcpStream,
+    routes: &HashMap<String, Reply>,
+    bearer: Option<&(String, u16)>,
+) -> std::io::Result<()> {
     stream.set_nonblocking(false)?;
     stream.set_read_timeout(Some(Duration::from_secs(30)))?;
     let mut reader = BufReader::new(stream.try_clone()?);
@@ -96,16 +121,48 @@ fn serve(stream: TcpStream, routes: &HashMap<String, Reply>) -> std::io::Result<
         if reader.read_line(&mut request)? == 0 {
             return Ok(());
         }
+        let mut authorization = String::new();
         loop {
             let mut h = String::new();
             if reader.read_line(&mut h)? == 0 || h == "\r\n" || h == "\n" {
                 break;
+            }
+            if let Some((name, value)) = h.split_once(':')
+                && name.eq_ignore_ascii_case("authorization")
+            {
+                authorization = value.trim().to_string();
             }
         }
         let mut parts = request.split_whitespace();
         let method = parts.next().unwrap_or_default().to_string();
         let path = parts.next().unwrap_or_default().to_string();
         let head_only = method == "HEAD";
+        if let Some((token, port)) = bearer {
+            if path.starts_with("/token") {
+                let body = format!(r#"{{"token":"{token}"}}"#);
+                write!(
+                    out,
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                )?;
+                out.flush()?;
+                continue;
+            }
+            if authorization != format!("Bearer {token}") {
+                let body =
+                    br#"{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}"#;
+                write!(
+                    out,
+                    "HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nWWW-Authenticate: Bearer realm=\"http://127.0.0.1:{port}/token\",service=\"lying\"\r\nContent-Length: {}\r\n\r\n",
+                    body.len()
+                )?;
+                if !head_only {
+                    out.write_all(body)?;
+                }
+                out.flush()?;
+                continue;
+            }
+        }
         let reply = if path == "/v2/" || path == "/v2" {
             Reply::json("application/json", b"{}".to_vec())
         } else {
@@ -141,6 +198,42 @@ fn serve(stream: TcpStream, routes: &HashMap<String, Reply>) -> std::io::Result<
                 out.write_all(&body)?;
                 out.flush()?;
                 return Ok(()); // close mid-body
+            }
+            Reply::Endless {
+                content_type,
+                content_length,
+            } => {
+                let framing = match content_length {
+                    None => "Transfer-Encoding: chunked".to_string(),
+                    Some(n) => format!("Content-Length: {n}"),
+                };
+                write!(
+                    out,
+                    "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\n{framing}\r\nConnection: close\r\n\r\n"
+                )?;
+                let chunked = content_length.is_none();
+                let mut piece =
+                    br#"{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","annotations":{"x":""#
+                        .to_vec();
+                piece.resize(64 << 10, b'a');
+                let mut sent = 0u64;
+                // Ends when the client hangs up (write error) or at the cap.
+                while sent < ENDLESS_CAP {
+                    if chunked {
+                        write!(out, "{:x}\r\n", piece.len())?;
+                    }
+                    out.write_all(&piece)?;
+                    if chunked {
+                        out.write_all(b"\r\n")?;
+                    }
+                    sent += piece.len() as u64;
+                    piece.fill(b'a');
+                }
+                if chunked {
+                    out.write_all(b"0\r\n\r\n")?;
+                }
+                out.flush()?;
+                return Ok(());
             }
         }
     }
