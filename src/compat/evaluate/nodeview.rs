@@ -3,7 +3,7 @@
 //! nft rules (host tools + writer pods), and the live minimum reader.
 
 use crate::api::{ActiveBackend, NodeNetfilterProfileStatus};
-use crate::compat::{Backend, Hazard, Severity, Version};
+use crate::compat::{Backend, HazardCode, Severity, Version};
 
 /// Who wrote (or reads) a node's rules.
 #[derive(Clone, Copy, Debug)]
@@ -95,7 +95,9 @@ impl RulesBackend {
     }
 }
 
-#[derive(Clone, Debug)]
+/// Equal views give equal findings (a writer pod's name aside, see [`Party`]),
+/// so `evaluate` judges each distinct view once.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
 pub struct NodeView<'a> {
     /// None when nothing says (empty rule sets and unknown host backend).
     pub rules: Option<RulesBackend>,
@@ -111,7 +113,8 @@ pub struct NodeView<'a> {
     pub oldest_pod_reader: Option<Versioned<'a>>,
     /// The host's own iptables-nft release, when the host uses nft.
     pub host_nft: Option<Version>,
-    pub critical_hazards: Vec<&'a Hazard>,
+    /// Codes only: that is all a finding keeps of a hazard.
+    pub critical_hazards: Vec<HazardCode>,
 }
 
 /// None when the status says nothing usable (no host facts, no backends).
@@ -223,6 +226,7 @@ pub fn view(status: &NodeNetfilterProfileStatus) -> Option<NodeView<'_>> {
             .iter()
             .flatten()
             .filter(|h| h.severity == Severity::Critical)
+            .map(|h| h.code)
             .collect(),
     })
 }

@@ -76,6 +76,8 @@ struct Acc<'a> {
     index: HashMap<Finding<'a>, usize>,
     groups: Vec<(Finding<'a>, Vec<&'a str>)>,
     last: Option<usize>,
+    /// The groups a node was added to, in push order (see `judge_nodes`).
+    trace: Vec<usize>,
 }
 
 impl<'a> Acc<'a> {
@@ -102,6 +104,7 @@ impl<'a> Acc<'a> {
         self.last = Some(idx);
         if let Some(n) = node {
             self.groups[idx].1.push(n);
+            self.trace.push(idx);
         }
     }
 }
@@ -164,6 +167,7 @@ pub(super) fn evaluate(input: &EvalInput<'_>) -> Decision {
         index: HashMap::new(),
         groups: Vec::new(),
         last: None,
+        trace: Vec::new(),
     };
     let candidates = input.candidates;
     let mut in_scope = 0;
@@ -224,6 +228,44 @@ pub(super) fn evaluate(input: &EvalInput<'_>) -> Decision {
     }
 }
 
+/// Everything about a candidate that decides its findings, its name aside:
+/// candidates of one class get the same findings, in the same order.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct NodeClass<'a> {
+    platform: &'a str,
+    node: NodeState<'a>,
+}
+
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum NodeState<'a> {
+    /// A Node with no NodeNetfilterProfile.
+    Missing,
+    /// A profile without usable status; the probe's error, if any.
+    Incomplete(Option<&'a str>),
+    Known(NodeView<'a>),
+}
+
+/// The classes seen so far, each with the groups its candidates were added to
+/// (in push order, repeats kept).
+struct Classes<'a> {
+    index: HashMap<NodeClass<'a>, usize>,
+    list: Vec<(NodeClass<'a>, Vec<usize>)>,
+}
+
+impl<'a> Classes<'a> {
+    fn find(&self, c: &NodeClass<'a>) -> Option<usize> {
+        // Few classes is the norm: comparing beats hashing there.
+        if self.list.len() <= 16 {
+            self.list.iter().position(|(k, _)| k == c)
+        } else {
+            self.index.get(c).copied()
+        }
+    }
+}
+
+/// Judges each distinct node class once; later candidates of a class only
+/// add their name to the groups the first one produced. Same output as
+/// judging every candidate, since findings depend on the class alone.
 fn judge_nodes<'a>(
     input: &EvalInput<'a>,
     ctx: &Ctx<'_>,
@@ -236,84 +278,125 @@ fn judge_nodes<'a>(
     // Per container: platform -> resolution, filled lazily (few platforms).
     let mut cache: Vec<Vec<(&'a str, Option<&'a ImageResolution>)>> =
         vec![Vec::new(); judged.len()];
-    let mut facts: Vec<Judged<'a>> = Vec::with_capacity(judged.len());
+    let mut classes = Classes {
+        index: HashMap::new(),
+        list: Vec::new(),
+    };
 
     for cand in input.candidates {
-        let node = Some(cand.name);
-        let platform: &'a str = platform_of(cand);
-        let nv = match cand.profile {
-            None => {
-                if any_host {
-                    acc.push(ctx.unknown(ReasonCode::NodeProfileMissing), node);
-                }
-                None
-            }
+        let node = match cand.profile {
+            None => NodeState::Missing,
             Some(p) => match p.status.as_ref().and_then(view) {
-                Some(v) => Some(v),
+                Some(v) => NodeState::Known(v),
                 None => {
-                    if any_host {
-                        let mut f = ctx.unknown(ReasonCode::NodeProfileIncomplete);
-                        f.detail = p.status.as_ref().and_then(|s| s.probe_error.as_deref());
-                        acc.push(f, node);
-                    }
-                    None
+                    NodeState::Incomplete(p.status.as_ref().and_then(|s| s.probe_error.as_deref()))
                 }
             },
         };
-        if any_host && let Some(nv) = &nv {
-            for h in &nv.critical_hazards {
-                let mut f = info(ReasonCode::NodeHazard);
-                f.hazard = Some(h.code);
+        let class = NodeClass {
+            platform: platform_of(cand),
+            node,
+        };
+        if let Some(c) = classes.find(&class) {
+            for &g in &classes.list[c].1 {
+                acc.groups[g].1.push(cand.name);
+            }
+            continue;
+        }
+        acc.trace.clear();
+        judge_node(
+            input, ctx, judged, any_host, &mut cache, &class, cand.name, acc,
+        );
+        let groups = std::mem::take(&mut acc.trace);
+        classes.index.insert(class.clone(), classes.list.len());
+        classes.list.push((class, groups));
+    }
+}
+
+/// All findings for one candidate.
+#[allow(clippy::too_many_arguments)]
+fn judge_node<'a>(
+    input: &EvalInput<'a>,
+    ctx: &Ctx<'_>,
+    judged: &[(usize, &'a str)],
+    any_host: bool,
+    cache: &mut [Vec<(&'a str, Option<&'a ImageResolution>)>],
+    class: &NodeClass<'a>,
+    name: &'a str,
+    acc: &mut Acc<'a>,
+) {
+    let node = Some(name);
+    let platform = class.platform;
+    let nv = match &class.node {
+        NodeState::Missing => {
+            if any_host {
+                acc.push(ctx.unknown(ReasonCode::NodeProfileMissing), node);
+            }
+            None
+        }
+        NodeState::Incomplete(probe_error) => {
+            if any_host {
+                let mut f = ctx.unknown(ReasonCode::NodeProfileIncomplete);
+                f.detail = *probe_error;
+                acc.push(f, node);
+            }
+            None
+        }
+        NodeState::Known(v) => Some(v),
+    };
+    if any_host && let Some(nv) = nv {
+        for h in &nv.critical_hazards {
+            let mut f = info(ReasonCode::NodeHazard);
+            f.hazard = Some(*h);
+            acc.push(f, node);
+        }
+    }
+
+    let mut facts: Vec<Judged<'a>> = Vec::with_capacity(judged.len());
+    for (slot, (i, image)) in judged.iter().enumerate() {
+        let res = match cache[slot].iter().find(|(p, _)| *p == platform) {
+            Some((_, r)) => *r,
+            None => {
+                let r = input.images.get(image, platform);
+                cache[slot].push((platform, r));
+                r
+            }
+        };
+        match res {
+            Some(ImageResolution::Resolved(profile)) => match &profile.iptables {
+                Some(f) if f.backend.is_some() => facts.push(Judged {
+                    index: *i,
+                    scope: ctx.containers[*i].scope,
+                    facts: f,
+                }),
+                _ => {
+                    let mut f = info(ReasonCode::NoIptables);
+                    f.container = Some(*i);
+                    f.platform = Some(platform);
+                    acc.push(f, None);
+                }
+            },
+            Some(ImageResolution::Unresolved { error }) => {
+                let mut f = ctx.unknown(ReasonCode::ImageUnresolved);
+                f.container = Some(*i);
+                f.platform = Some(platform);
+                f.detail = Some(error);
+                acc.push(f, node);
+            }
+            None => {
+                let mut f = ctx.unknown(ReasonCode::ImageUnresolved);
+                f.container = Some(*i);
+                f.platform = Some(platform);
                 acc.push(f, node);
             }
         }
+    }
 
-        facts.clear();
-        for (slot, (i, image)) in judged.iter().enumerate() {
-            let res = match cache[slot].iter().find(|(p, _)| *p == platform) {
-                Some((_, r)) => *r,
-                None => {
-                    let r = input.images.get(image, platform);
-                    cache[slot].push((platform, r));
-                    r
-                }
-            };
-            match res {
-                Some(ImageResolution::Resolved(profile)) => match &profile.iptables {
-                    Some(f) if f.backend.is_some() => facts.push(Judged {
-                        index: *i,
-                        scope: ctx.containers[*i].scope,
-                        facts: f,
-                    }),
-                    _ => {
-                        let mut f = info(ReasonCode::NoIptables);
-                        f.container = Some(*i);
-                        f.platform = Some(platform);
-                        acc.push(f, None);
-                    }
-                },
-                Some(ImageResolution::Unresolved { error }) => {
-                    let mut f = ctx.unknown(ReasonCode::ImageUnresolved);
-                    f.container = Some(*i);
-                    f.platform = Some(platform);
-                    f.detail = Some(error);
-                    acc.push(f, node);
-                }
-                None => {
-                    let mut f = ctx.unknown(ReasonCode::ImageUnresolved);
-                    f.container = Some(*i);
-                    f.platform = Some(platform);
-                    acc.push(f, node);
-                }
-            }
-        }
-
-        for j in &facts {
-            judge_container(ctx, j, nv.as_ref(), platform, node, acc);
-        }
-        if facts.len() > 1 {
-            judge_pod(ctx, &facts, nv.as_ref(), platform, node, acc);
-        }
+    for j in &facts {
+        judge_container(ctx, j, nv, platform, node, acc);
+    }
+    if facts.len() > 1 {
+        judge_pod(ctx, &facts, nv, platform, node, acc);
     }
 }
 
