@@ -24,12 +24,10 @@ pub const DEFAULT_PLATFORM: &str = crate::compat::evaluate::DEFAULT_PLATFORM;
 
 /// `os/arch` from a Node's labels (default when they are missing).
 pub fn node_platform(labels: Option<&BTreeMap<String, String>>) -> String {
-    let get = |k| labels.and_then(|l| l.get(k));
-    match (get(OS_LABEL), get(ARCH_LABEL)) {
-        (Some(os), Some(arch)) => format!("{os}/{arch}"),
-        (None, Some(arch)) => format!("linux/{arch}"),
-        _ => DEFAULT_PLATFORM.to_string(),
-    }
+    labels.map_or_else(
+        || DEFAULT_PLATFORM.to_string(),
+        |l| crate::compat::evaluate::node_platform(l, DEFAULT_PLATFORM),
+    )
 }
 
 /// A running pod whose containers may touch netfilter.

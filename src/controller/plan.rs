@@ -551,7 +551,7 @@ pub fn plan_all(c: &ClusterFacts<'_>) -> Vec<NodePlan> {
 
 /// The node a profile describes: spec.nodeName, else metadata.name.
 pub fn profile_node(p: &NodeNetfilterProfile) -> Option<&str> {
-    p.spec.node_name.as_deref().or(p.metadata.name.as_deref())
+    crate::compat::evaluate::profile_node_name(p)
 }
 
 #[cfg(test)]

@@ -24,7 +24,9 @@ mod workload;
 #[cfg(test)]
 mod tests;
 
-pub use candidates::{Candidate, DEFAULT_PLATFORM, select_candidates};
+pub use candidates::{
+    Candidate, DEFAULT_PLATFORM, node_platform, profile_node_name, select_candidates,
+};
 pub use images::{ImageKey, ImageResolution, ImageResolutions, images_to_resolve};
 pub use policy::{EXEMPT_ANNOTATION, EffectivePolicy, PolicyError};
 pub use selector::{label_selector_matches, node_selector_requirement_matches};
