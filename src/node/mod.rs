@@ -59,7 +59,17 @@ pub struct NodeFacts {
 
 /// Read everything (blocking; call from `spawn_blocking` in async code).
 pub fn gather(cfg: &ProbeConfig) -> NodeFacts {
-    let (iptables, host_error) = host_iptables(&cfg.host_root);
+    gather_with_host(cfg, host_iptables(&cfg.host_root))
+}
+
+/// The host's iptables facts (or the error that replaced them), as
+/// `host_iptables` returns them; the reporter caches these between heartbeats.
+pub type HostFacts = (Option<IptablesFacts>, Option<String>);
+
+/// Everything but the host's iptables, which the caller passes in: the
+/// kernel and sysctls change often, the host's package rarely.
+pub fn gather_with_host(cfg: &ProbeConfig, host: HostFacts) -> NodeFacts {
+    let (iptables, host_error) = host;
     let mut nft = kernel::nftables::read().map_err(|e| e.to_string());
     // nf_tables is supported when a read worked, or failed for another reason
     // than absence; a kernel without it simply holds no nf_tables rules.
@@ -84,7 +94,7 @@ pub fn gather(cfg: &ProbeConfig) -> NodeFacts {
 
 /// The host's iptables, by the same probes as images. A probe bug must not
 /// take the reporter down with it, so a panic becomes a reported error.
-fn host_iptables(host_root: &Path) -> (Option<IptablesFacts>, Option<String>) {
+pub fn host_iptables(host_root: &Path) -> HostFacts {
     let root = crate::inspect::HostRoot::new(host_root.to_path_buf());
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         crate::inspect::collect(&root, &BTreeMap::new())

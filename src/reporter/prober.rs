@@ -3,11 +3,8 @@
 //! the bridge/forwarding sysctls), polled to notice changes there.
 
 use crate::api::{BridgeFacts, NodeNetfilterProfileStatus};
-use crate::compat::IptablesFacts;
 use crate::kernel::{self, RuleSet};
-use crate::node::{self, NodeFacts, ProbeConfig};
-use std::collections::BTreeMap;
-use std::path::Path;
+use crate::node::{self, HostFacts, ProbeConfig, gather_with_host, host_iptables};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -44,8 +41,6 @@ pub struct NodeProber {
     pub host_refresh: Duration,
     host: Arc<Mutex<Option<(Instant, HostFacts)>>>,
 }
-
-type HostFacts = (Option<IptablesFacts>, Option<String>);
 
 impl NodeProber {
     pub fn new(cfg: ProbeConfig, host_refresh: Duration) -> Self {
@@ -94,40 +89,6 @@ impl Prober for NodeProber {
     }
 }
 
-/// `node::gather` with the host's iptables passed in: the node helper's
-/// gather runs against a host root that cannot exist (procfs allows no new
-/// entries), which costs a few failed lookups, and the cached host facts
-/// replace its empty answer. So the kernel side is exactly `node::gather`.
-fn gather_with_host(cfg: &ProbeConfig, host: HostFacts) -> NodeFacts {
-    let kernel_only = ProbeConfig {
-        host_root: NO_HOST_ROOT.into(),
-        ..cfg.clone()
-    };
-    let mut facts = node::gather(&kernel_only);
-    (facts.iptables, facts.host_error) = host;
-    facts
-}
-
-const NO_HOST_ROOT: &str = "/proc/nfguard-no-host-root";
-
-/// The host's iptables, by the image probes; a probe panic becomes a
-/// reported error (as in `node::gather`).
-fn host_iptables(host_root: &Path) -> HostFacts {
-    let root = crate::inspect::HostRoot::new(host_root.to_path_buf());
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        crate::inspect::collect(&root, &BTreeMap::new())
-    })) {
-        Ok(c) => (c.facts, None),
-        Err(_) => (
-            None,
-            Some(format!(
-                "host iptables probe of {} failed unexpectedly",
-                host_root.display()
-            )),
-        ),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,7 +100,6 @@ mod tests {
         let cfg = ProbeConfig::new("/");
         let ours = node::status_from_facts(&gather_with_host(&cfg, host_iptables(&cfg.host_root)));
         let theirs = node::probe(&cfg);
-        assert!(!std::path::Path::new(NO_HOST_ROOT).exists());
         assert_eq!(ours.iptables, theirs.iptables);
         assert_eq!(ours.native_features, theirs.native_features);
         assert_eq!(ours.kernel, theirs.kernel);
