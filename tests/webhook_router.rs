@@ -478,9 +478,12 @@ async fn health_ready_and_metrics() {
         .into_bytes(),
     )
     .await;
+    // Another object with the same image: judged afresh, image from cache.
+    let mut other = obj;
+    other["metadata"]["name"] = json!("kube-router-2");
     post(
         &app,
-        review("DaemonSet", None, "CREATE", "kube-system", obj, false)
+        review("DaemonSet", None, "CREATE", "kube-system", other, false)
             .to_string()
             .into_bytes(),
     )
@@ -516,4 +519,108 @@ async fn health_ready_and_metrics() {
     ] {
         assert!(text.contains(needle), "{needle} missing:\n{text}");
     }
+}
+
+#[tokio::test]
+async fn identical_objects_are_answered_from_the_decision_cache() {
+    let fx = Fixture::new();
+    let app = app(&fx, None);
+    let obj = object(
+        "DaemonSet",
+        "kube-router",
+        "kube-system",
+        incident_spec(),
+        json!({}),
+    );
+    let mut answers = Vec::new();
+    for (uid, dry_run) in [("uid-1", false), ("uid-2", true), ("uid-3", false)] {
+        let mut r = review(
+            "DaemonSet",
+            None,
+            "CREATE",
+            "kube-system",
+            obj.clone(),
+            dry_run,
+        );
+        r["request"]["uid"] = json!(uid);
+        let (status, mut a) = post(&app, r.to_string().into_bytes()).await;
+        assert_eq!(status, 200);
+        // Each answer names its own request.
+        assert_eq!(a["response"]["uid"], uid);
+        a["response"]["uid"] = Value::Null;
+        answers.push(a);
+    }
+    assert_eq!(answers[0]["response"]["allowed"], false);
+    assert!(answers.iter().all(|a| *a == answers[0]));
+
+    // Another object (one byte differs) is judged afresh.
+    let mut other = obj.clone();
+    other["metadata"]["name"] = json!("kube-router2");
+    let (_, b) = post(
+        &app,
+        review("DaemonSet", None, "CREATE", "kube-system", other, false)
+            .to_string()
+            .into_bytes(),
+    )
+    .await;
+    let msg = b["response"]["status"]["message"].as_str().unwrap();
+    assert!(msg.contains("DaemonSet/kube-system/kube-router2"), "{msg}");
+
+    let text = metrics_text(&app).await;
+    for needle in [
+        "nfguard_webhook_decision_cache_hits_total 2",
+        "nfguard_webhook_decision_cache_misses_total 2",
+        // Every answer, cached or not, counts its reasons and verdict.
+        "nfguard_webhook_verdicts_total{verdict=\"deny\"} 4",
+        "nfguard_webhook_reasons_total{code=\"OldReaderNewRules\"} 4",
+    ] {
+        assert!(text.contains(needle), "{needle} missing:\n{text}");
+    }
+}
+
+#[tokio::test]
+async fn answers_waiting_on_an_image_are_not_cached() {
+    let fx = Fixture::new();
+    // The registry answers after the admission budget: the first answer is
+    // "unresolved", later ones use the resolved image.
+    let app = nfguard::webhook::router(state(
+        &fx.profiles(),
+        Some(&fx.nodes()),
+        None,
+        fake_registry(Duration::from_millis(1500)),
+        Duration::from_secs(1),
+    ));
+    let spec = pod_spec(
+        true,
+        vec![container(
+            "kube-router",
+            "slow/kube-router:1.8.7",
+            &["NET_ADMIN"],
+        )],
+    );
+    let obj = object("DaemonSet", "kube-router", "kube-system", spec, json!({}));
+    let body = review("DaemonSet", None, "CREATE", "kube-system", obj, false)
+        .to_string()
+        .into_bytes();
+    let (_, first) = post(&app, body.clone()).await;
+    assert!(first.to_string().contains("ImageUnresolved"), "{first}");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (_, second) = post(&app, body).await;
+    assert_eq!(second["response"]["allowed"], false, "{second}");
+    assert!(!second.to_string().contains("ImageUnresolved"), "{second}");
+}
+
+async fn metrics_text(app: &axum::Router) -> String {
+    let r = app
+        .clone()
+        .oneshot(Request::get("/metrics").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    String::from_utf8(
+        axum::body::to_bytes(r.into_body(), usize::MAX)
+            .await
+            .unwrap()
+            .to_vec(),
+    )
+    .unwrap()
 }

@@ -5,6 +5,7 @@
 
 use nfguard::check::ImageResolver;
 use nfguard::compat::{Backend, ImageProfile, IptablesFacts, Version};
+use nfguard::webhook::decisions::DecisionCache;
 use nfguard::webhook::facts::Facts;
 use nfguard::webhook::images::{CacheTtl, FromResolver, ImageCache};
 use nfguard::webhook::metrics::Metrics;
@@ -186,6 +187,7 @@ pub fn state(
             timeout,
             default_platform: "linux/amd64".into(),
             max_nodes: 5,
+            decisions: DecisionCache::new(64),
         }),
         metrics,
         ready: Arc::new(|| true),

@@ -12,19 +12,20 @@
 //!   allowed with a warning saying so (consistent with failurePolicy Ignore).
 
 use super::credentials::{PullSecrets, pull_secrets};
+use super::decisions::{self, Answer, DecisionCache};
 use super::facts::Facts;
 use super::images::ImageCache;
 use super::metrics::Metrics;
+pub use super::review::{API_VERSION, Request, ReviewError, parse_review};
+use super::review::{Prepared, error_body, response};
 use crate::compat::evaluate::{
-    Decision, EffectivePolicy, EvalInput, ReasonCode, Verdict, Workload, WorkloadKind, evaluate,
-    images_to_resolve, select_candidates,
+    Decision, EvalInput, ReasonCode, Verdict, Workload, WorkloadKind, evaluate, images_to_resolve,
+    select_candidates,
 };
-use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
-pub const API_VERSION: &str = "admission.k8s.io/v1";
 /// Longest lists in a response (the API server caps warnings in size).
 const MAX_WARNINGS: usize = 10;
 
@@ -39,104 +40,20 @@ pub struct Judge {
     pub timeout: Duration,
     pub default_platform: String,
     pub max_nodes: usize,
+    /// Answers for objects judged before under the same facts; None: off.
+    pub decisions: Option<DecisionCache>,
 }
 
 /// The HTTP answer and bounded labels for metrics.
 #[derive(Debug)]
 pub struct ReviewOutcome {
     pub status: u16,
-    pub body: Value,
+    /// JSON: an AdmissionReview, or `{"error": ...}` with status 400.
+    pub body: Vec<u8>,
     /// A WorkloadKind name, "other" or "invalid".
     pub kind: &'static str,
     /// "allow", "warn", "deny", or "rejected".
     pub verdict: &'static str,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum ReviewError {
-    #[error("body is not JSON: {0}")]
-    NotJson(serde_json::Error),
-    #[error("not an AdmissionReview (kind {0:?})")]
-    NotAReview(String),
-    #[error("unsupported apiVersion {0:?}: nfguard speaks {API_VERSION} only")]
-    WrongVersion(String),
-    #[error("AdmissionReview has no request.uid")]
-    NoUid,
-    #[error("request.{0} is missing or not a string")]
-    MissingField(&'static str),
-}
-
-impl ReviewError {
-    pub fn cause(&self) -> &'static str {
-        match self {
-            ReviewError::NotJson(_) => "malformed",
-            ReviewError::NotAReview(_) => "not_a_review",
-            ReviewError::WrongVersion(_) => "wrong_version",
-            ReviewError::NoUid | ReviewError::MissingField(_) => "incomplete",
-        }
-    }
-}
-
-/// The parts of `request` nfguard reads.
-#[derive(Debug)]
-pub struct Request {
-    pub uid: String,
-    pub kind: String,
-    pub sub_resource: Option<String>,
-    pub operation: String,
-    pub namespace: Option<String>,
-    pub dry_run: bool,
-    pub object: Option<Value>,
-}
-
-fn str_at<'a>(v: &'a Value, ptr: &str) -> Option<&'a str> {
-    v.pointer(ptr).and_then(Value::as_str)
-}
-
-/// Strict about the envelope, lenient about everything else.
-pub fn parse_review(body: &[u8]) -> Result<Request, ReviewError> {
-    let mut v: Value = serde_json::from_slice(body).map_err(ReviewError::NotJson)?;
-    let kind = str_at(&v, "/kind").unwrap_or("");
-    if kind != "AdmissionReview" {
-        return Err(ReviewError::NotAReview(kind.to_string()));
-    }
-    let api = str_at(&v, "/apiVersion").unwrap_or("");
-    if api != API_VERSION {
-        return Err(ReviewError::WrongVersion(api.to_string()));
-    }
-    let uid = str_at(&v, "/request/uid")
-        .filter(|u| !u.is_empty())
-        .ok_or(ReviewError::NoUid)?
-        .to_string();
-    let kind = str_at(&v, "/request/kind/kind")
-        .ok_or(ReviewError::MissingField("kind.kind"))?
-        .to_string();
-    let operation = str_at(&v, "/request/operation")
-        .ok_or(ReviewError::MissingField("operation"))?
-        .to_string();
-    let sub_resource = str_at(&v, "/request/subResource")
-        .filter(|s| !s.is_empty())
-        .map(String::from);
-    let namespace = str_at(&v, "/request/namespace")
-        .filter(|s| !s.is_empty())
-        .map(String::from);
-    let dry_run = v
-        .pointer("/request/dryRun")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    let object = v
-        .pointer_mut("/request/object")
-        .map(Value::take)
-        .filter(|o| !o.is_null());
-    Ok(Request {
-        uid,
-        kind,
-        sub_resource,
-        operation,
-        namespace,
-        dry_run,
-        object,
-    })
 }
 
 /// What to do with a well-formed request.
@@ -149,14 +66,14 @@ pub enum Scope {
 
 /// Pods on CREATE and on UPDATE of `ephemeralcontainers`; pod controllers on
 /// CREATE and UPDATE; everything else passes.
-pub fn scope(req: &Request) -> Scope {
+pub fn scope(req: &Request<'_>) -> Scope {
     let Some(kind) = WorkloadKind::parse(&req.kind) else {
         return Scope::Skip(Some(format!(
             "nfguard does not judge kind {:?}; allowed without checks",
             req.kind
         )));
     };
-    let op = req.operation.as_str();
+    let op = &*req.operation;
     let judged = match (kind, req.sub_resource.as_deref()) {
         (WorkloadKind::Pod, None) => op == "CREATE",
         (WorkloadKind::Pod, Some("ephemeralcontainers")) => op == "UPDATE" || op == "CREATE",
@@ -171,56 +88,22 @@ pub fn scope(req: &Request) -> Scope {
     }
 }
 
-fn response(
-    uid: &str,
-    allowed: bool,
-    message: Option<String>,
-    warnings: Vec<String>,
-    verdict: &str,
-) -> Value {
-    let mut resp = json!({
-        "uid": uid,
-        "allowed": allowed,
-        "auditAnnotations": {"nfguard.io/verdict": verdict},
-    });
-    if let Some(m) = message {
-        resp["status"] = json!({
-            "code": 403,
-            "reason": "Forbidden",
-            "message": m,
-        });
-    }
-    if !warnings.is_empty() {
-        resp["warnings"] = json!(warnings);
-    }
-    json!({"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": resp})
-}
-
 /// Message and warnings for a decision (what the user sees in kubectl).
 pub fn render_decision(
     object: &str,
     d: &Decision,
     max_nodes: usize,
 ) -> (bool, Option<String>, Vec<String>) {
-    let mut warnings: Vec<String> = d
+    let warnings: Vec<String> = d
         .reasons
         .iter()
         .filter(|r| {
             r.effect == Verdict::Warn
                 || matches!(r.code, ReasonCode::Exempt | ReasonCode::ImageExempt)
         })
-        .map(|r| {
-            let one = Decision {
-                verdict: d.verdict,
-                reasons: vec![r.clone()],
-                candidate_nodes: d.candidate_nodes,
-                containers_in_scope: d.containers_in_scope,
-            };
-            let line = one.lines(Verdict::Allow, max_nodes).join("");
-            format!("nfguard: {line}")
-        })
+        .take(MAX_WARNINGS)
+        .map(|r| format!("nfguard: {}", r.line(max_nodes)))
         .collect();
-    warnings.truncate(MAX_WARNINGS);
     match d.verdict {
         Verdict::Deny => {
             let lines = d.lines(Verdict::Deny, max_nodes);
@@ -240,13 +123,7 @@ impl Judge {
     pub async fn judge(&self, w: &Workload, deadline: Instant) -> Result<Decision, String> {
         let snap = self.facts.snapshot();
         let ns = w.namespace.as_deref().unwrap_or("default");
-        let labels = snap.namespace_labels.as_ref().and_then(|f| f(ns));
-        let policy = EffectivePolicy::from_policies(
-            snap.policies.iter().map(|p| p.as_ref()),
-            ns,
-            labels.as_ref(),
-        )
-        .map_err(|e| e.to_string())?;
+        let policy = snap.policy_for(ns)?;
         let profiles: Vec<_> = snap.profiles.iter().map(|p| p.as_ref()).collect();
         let nodes: Vec<_> = snap.nodes.iter().map(|n| n.as_ref()).collect();
         let candidates = select_candidates(w, &profiles, &nodes, &self.default_platform);
@@ -296,7 +173,7 @@ impl Judge {
                     .inc();
                 return ReviewOutcome {
                     status: 400,
-                    body: json!({"error": e.to_string()}),
+                    body: error_body(&e.to_string()),
                     kind: "invalid",
                     verdict: "rejected",
                 };
@@ -305,15 +182,10 @@ impl Judge {
         let kind = match scope(&req) {
             Scope::Skip(warning) => {
                 let label = WorkloadKind::parse(&req.kind).map_or("other", WorkloadKind::as_str);
+                let warnings: Vec<String> = warning.into_iter().collect();
                 return ReviewOutcome {
                     status: 200,
-                    body: response(
-                        &req.uid,
-                        true,
-                        None,
-                        warning.into_iter().collect(),
-                        "skipped",
-                    ),
+                    body: response(&req.uid, true, None, &warnings, "skipped"),
                     kind: label,
                     verdict: "allow",
                 };
@@ -322,20 +194,32 @@ impl Judge {
         };
         let allow_with = |warning: String, verdict: &'static str| ReviewOutcome {
             status: 200,
-            body: response(&req.uid, true, None, vec![warning], "error"),
+            body: response(&req.uid, true, None, &[warning], "error"),
             kind: kind.as_str(),
             verdict,
         };
-        let Some(mut object) = req.object else {
+        let Some(object) = req.object.as_ref() else {
             return allow_with(
                 "nfguard: request has no object; allowed without checks".into(),
                 "allow",
             );
         };
-        if object.get("kind").and_then(Value::as_str).is_none() && object.is_object() {
-            object["kind"] = json!(kind.as_str());
+        let key = self.decisions.as_ref().map(|_| {
+            decisions::Key::new(
+                (self.facts.generation(), self.images.epoch()),
+                kind,
+                req.namespace.as_deref(),
+                object.json(),
+            )
+        });
+        if let (Some(cache), Some(key)) = (&self.decisions, &key) {
+            if let Some(answer) = cache.get(key) {
+                self.metrics.decision_cache_hits.inc();
+                return self.answer(&req, kind, &answer);
+            }
+            self.metrics.decision_cache_misses.inc();
         }
-        let mut w = match Workload::of_kind(kind, &object) {
+        let mut w = match Workload::of_kind_json(kind, object.json()) {
             Ok(w) => w,
             Err(e) => {
                 self.metrics
@@ -349,7 +233,7 @@ impl Judge {
             }
         };
         if w.namespace.is_none() {
-            w.namespace = req.namespace.clone();
+            w.namespace = req.namespace.as_deref().map(str::to_string);
         }
         // Leave a margin to serialize and send the answer.
         let margin = (self.timeout / 10).min(Duration::from_millis(500));
@@ -377,29 +261,50 @@ impl Judge {
                     );
                 }
             };
-        for r in &decision.reasons {
-            self.metrics
-                .reasons
-                .get_or_create(&vec![("code", reason_label(r.code))])
-                .inc();
-        }
-        let (allowed, message, warnings) =
-            render_decision(&w.object_ref(), &decision, self.max_nodes);
+        let object_ref = w.object_ref();
+        let (allowed, message, warnings) = render_decision(&object_ref, &decision, self.max_nodes);
         let verdict = match decision.verdict {
             Verdict::Allow => "allow",
             Verdict::Warn => "warn",
             Verdict::Deny => "deny",
         };
+        let answer = Arc::new(Answer {
+            response: Prepared::new(allowed, message.as_deref(), &warnings, verdict),
+            verdict,
+            codes: decision.reasons.iter().map(|r| r.code).collect(),
+            object_ref,
+        });
+        // An image still resolving may change the answer: not kept.
+        let settled = !answer.codes.contains(&ReasonCode::ImageUnresolved);
+        if let (Some(cache), Some(mut key), true) = (&self.decisions, key, settled) {
+            // Facts as read before judging, image answers as of now: the
+            // look-ups this request just made must not void its own answer.
+            // (A concurrent re-resolution of one of its images may be counted
+            // too early here; `decisions::TTL` bounds that.)
+            key.generation.1 = self.images.epoch();
+            cache.insert(key, answer.clone());
+        }
+        self.answer(&req, kind, &answer)
+    }
+
+    /// Metrics, log line and response body for a judged answer.
+    fn answer(&self, req: &Request<'_>, kind: WorkloadKind, a: &Answer) -> ReviewOutcome {
+        for code in &a.codes {
+            self.metrics
+                .reasons
+                .get_or_create(&vec![("code", reason_label(*code))])
+                .inc();
+        }
         if req.dry_run {
-            tracing::debug!(object = %w.object_ref(), verdict, "dry-run admission");
+            tracing::debug!(object = %a.object_ref, verdict = a.verdict, "dry-run admission");
         } else {
-            tracing::info!(object = %w.object_ref(), verdict, "admission");
+            tracing::info!(object = %a.object_ref, verdict = a.verdict, "admission");
         }
         ReviewOutcome {
             status: 200,
-            body: response(&req.uid, allowed, message, warnings, verdict),
+            body: a.response.with_uid(&req.uid),
             kind: kind.as_str(),
-            verdict,
+            verdict: a.verdict,
         }
     }
 }

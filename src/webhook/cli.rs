@@ -2,6 +2,7 @@
 
 use super::admission::Judge;
 use super::bootstrap;
+use super::decisions::DecisionCache;
 use super::facts::{self, Facts};
 use super::images::{CacheTtl, ImageCache};
 use super::metrics::Metrics;
@@ -98,6 +99,10 @@ pub struct Args {
     /// Image answers kept in memory.
     #[arg(long, env = "NFGUARD_IMAGE_CACHE_ENTRIES", default_value_t = 4096)]
     pub image_cache_entries: u64,
+    /// Answers remembered for identical objects under unchanged facts
+    /// (API server retries, no-op re-applies); 0 turns the cache off.
+    #[arg(long, env = "NFGUARD_DECISION_CACHE_ENTRIES", default_value_t = 4096)]
+    pub decision_cache_entries: u64,
     /// Node names listed per reason in messages.
     #[arg(long, env = "NFGUARD_MAX_NODES", default_value_t = 5)]
     pub max_nodes: usize,
@@ -241,6 +246,7 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
         timeout: Duration::from_secs_f64(args.timeout),
         default_platform: args.platform_default.clone(),
         max_nodes: args.max_nodes,
+        decisions: DecisionCache::new(args.decision_cache_entries),
     });
     let ready_facts = facts.clone();
     let ready_store = store.clone();

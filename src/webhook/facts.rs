@@ -4,12 +4,14 @@
 
 use crate::api::{NetfilterPolicy, NodeNetfilterProfile};
 use crate::check::load;
+use crate::compat::evaluate::EffectivePolicy;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Node};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// Namespace name -> its labels (None: not known).
 pub type NamespaceLabels = Arc<dyn Fn(&str) -> Option<BTreeMap<String, String>> + Send + Sync>;
@@ -22,12 +24,48 @@ pub struct Snapshot {
     pub policies: Vec<Arc<NetfilterPolicy>>,
     /// None in file mode: namespace labels unknown (as `nfguard check` without a cluster).
     pub namespace_labels: Option<NamespaceLabels>,
+    /// Effective policies by namespace, built once per snapshot (building
+    /// one compiles the exempt-image globs).
+    pub policy_memo: Arc<Mutex<HashMap<String, PolicyOutcome>>>,
+}
+
+/// An effective policy, or why the policies are unusable.
+pub type PolicyOutcome = Result<Arc<EffectivePolicy>, String>;
+
+/// Namespaces remembered per snapshot (requests only come for namespaces
+/// that exist; past this they are computed each time).
+const POLICY_MEMO_MAX: usize = 4096;
+
+impl Snapshot {
+    /// The effective policy for `namespace` under this snapshot's policies.
+    pub fn policy_for(&self, namespace: &str) -> PolicyOutcome {
+        if let Some(p) = self.memo().get(namespace) {
+            return p.clone();
+        }
+        let labels = self.namespace_labels.as_ref().and_then(|f| f(namespace));
+        let p = EffectivePolicy::from_policies(
+            self.policies.iter().map(|p| p.as_ref()),
+            namespace,
+            labels.as_ref(),
+        )
+        .map(Arc::new)
+        .map_err(|e| e.to_string());
+        let mut memo = self.memo();
+        if memo.len() < POLICY_MEMO_MAX {
+            memo.insert(namespace.to_string(), p.clone());
+        }
+        p
+    }
+
+    fn memo(&self) -> std::sync::MutexGuard<'_, HashMap<String, PolicyOutcome>> {
+        self.policy_memo.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// Source of facts.
 pub enum Facts {
     /// Loaded once from files (`--profiles`, `--nodes`, `--policy`).
-    Static(Snapshot),
+    Static(Arc<Snapshot>),
     Cluster(ClusterStores),
 }
 
@@ -40,6 +78,11 @@ pub struct ClusterStores {
     /// File overrides (e.g. `--policy` given together with a cluster).
     pub static_nodes: Vec<Arc<Node>>,
     pub static_policies: Vec<Arc<NetfilterPolicy>>,
+    /// Bumped on every watch event of any store (decisions depend on them).
+    pub generation: Arc<AtomicU64>,
+    /// The last snapshot and the generation it was taken at: requests share
+    /// it instead of copying every store (thousands of Arcs) each time.
+    pub last: Arc<Mutex<Option<(u64, Arc<Snapshot>)>>>,
 }
 
 impl Facts {
@@ -58,35 +101,40 @@ impl Facts {
             Some(p) => load::load_policies(p)?,
             None => Vec::new(),
         };
-        Ok(Facts::Static(Snapshot {
+        Ok(Facts::Static(Arc::new(Snapshot {
             profiles: profiles.into_iter().map(Arc::new).collect(),
             nodes: nodes.into_iter().map(Arc::new).collect(),
             policies: policies.into_iter().map(Arc::new).collect(),
             namespace_labels: None,
-        }))
+            policy_memo: Default::default(),
+        })))
     }
 
-    pub fn snapshot(&self) -> Snapshot {
+    pub fn snapshot(&self) -> Arc<Snapshot> {
         match self {
             Facts::Static(s) => s.clone(),
             Facts::Cluster(c) => {
-                let ns = c.namespaces.clone();
-                Snapshot {
-                    profiles: c.profiles.state(),
-                    nodes: match &c.nodes {
-                        Some(s) => s.state(),
-                        None => c.static_nodes.clone(),
-                    },
-                    policies: match &c.policies {
-                        Some(s) => s.state(),
-                        None => c.static_policies.clone(),
-                    },
-                    namespace_labels: Some(Arc::new(move |name: &str| {
-                        ns.get(&reflector::ObjectRef::new(name))
-                            .map(|n| n.metadata.labels.clone().unwrap_or_default())
-                    })),
+                // Read before copying: a change during the copy bumps the
+                // generation again, so the next request copies anew.
+                let generation = c.generation.load(Ordering::Acquire);
+                let mut last = c.last.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some((g, snap)) = last.as_ref()
+                    && *g == generation
+                {
+                    return snap.clone();
                 }
+                let snap = Arc::new(c.copy());
+                *last = Some((generation, snap.clone()));
+                snap
             }
+        }
+    }
+
+    /// Changes whenever any fact may have changed (0 forever for files).
+    pub fn generation(&self) -> u64 {
+        match self {
+            Facts::Static(_) => 0,
+            Facts::Cluster(c) => c.generation.load(Ordering::Acquire),
         }
     }
 
@@ -106,6 +154,28 @@ impl Facts {
     }
 }
 
+impl ClusterStores {
+    fn copy(&self) -> Snapshot {
+        let ns = self.namespaces.clone();
+        Snapshot {
+            profiles: self.profiles.state(),
+            nodes: match &self.nodes {
+                Some(s) => s.state(),
+                None => self.static_nodes.clone(),
+            },
+            policies: match &self.policies {
+                Some(s) => s.state(),
+                None => self.static_policies.clone(),
+            },
+            namespace_labels: Some(Arc::new(move |name: &str| {
+                ns.get(&reflector::ObjectRef::new(name))
+                    .map(|n| n.metadata.labels.clone().unwrap_or_default())
+            })),
+            policy_memo: Default::default(),
+        }
+    }
+}
+
 trait ReadyExt {
     fn is_ready(&self) -> bool;
 }
@@ -121,7 +191,7 @@ where
     }
 }
 
-fn spawn_reflector<K>(api: kube::Api<K>) -> reflector::Store<K>
+fn spawn_reflector<K>(api: kube::Api<K>, generation: Arc<AtomicU64>) -> reflector::Store<K>
 where
     K: kube::Resource<DynamicType = ()>
         + Clone
@@ -138,6 +208,9 @@ where
     tokio::spawn(async move {
         futures::pin_mut!(stream);
         while let Some(ev) = stream.next().await {
+            // After the store applied the event: answers cached under the
+            // previous generation are not served again.
+            generation.fetch_add(1, Ordering::Release);
             if let Err(e) = ev {
                 tracing::warn!(error = %e, kind = std::any::type_name::<K>(), "watch error (retrying)");
             }
@@ -152,19 +225,32 @@ pub fn start_cluster(
     nodes_file: Option<Vec<Node>>,
     policies_file: Option<Vec<NetfilterPolicy>>,
 ) -> Facts {
-    let profiles = spawn_reflector(kube::Api::<NodeNetfilterProfile>::all(client.clone()));
-    let namespaces = spawn_reflector(kube::Api::<Namespace>::all(client.clone()));
+    let generation = Arc::new(AtomicU64::new(0));
+    let profiles = spawn_reflector(
+        kube::Api::<NodeNetfilterProfile>::all(client.clone()),
+        generation.clone(),
+    );
+    let namespaces = spawn_reflector(
+        kube::Api::<Namespace>::all(client.clone()),
+        generation.clone(),
+    );
     let (nodes, static_nodes) = match nodes_file {
         Some(v) => (None, v.into_iter().map(Arc::new).collect()),
         None => (
-            Some(spawn_reflector(kube::Api::<Node>::all(client.clone()))),
+            Some(spawn_reflector(
+                kube::Api::<Node>::all(client.clone()),
+                generation.clone(),
+            )),
             Vec::new(),
         ),
     };
     let (policies, static_policies) = match policies_file {
         Some(v) => (None, v.into_iter().map(Arc::new).collect()),
         None => (
-            Some(spawn_reflector(kube::Api::<NetfilterPolicy>::all(client))),
+            Some(spawn_reflector(
+                kube::Api::<NetfilterPolicy>::all(client),
+                generation.clone(),
+            )),
             Vec::new(),
         ),
     };
@@ -175,5 +261,7 @@ pub fn start_cluster(
         namespaces,
         static_nodes,
         static_policies,
+        generation,
+        last: Default::default(),
     })
 }

@@ -11,6 +11,7 @@ use crate::registry::{Credentials, ImageInspector, Platform};
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -56,7 +57,7 @@ impl ImageSource for FromResolver {
     }
 }
 
-type Answer = Arc<Result<ImageProfile, String>>;
+type Answer = Arc<Result<Arc<ImageProfile>, String>>;
 
 /// New look-ups one request may start (a hostile object can list thousands
 /// of distinct images); the rest count as unresolved.
@@ -100,6 +101,8 @@ pub struct ImageCache {
     cache: moka::sync::Cache<ImageKey, Answer>,
     inflight: Arc<Mutex<HashMap<ImageKey, Shared<BoxFuture<'static, Answer>>>>>,
     metrics: Arc<Metrics>,
+    /// Bumped whenever an answer enters the cache (decisions depend on it).
+    epoch: Arc<AtomicU64>,
 }
 
 impl ImageCache {
@@ -117,6 +120,7 @@ impl ImageCache {
                 .build(),
             inflight: Arc::new(Mutex::new(HashMap::new())),
             metrics,
+            epoch: Arc::new(AtomicU64::new(0)),
         }
     }
 
@@ -140,6 +144,7 @@ impl ImageCache {
         let cache = self.cache.clone();
         let map = self.inflight.clone();
         let metrics = self.metrics.clone();
+        let epoch = self.epoch.clone();
         let k = key.clone();
         // Spawned: runs to completion even when every waiting request gave up.
         let task = tokio::spawn(async move {
@@ -147,8 +152,9 @@ impl ImageCache {
             if res.is_err() {
                 metrics.registry_errors.inc();
             }
-            let answer: Answer = Arc::new(res);
+            let answer: Answer = Arc::new(res.map(Arc::new));
             cache.insert(k.clone(), answer.clone());
+            epoch.fetch_add(1, Ordering::Release);
             if let Ok(mut m) = map.lock() {
                 m.remove(&k);
             }
@@ -226,6 +232,11 @@ impl ImageCache {
         out
     }
 
+    /// Changes whenever a new image answer is cached.
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
     /// Warm answer only (tests, benchmarks).
     pub fn cached(&self, key: &ImageKey) -> Option<Answer> {
         self.cache.get(key)
@@ -234,7 +245,7 @@ impl ImageCache {
 
 fn put(out: &mut ImageResolutions, key: &ImageKey, a: &Answer) {
     match a.as_ref() {
-        Ok(p) => out.insert_profile(&key.image, &key.platform, p.clone()),
+        Ok(p) => out.insert_shared(&key.image, &key.platform, p.clone()),
         Err(e) => out.insert_error(&key.image, &key.platform, e.clone()),
     }
 }

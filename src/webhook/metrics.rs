@@ -22,6 +22,9 @@ pub struct Metrics {
     pub image_cache_hits: Counter,
     pub image_cache_misses: Counter,
     pub registry_errors: Counter,
+    /// Reviews answered from the decision cache (same object, same facts).
+    pub decision_cache_hits: Counter,
+    pub decision_cache_misses: Counter,
     /// Requests answered without judging (malformed, unsupported, ...), by cause.
     pub rejected: Family<Labels, Counter>,
     /// Seconds until the serving certificate expires.
@@ -75,6 +78,18 @@ impl Metrics {
             "Image look-ups that failed",
             registry_errors.clone(),
         );
+        let decision_cache_hits = Counter::default();
+        registry.register(
+            "decision_cache_hits",
+            "Reviews answered from the decision cache",
+            decision_cache_hits.clone(),
+        );
+        let decision_cache_misses = Counter::default();
+        registry.register(
+            "decision_cache_misses",
+            "Reviews judged afresh",
+            decision_cache_misses.clone(),
+        );
         let rejected = Family::<Labels, Counter>::default();
         registry.register(
             "rejected_requests",
@@ -101,6 +116,8 @@ impl Metrics {
             image_cache_hits,
             image_cache_misses,
             registry_errors,
+            decision_cache_hits,
+            decision_cache_misses,
             rejected,
             cert_expiry,
             cert_reloads,

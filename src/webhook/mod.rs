@@ -3,7 +3,9 @@
 //!
 //! - [`facts`]: node profiles, Nodes, policies (reflectors or files).
 //! - [`images`]: image look-ups with a deadline that keep going in the background.
-//! - [`admission`]: AdmissionReview parsing, judging, response building.
+//! - [`review`]: the AdmissionReview v1 envelope in and out.
+//! - [`admission`]: which objects to judge, judging, the answer.
+//! - [`decisions`]: answers remembered for identical objects under the same facts.
 //! - [`server`]: the axum router (`/validate`, `/healthz`, `/readyz`, `/metrics`).
 //! - [`tls`]: the hot-swappable serving certificate and the directory watcher.
 //! - [`bootstrap`]: `--self-signed`: CA + cert in a Secret, caBundle patch, rotation.
@@ -12,9 +14,11 @@ pub mod admission;
 pub mod bootstrap;
 pub mod cli;
 pub mod credentials;
+pub mod decisions;
 pub mod facts;
 pub mod images;
 pub mod metrics;
+pub mod review;
 pub mod server;
 pub mod tls;
 

@@ -69,8 +69,12 @@ async fn validate(State(s): State<AppState>, body: Bytes) -> Response {
         .get_or_create(&vec![("verdict", out.verdict)])
         .inc();
     let status = StatusCode::from_u16(out.status).unwrap_or(StatusCode::OK);
-    let body = serde_json::to_vec(&out.body).unwrap_or_default();
-    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        out.body,
+    )
+        .into_response()
 }
 
 async fn readyz(State(s): State<AppState>) -> Response {

@@ -6,6 +6,7 @@ use super::policy::EffectivePolicy;
 use super::workload::Workload;
 use crate::compat::ImageProfile;
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 /// One (image reference, `os/arch[/variant]`) pair.
 #[derive(Clone, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
@@ -17,11 +18,10 @@ pub struct ImageKey {
 /// The outcome of inspecting one image for one platform.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub enum ImageResolution {
-    Resolved(ImageProfile),
+    /// Shared: caches hand the same profile to every request without copying.
+    Resolved(Arc<ImageProfile>),
     /// Registry error, timeout, no such platform, ...: the message is shown.
-    Unresolved {
-        error: String,
-    },
+    Unresolved { error: String },
 }
 
 /// Resolutions by image then platform (two levels so look-ups need no allocation).
@@ -43,6 +43,10 @@ impl ImageResolutions {
     }
 
     pub fn insert_profile(&mut self, image: &str, platform: &str, profile: ImageProfile) {
+        self.insert_shared(image, platform, Arc::new(profile));
+    }
+
+    pub fn insert_shared(&mut self, image: &str, platform: &str, profile: Arc<ImageProfile>) {
         self.insert(
             ImageKey {
                 image: image.into(),

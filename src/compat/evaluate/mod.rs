@@ -156,6 +156,13 @@ pub struct Reason {
     pub remedy: Option<String>,
 }
 
+impl Reason {
+    /// This reason as one line, its node list capped at `max_nodes` names.
+    pub fn line(&self, max_nodes: usize) -> String {
+        render::one_line(self, max_nodes)
+    }
+}
+
 /// The answer for one workload.
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -208,6 +208,23 @@ impl Workload {
         })
     }
 
+    /// The same as [`Workload::of_kind`] for an object given as JSON text:
+    /// parsed once, straight into the pod spec (the webhook's hot path). An
+    /// object the typed pass cannot read goes through `of_kind`, which names
+    /// the problem precisely.
+    pub fn of_kind_json(kind: WorkloadKind, json: &str) -> Result<Self, WorkloadError> {
+        if let Some(w) = typed::read(kind, json) {
+            return Ok(w);
+        }
+        let obj: Value =
+            serde_json::from_str(json).map_err(|error| WorkloadError::InvalidPodSpec {
+                kind: kind.as_str().into(),
+                name: "<unnamed>".into(),
+                error,
+            })?;
+        Self::of_kind(kind, &obj)
+    }
+
     /// `Kind/namespace/name`, e.g. "DaemonSet/kube-system/kube-router".
     pub fn object_ref(&self) -> String {
         format!(
@@ -246,6 +263,85 @@ impl Workload {
             out.push(ContainerFacts::from_ephemeral(c, host));
         }
         out
+    }
+}
+
+/// Typed shapes of the workload kinds, down to the pod template.
+mod typed {
+    use super::{Meta, Workload, WorkloadKind};
+    use k8s_openapi::api::core::v1::PodSpec;
+    use serde::Deserialize;
+
+    #[derive(Deserialize)]
+    struct Object<S> {
+        metadata: Option<Meta>,
+        spec: Option<S>,
+    }
+
+    #[derive(Deserialize)]
+    struct Template {
+        metadata: Option<Meta>,
+        spec: Option<PodSpec>,
+    }
+
+    #[derive(Deserialize)]
+    struct WithTemplate {
+        template: Option<Template>,
+    }
+
+    #[derive(Deserialize)]
+    struct CronJobSpec {
+        #[serde(rename = "jobTemplate")]
+        job_template: Option<Object<WithTemplate>>,
+    }
+
+    fn build(
+        kind: WorkloadKind,
+        meta: Option<Meta>,
+        template_meta: Option<Meta>,
+        spec: PodSpec,
+    ) -> Option<Workload> {
+        let meta = meta.unwrap_or_default();
+        let annotations = meta.annotations.unwrap_or_default();
+        let template_annotations = match kind {
+            WorkloadKind::Pod => annotations.clone(),
+            _ => template_meta
+                .and_then(|m| m.annotations)
+                .unwrap_or_default(),
+        };
+        Some(Workload {
+            kind,
+            namespace: meta.namespace,
+            name: meta
+                .name
+                .or(meta.generate_name)
+                .unwrap_or_else(|| "<unnamed>".into()),
+            annotations,
+            template_annotations,
+            pod_spec: spec,
+        })
+    }
+
+    /// None when anything is missing or malformed (the caller's slow path
+    /// then reports exactly what).
+    pub(super) fn read(kind: WorkloadKind, json: &str) -> Option<Workload> {
+        let template = |t: Option<WithTemplate>| t?.template;
+        match kind {
+            WorkloadKind::Pod => {
+                let o: Object<PodSpec> = serde_json::from_str(json).ok()?;
+                build(kind, o.metadata, None, o.spec?)
+            }
+            WorkloadKind::CronJob => {
+                let o: Object<CronJobSpec> = serde_json::from_str(json).ok()?;
+                let t = template(o.spec?.job_template?.spec)?;
+                build(kind, o.metadata, t.metadata, t.spec?)
+            }
+            _ => {
+                let o: Object<WithTemplate> = serde_json::from_str(json).ok()?;
+                let t = template(o.spec)?;
+                build(kind, o.metadata, t.metadata, t.spec?)
+            }
+        }
     }
 }
 
