@@ -169,7 +169,7 @@ impl Judge {
             Err(e) => {
                 self.metrics
                     .rejected
-                    .get_or_create(&vec![("cause", e.cause())])
+                    .get_or_create(&[("cause", e.cause())])
                     .inc();
                 return ReviewOutcome {
                     status: 400,
@@ -224,7 +224,7 @@ impl Judge {
             Err(e) => {
                 self.metrics
                     .rejected
-                    .get_or_create(&vec![("cause", "unreadable_object")])
+                    .get_or_create(&[("cause", "unreadable_object")])
                     .inc();
                 return allow_with(
                     format!("nfguard could not read the object ({e}); allowed without checks"),
@@ -292,7 +292,7 @@ impl Judge {
         for code in &a.codes {
             self.metrics
                 .reasons
-                .get_or_create(&vec![("code", reason_label(*code))])
+                .get_or_create(&[("code", reason_label(*code))])
                 .inc();
         }
         if req.dry_run {

@@ -9,16 +9,19 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-type Labels = Vec<(&'static str, &'static str)>;
+/// Fixed-size label sets: no allocation per request.
+type Label = (&'static str, &'static str);
+type Labels1 = [Label; 1];
+type Labels2 = [Label; 2];
 
 pub struct Metrics {
     registry: Registry,
     /// Seconds from body received to response built, by kind and verdict.
-    pub admission_duration: Family<Labels, Histogram>,
+    pub admission_duration: Family<Labels2, Histogram>,
     /// Admission answers by verdict.
-    pub verdicts: Family<Labels, Counter>,
+    pub verdicts: Family<Labels1, Counter>,
     /// Reasons reported, by stable reason code.
-    pub reasons: Family<Labels, Counter>,
+    pub reasons: Family<Labels1, Counter>,
     pub image_cache_hits: Counter,
     pub image_cache_misses: Counter,
     pub registry_errors: Counter,
@@ -26,7 +29,7 @@ pub struct Metrics {
     pub decision_cache_hits: Counter,
     pub decision_cache_misses: Counter,
     /// Requests answered without judging (malformed, unsupported, ...), by cause.
-    pub rejected: Family<Labels, Counter>,
+    pub rejected: Family<Labels1, Counter>,
     /// Seconds until the serving certificate expires.
     pub cert_expiry: Gauge<f64, std::sync::atomic::AtomicU64>,
     pub cert_reloads: Counter,
@@ -41,7 +44,7 @@ impl Default for Metrics {
 impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("nfguard_webhook");
-        let admission_duration = Family::<Labels, Histogram>::new_with_constructor(|| {
+        let admission_duration = Family::<Labels2, Histogram>::new_with_constructor(|| {
             Histogram::new([
                 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
                 8.0, 10.0,
@@ -52,9 +55,9 @@ impl Metrics {
             "Time to answer an AdmissionReview",
             admission_duration.clone(),
         );
-        let verdicts = Family::<Labels, Counter>::default();
+        let verdicts = Family::<Labels1, Counter>::default();
         registry.register("verdicts", "Admission verdicts", verdicts.clone());
-        let reasons = Family::<Labels, Counter>::default();
+        let reasons = Family::<Labels1, Counter>::default();
         registry.register(
             "reasons",
             "Reasons in admission decisions by code",
@@ -90,7 +93,7 @@ impl Metrics {
             "Reviews judged afresh",
             decision_cache_misses.clone(),
         );
-        let rejected = Family::<Labels, Counter>::default();
+        let rejected = Family::<Labels1, Counter>::default();
         registry.register(
             "rejected_requests",
             "Requests not judged, by cause",

@@ -62,11 +62,11 @@ async fn validate(State(s): State<AppState>, body: Bytes) -> Response {
     let out = s.judge.review(&body).await;
     s.metrics
         .admission_duration
-        .get_or_create(&vec![("kind", out.kind), ("verdict", out.verdict)])
+        .get_or_create(&[("kind", out.kind), ("verdict", out.verdict)])
         .observe(start.elapsed().as_secs_f64());
     s.metrics
         .verdicts
-        .get_or_create(&vec![("verdict", out.verdict)])
+        .get_or_create(&[("verdict", out.verdict)])
         .inc();
     let status = StatusCode::from_u16(out.status).unwrap_or(StatusCode::OK);
     (
