@@ -44,6 +44,24 @@ fn app(fx: &Fixture, policy: Option<&std::path::Path>) -> axum::Router {
     ))
 }
 
+/// The incident DaemonSet: kube-router with iptables 1.8.7 and NET_ADMIN.
+fn incident_ds() -> Value {
+    object(
+        "DaemonSet",
+        "kube-router",
+        "kube-system",
+        incident_spec(),
+        json!({}),
+    )
+}
+
+/// A DaemonSet CREATE review in kube-system, as bytes.
+fn ds_review(obj: Value, dry_run: bool) -> Vec<u8> {
+    review("DaemonSet", None, "CREATE", "kube-system", obj, dry_run)
+        .to_string()
+        .into_bytes()
+}
+
 fn resp(v: &Value) -> &Value {
     &v["response"]
 }
@@ -189,20 +207,8 @@ async fn every_kind_and_operation_matches_check() {
 async fn incident_denial_names_node_image_versions_and_remedy() {
     let fx = Fixture::new();
     let app = app(&fx, None);
-    let obj = object(
-        "DaemonSet",
-        "kube-router",
-        "kube-system",
-        incident_spec(),
-        json!({}),
-    );
-    let (_, v) = post(
-        &app,
-        review("DaemonSet", None, "CREATE", "kube-system", obj, false)
-            .to_string()
-            .into_bytes(),
-    )
-    .await;
+    let obj = incident_ds();
+    let (_, v) = post(&app, ds_review(obj, false)).await;
     let msg = v["response"]["status"]["message"].as_str().unwrap();
     for needle in [
         "DaemonSet/kube-system/kube-router",
@@ -308,13 +314,7 @@ async fn exempt_workload_is_allowed_with_its_reason() {
         incident_spec(),
         json!({"nfguard.io/exempt": "INC-4711: rollback in progress, approved by netops"}),
     );
-    let (_, v) = post(
-        &app,
-        review("DaemonSet", None, "CREATE", "kube-system", obj, false)
-            .to_string()
-            .into_bytes(),
-    )
-    .await;
+    let (_, v) = post(&app, ds_review(obj, false)).await;
     let r = resp(&v);
     assert_eq!(r["allowed"], true, "{v}");
     let w = r["warnings"].to_string();
@@ -326,34 +326,9 @@ async fn exempt_workload_is_allowed_with_its_reason() {
 async fn dry_run_gets_the_same_verdict() {
     let fx = Fixture::new();
     let app = app(&fx, None);
-    let obj = object(
-        "DaemonSet",
-        "kube-router",
-        "kube-system",
-        incident_spec(),
-        json!({}),
-    );
-    let (_, a) = post(
-        &app,
-        review(
-            "DaemonSet",
-            None,
-            "CREATE",
-            "kube-system",
-            obj.clone(),
-            true,
-        )
-        .to_string()
-        .into_bytes(),
-    )
-    .await;
-    let (_, b) = post(
-        &app,
-        review("DaemonSet", None, "CREATE", "kube-system", obj, false)
-            .to_string()
-            .into_bytes(),
-    )
-    .await;
+    let obj = incident_ds();
+    let (_, a) = post(&app, ds_review(obj.clone(), true)).await;
+    let (_, b) = post(&app, ds_review(obj, false)).await;
     assert_eq!(a, b);
     assert_eq!(a["response"]["allowed"], false);
 }
@@ -366,20 +341,8 @@ async fn warn_policy_turns_denial_into_warnings() {
         "apiVersion: nfguard.io/v1alpha1\nkind: NetfilterPolicy\nmetadata: {name: soft}\nspec: {action: Warn, unresolvedImages: Warn}\n",
     );
     let app = app(&fx, Some(&policy));
-    let obj = object(
-        "DaemonSet",
-        "kube-router",
-        "kube-system",
-        incident_spec(),
-        json!({}),
-    );
-    let (_, v) = post(
-        &app,
-        review("DaemonSet", None, "CREATE", "kube-system", obj, false)
-            .to_string()
-            .into_bytes(),
-    )
-    .await;
+    let obj = incident_ds();
+    let (_, v) = post(&app, ds_review(obj, false)).await;
     let r = resp(&v);
     assert_eq!(r["allowed"], true, "{v}");
     assert_eq!(r["auditAnnotations"]["nfguard.io/verdict"], "warn");
@@ -413,13 +376,7 @@ async fn unknown_kinds_delete_and_namespace_defaulting() {
             .contains("does not judge kind \"ConfigMap\"")
     );
 
-    let obj = object(
-        "DaemonSet",
-        "kube-router",
-        "kube-system",
-        incident_spec(),
-        json!({}),
-    );
+    let obj = incident_ds();
     let mut del = review(
         "DaemonSet",
         None,
@@ -457,37 +414,12 @@ async fn unknown_kinds_delete_and_namespace_defaulting() {
 async fn health_ready_and_metrics() {
     let fx = Fixture::new();
     let app = app(&fx, None);
-    let obj = object(
-        "DaemonSet",
-        "kube-router",
-        "kube-system",
-        incident_spec(),
-        json!({}),
-    );
-    post(
-        &app,
-        review(
-            "DaemonSet",
-            None,
-            "CREATE",
-            "kube-system",
-            obj.clone(),
-            false,
-        )
-        .to_string()
-        .into_bytes(),
-    )
-    .await;
+    let obj = incident_ds();
+    post(&app, ds_review(obj.clone(), false)).await;
     // Another object with the same image: judged afresh, image from cache.
     let mut other = obj;
     other["metadata"]["name"] = json!("kube-router-2");
-    post(
-        &app,
-        review("DaemonSet", None, "CREATE", "kube-system", other, false)
-            .to_string()
-            .into_bytes(),
-    )
-    .await;
+    post(&app, ds_review(other, false)).await;
     post(&app, b"garbage".to_vec()).await;
     for path in ["/healthz", "/readyz"] {
         let r = app
@@ -525,13 +457,7 @@ async fn health_ready_and_metrics() {
 async fn identical_objects_are_answered_from_the_decision_cache() {
     let fx = Fixture::new();
     let app = app(&fx, None);
-    let obj = object(
-        "DaemonSet",
-        "kube-router",
-        "kube-system",
-        incident_spec(),
-        json!({}),
-    );
+    let obj = incident_ds();
     let mut answers = Vec::new();
     for (uid, dry_run) in [("uid-1", false), ("uid-2", true), ("uid-3", false)] {
         let mut r = review(
@@ -556,13 +482,7 @@ async fn identical_objects_are_answered_from_the_decision_cache() {
     // Another object (one byte differs) is judged afresh.
     let mut other = obj.clone();
     other["metadata"]["name"] = json!("kube-router2");
-    let (_, b) = post(
-        &app,
-        review("DaemonSet", None, "CREATE", "kube-system", other, false)
-            .to_string()
-            .into_bytes(),
-    )
-    .await;
+    let (_, b) = post(&app, ds_review(other, false)).await;
     let msg = b["response"]["status"]["message"].as_str().unwrap();
     assert!(msg.contains("DaemonSet/kube-system/kube-router2"), "{msg}");
 
@@ -599,9 +519,7 @@ async fn answers_waiting_on_an_image_are_not_cached() {
         )],
     );
     let obj = object("DaemonSet", "kube-router", "kube-system", spec, json!({}));
-    let body = review("DaemonSet", None, "CREATE", "kube-system", obj, false)
-        .to_string()
-        .into_bytes();
+    let body = ds_review(obj, false);
     let (_, first) = post(&app, body.clone()).await;
     assert!(first.to_string().contains("ImageUnresolved"), "{first}");
     tokio::time::sleep(Duration::from_millis(1500)).await;
