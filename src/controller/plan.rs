@@ -308,17 +308,46 @@ fn taint_text(t: &k8s_openapi::api::core::v1::Taint) -> String {
     }
 }
 
-/// The profile as it will be once the desired writer inventory is applied.
-fn with_writers(
+/// Runs `judge` on the profile as it will be once the desired writer
+/// inventory is applied. Copies only what `evaluate` can read: not the
+/// metadata (managedFields grow large) nor the conditions, and lends the
+/// desired writers instead of cloning them.
+fn judge_with_writers<R>(
     profile: &NodeNetfilterProfile,
-    desired: &NodeNetfilterProfileStatus,
-) -> NodeNetfilterProfile {
-    let mut merged = profile.clone();
-    let ms = merged.status.get_or_insert_with(Default::default);
-    ms.writers = desired.writers.clone();
-    ms.newest_writer_version = desired.newest_writer_version;
-    ms.oldest_reader_version = desired.oldest_reader_version;
-    merged
+    desired: &mut NodeNetfilterProfileStatus,
+    judge: impl FnOnce(&NodeNetfilterProfile) -> R,
+) -> R {
+    let empty = NodeNetfilterProfileStatus::default();
+    let s = profile.status.as_ref().unwrap_or(&empty);
+    // Every field spelled out: a new status field must be decided on here.
+    let status = NodeNetfilterProfileStatus {
+        iptables: s.iptables.clone(),
+        kernel: s.kernel.clone(),
+        backends: s.backends.clone(),
+        active_backend: s.active_backend,
+        min_reader_version: s.min_reader_version,
+        bridge: s.bridge.clone(),
+        ip_forward: s.ip_forward,
+        hazards: s.hazards.clone(),
+        native_features: s.native_features.clone(),
+        wrapper_backend: s.wrapper_backend,
+        other_nft_tables: s.other_nft_tables.clone(),
+        last_probe_time: s.last_probe_time.clone(),
+        probe_error: s.probe_error.clone(),
+        probe_interval_seconds: s.probe_interval_seconds,
+        conditions: None,
+        writers: desired.writers.take(),
+        newest_writer_version: desired.newest_writer_version,
+        oldest_reader_version: desired.oldest_reader_version,
+    };
+    let mut merged = NodeNetfilterProfile {
+        metadata: Default::default(),
+        spec: profile.spec.clone(),
+        status: Some(status),
+    };
+    let out = judge(&merged);
+    desired.writers = merged.status.take().and_then(|s| s.writers);
+    out
 }
 
 /// Plan one node.
@@ -374,7 +403,7 @@ pub fn plan_node(facts: &NodeFacts<'_>) -> NodePlan {
                 });
             }
         }
-        let desired = NodeNetfilterProfileStatus {
+        let mut desired = NodeNetfilterProfileStatus {
             conditions: Some(conds),
             writers: Some(writers),
             newest_writer_version,
@@ -401,8 +430,9 @@ pub fn plan_node(facts: &NodeFacts<'_>) -> NodePlan {
             found = if in_sync {
                 violations(facts, &subjects, profile, &platform)
             } else {
-                let merged = with_writers(profile, &desired);
-                violations(facts, &subjects, &merged, &platform)
+                judge_with_writers(profile, &mut desired, |merged| {
+                    violations(facts, &subjects, merged, &platform)
+                })
             };
         }
         if controller_fields(current) != desired {
@@ -535,7 +565,15 @@ pub struct ClusterFacts<'a> {
 /// Plan every node in order, the brake counting the taints of the plans
 /// already made (as the controller does when it reconciles one by one).
 pub fn plan_all(c: &ClusterFacts<'_>) -> Vec<NodePlan> {
-    let pods_by_node = PodsByNode::new(c.nodes, c.pods);
+    // plan_node looks only at running pods that can write netfilter rules
+    // (writer inventory, taint subjects): dropping the rest while grouping
+    // reads each of the many ordinary pods once, not once more per node.
+    plan_grouped(c, |p| inventory::is_running(p) && pod_can_write(p))
+}
+
+/// [`plan_all`] giving each node only the pods `keep` accepts.
+fn plan_grouped(c: &ClusterFacts<'_>, keep: impl Fn(&Pod) -> bool) -> Vec<NodePlan> {
+    let pods_by_node = PodsByNode::new(c.nodes, c.pods, keep);
     let profiles: FastMap<&str, &NodeNetfilterProfile> = c
         .profiles
         .iter()
@@ -588,7 +626,8 @@ struct PodsByNode<'a> {
 }
 
 impl<'a> PodsByNode<'a> {
-    fn new(nodes: &'a [Node], pods: &'a [Pod]) -> Self {
+    /// Only the pods `keep` accepts.
+    fn new(nodes: &'a [Node], pods: &'a [Pod], keep: impl Fn(&Pod) -> bool) -> Self {
         let mut slots: FastMap<&str, usize> = FastMap::default();
         slots.reserve(nodes.len());
         for n in nodes {
@@ -602,7 +641,8 @@ impl<'a> PodsByNode<'a> {
             .iter()
             .map(|p| {
                 let name = p.spec.as_ref()?.node_name.as_deref()?;
-                slots.get(name).copied()
+                let slot = slots.get(name).copied()?;
+                keep(p).then_some(slot)
             })
             .collect();
         // Counts per slot, then each slot's start (the last entry: the total).
@@ -698,7 +738,7 @@ mod tests {
             pod_on("d", None),
             pod_on("e", Some("n1")),
         ];
-        let by = PodsByNode::new(&nodes, &pods);
+        let by = PodsByNode::new(&nodes, &pods, |_| true);
         let names = |node: &str| -> Vec<&str> {
             by.of(node)
                 .iter()
@@ -708,7 +748,70 @@ mod tests {
         assert_eq!(names("n1"), ["a", "e"]);
         assert_eq!(names("n2"), ["c"]);
         assert!(names("n9").is_empty() && names("").is_empty());
-        assert!(PodsByNode::new(&nodes, &[]).of("n1").is_empty());
+        assert!(PodsByNode::new(&nodes, &[], |_| true).of("n1").is_empty());
+        let not_e = PodsByNode::new(&nodes, &pods, |p| p.metadata.name.as_deref() != Some("e"));
+        assert_eq!(not_e.of("n1").len(), 1);
+    }
+
+    /// Every kind of pod on three nodes: writers on the host, a privileged
+    /// pod in its own netns, a finished writer, ordinary pods.
+    fn mixed_cluster_pods() -> Vec<Pod> {
+        let pod = |name: &str,
+                   node: usize,
+                   host: bool,
+                   phase: &str,
+                   sc: serde_json::Value|
+         -> Pod {
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": "kube-system"},
+                "spec": {"nodeName": format!("n{node}"), "hostNetwork": host,
+                         "containers": [{"name": "c", "image": format!("{name}:1"), "securityContext": sc}]},
+                "status": {"phase": phase}
+            }))
+            .unwrap()
+        };
+        let mut pods = Vec::new();
+        for n in 0..3 {
+            let caps = json!({"capabilities": {"add": ["cap_net_admin"]}});
+            pods.push(pod(&format!("proxy-{n}"), n, true, "Running", caps));
+            pods.push(pod(&format!("app-{n}"), n, false, "Running", json!({})));
+            let privileged = json!({"privileged": true});
+            pods.push(pod(
+                &format!("vpn-{n}"),
+                n,
+                false,
+                "Running",
+                privileged.clone(),
+            ));
+            pods.push(pod(&format!("done-{n}"), n, true, "Succeeded", privileged));
+            pods.push(pod(&format!("ro-{n}"), n, true, "Running", json!({})));
+        }
+        pods
+    }
+
+    #[test]
+    fn plan_all_dropping_ignored_pods_plans_as_with_every_pod() {
+        let nodes: Vec<Node> = (0..3).map(node).collect();
+        let profiles: Vec<_> = (0..3).map(degraded_profile).collect();
+        let pods = mixed_cluster_pods();
+        let mut images = ImageResolutions::new();
+        images.insert_error("vpn-1:1", "linux/amd64", "registry down");
+        let mut policy = opt_in(Some(100));
+        policy.spec.action = PolicyAction::Taint;
+        let policies = [policy];
+        let facts = ClusterFacts {
+            nodes: &nodes,
+            profiles: &profiles,
+            pods: &pods,
+            policies: &policies,
+            images: &images,
+            now: "2026-01-01T00:01:00Z".parse().unwrap(),
+        };
+        let plans = plan_all(&facts);
+        assert_eq!(plans, plan_grouped(&facts, |_| true));
+        let writers = |p: &NodePlan| p.status.as_ref().and_then(|s| s.writers.clone());
+        assert_eq!(writers(&plans[0]).map(|w| w.len()), Some(1));
+        assert!(plans.iter().all(|p| p.taints.tainted_after));
     }
 
     #[test]
