@@ -53,47 +53,53 @@ pub struct WriterContainer<'a> {
 
 /// The writer containers of one running pod (init containers too: what they
 /// wrote at start stays in the kernel; ephemeral ones while they exist).
-pub fn writer_containers<'p>(pod: &'p Pod) -> Vec<WriterContainer<'p>> {
-    let Some(spec) = pod.spec.as_ref() else {
-        return Vec::new();
-    };
-    if !spec.host_network.unwrap_or(false) || !is_running(pod) {
-        return Vec::new();
-    }
+/// An iterator: most pods have none, and none needs a vector.
+pub fn writer_containers<'p>(pod: &'p Pod) -> impl Iterator<Item = WriterContainer<'p>> + 'p {
+    let spec = pod
+        .spec
+        .as_ref()
+        .filter(|s| s.host_network.unwrap_or(false) && is_running(pod));
     let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
     let pod_name = pod.metadata.name.as_deref().unwrap_or("");
-    let entry =
-        |container: &'p str, image: Option<&'p String>, sc: Option<&SecurityContext>, init| {
-            can_write(sc).then(|| WriterContainer {
-                namespace,
-                pod: pod_name,
-                container,
-                image: image.map(String::as_str),
-                init,
-            })
-        };
+    let entry = move |container: &'p str,
+                      image: Option<&'p String>,
+                      sc: Option<&'p SecurityContext>,
+                      init| {
+        can_write(sc).then(|| WriterContainer {
+            namespace,
+            pod: pod_name,
+            container,
+            image: image.map(String::as_str),
+            init,
+        })
+    };
     let init = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .filter_map(|c| entry(&c.name, c.image.as_ref(), c.security_context.as_ref(), true));
-    let app = spec.containers.iter().filter_map(|c| {
-        entry(
-            &c.name,
-            c.image.as_ref(),
-            c.security_context.as_ref(),
-            false,
-        )
-    });
-    let ephemeral = spec.ephemeral_containers.iter().flatten().filter_map(|c| {
-        entry(
-            &c.name,
-            c.image.as_ref(),
-            c.security_context.as_ref(),
-            false,
-        )
-    });
-    init.chain(app).chain(ephemeral).collect()
+        .into_iter()
+        .flat_map(|s| s.init_containers.iter().flatten())
+        .filter_map(move |c| entry(&c.name, c.image.as_ref(), c.security_context.as_ref(), true));
+    let app = spec
+        .into_iter()
+        .flat_map(|s| s.containers.iter())
+        .filter_map(move |c| {
+            entry(
+                &c.name,
+                c.image.as_ref(),
+                c.security_context.as_ref(),
+                false,
+            )
+        });
+    let ephemeral = spec
+        .into_iter()
+        .flat_map(|s| s.ephemeral_containers.iter().flatten())
+        .filter_map(move |c| {
+            entry(
+                &c.name,
+                c.image.as_ref(),
+                c.security_context.as_ref(),
+                false,
+            )
+        });
+    init.chain(app).chain(ephemeral)
 }
 
 /// (image, platform) pairs the inventory needs resolved, deduplicated.
@@ -153,7 +159,7 @@ pub fn inventory<'a>(
     for pod in pods {
         for w in writer_containers(pod) {
             let mut writer = Writer {
-                pod: format!("{}/{}", w.namespace, w.pod),
+                pod: [w.namespace, "/", w.pod].concat(),
                 container: w.container.to_string(),
                 image: w.image.unwrap_or_default().to_string(),
                 ..Default::default()

@@ -11,21 +11,27 @@ use crate::api::{
     ActiveBackend, NetfilterPolicy, NodeNetfilterProfile, NodeNetfilterProfileStatus, PolicyAction,
 };
 use crate::compat::evaluate::{
-    Candidate, EffectivePolicy, EvalInput, ImageKey, ImageResolutions, ReasonCode, Workload,
-    WorkloadKind, evaluate, images_to_resolve,
+    Candidate, EXEMPT_ANNOTATION, EffectivePolicy, ImageKey, ImageResolutions, ReasonCode,
+    SubjectInput, Workload, WorkloadKind, evaluate_subject, images_to_resolve, pod_containers,
 };
 use crate::compat::{HazardCode, Severity};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::time::Duration;
+
+/// Maps keyed by names (nodes, namespaces): a whole-cluster plan looks up
+/// one per pod, where std's SipHash cost more than the rest of the grouping.
+/// Seeded per map, so names picked by a user cannot force collisions.
+type FastMap<K, V> = foldhash::HashMap<K, V>;
+type FastSet<K> = foldhash::HashSet<K>;
 
 /// Effective policies by namespace, computed once (building one compiles
 /// the exempt-image globs) and shared by every node of a plan.
 pub struct PolicyCache<'a> {
     policies: &'a [NetfilterPolicy],
-    by_namespace: std::sync::Mutex<HashMap<String, Option<std::sync::Arc<EffectivePolicy>>>>,
+    by_namespace: std::sync::Mutex<FastMap<String, Option<std::sync::Arc<EffectivePolicy>>>>,
 }
 
 impl std::fmt::Debug for PolicyCache<'_> {
@@ -225,21 +231,32 @@ fn violations(
     platform: &str,
 ) -> Vec<Violation> {
     let name = facts.node.metadata.name.as_deref().unwrap_or("");
+    let candidates = [Candidate {
+        name,
+        platform: platform.to_string(),
+        profile: Some(profile),
+    }];
     let mut out = Vec::new();
     for (pod, policy) in subjects {
-        let Some(workload) = workload_of(pod) else {
+        // What `evaluate` would read of the pod as a Workload, borrowed.
+        let (Some(pod_name), Some(spec)) = (pod.metadata.name.as_deref(), pod.spec.as_ref()) else {
             continue;
         };
-        let candidates = [Candidate {
-            name,
-            platform: platform.to_string(),
-            profile: Some(profile),
-        }];
-        let decision = evaluate(&EvalInput {
-            workload: &workload,
+        let containers = pod_containers(spec);
+        let exempt_reason = pod
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(EXEMPT_ANNOTATION))
+            .map(String::as_str);
+        let decision = evaluate_subject(&SubjectInput {
+            containers: &containers,
+            exempt_reason,
             candidates: &candidates,
             images: facts.images,
             policy,
+            // Only critical reasons make a violation: skip rendering the rest.
+            min_severity: Severity::Critical,
         });
         let unsafe_reasons: Vec<_> = decision
             .reasons
@@ -250,9 +267,9 @@ fn violations(
             let mut codes: Vec<ReasonCode> = unsafe_reasons.iter().map(|r| r.code).collect();
             codes.sort();
             codes.dedup();
-            let ns = workload.namespace.as_deref().unwrap_or("default");
+            let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
             out.push(Violation {
-                pod: format!("{ns}/{}", workload.name),
+                pod: format!("{ns}/{pod_name}"),
                 codes,
                 message: first.message.clone(),
             });
@@ -289,6 +306,48 @@ fn taint_text(t: &k8s_openapi::api::core::v1::Taint) -> String {
         Some(v) if !v.is_empty() => format!("{}={v}:{}", t.key, t.effect),
         _ => format!("{}:{}", t.key, t.effect),
     }
+}
+
+/// Runs `judge` on the profile as it will be once the desired writer
+/// inventory is applied. Copies only what `evaluate` can read: not the
+/// metadata (managedFields grow large) nor the conditions, and lends the
+/// desired writers instead of cloning them.
+fn judge_with_writers<R>(
+    profile: &NodeNetfilterProfile,
+    desired: &mut NodeNetfilterProfileStatus,
+    judge: impl FnOnce(&NodeNetfilterProfile) -> R,
+) -> R {
+    let empty = NodeNetfilterProfileStatus::default();
+    let s = profile.status.as_ref().unwrap_or(&empty);
+    // Every field spelled out: a new status field must be decided on here.
+    let status = NodeNetfilterProfileStatus {
+        iptables: s.iptables.clone(),
+        kernel: s.kernel.clone(),
+        backends: s.backends.clone(),
+        active_backend: s.active_backend,
+        min_reader_version: s.min_reader_version,
+        bridge: s.bridge.clone(),
+        ip_forward: s.ip_forward,
+        hazards: s.hazards.clone(),
+        native_features: s.native_features.clone(),
+        wrapper_backend: s.wrapper_backend,
+        other_nft_tables: s.other_nft_tables.clone(),
+        last_probe_time: s.last_probe_time.clone(),
+        probe_error: s.probe_error.clone(),
+        probe_interval_seconds: s.probe_interval_seconds,
+        conditions: None,
+        writers: desired.writers.take(),
+        newest_writer_version: desired.newest_writer_version,
+        oldest_reader_version: desired.oldest_reader_version,
+    };
+    let mut merged = NodeNetfilterProfile {
+        metadata: Default::default(),
+        spec: profile.spec.clone(),
+        status: Some(status),
+    };
+    let out = judge(&merged);
+    desired.writers = merged.status.take().and_then(|s| s.writers);
+    out
 }
 
 /// Plan one node.
@@ -344,7 +403,7 @@ pub fn plan_node(facts: &NodeFacts<'_>) -> NodePlan {
                 });
             }
         }
-        let desired = NodeNetfilterProfileStatus {
+        let mut desired = NodeNetfilterProfileStatus {
             conditions: Some(conds),
             writers: Some(writers),
             newest_writer_version,
@@ -365,12 +424,16 @@ pub fn plan_node(facts: &NodeFacts<'_>) -> NodePlan {
         // writers); the copy is only made when some pod is to be judged.
         let subjects = taint_subjects(facts);
         if !subjects.is_empty() {
-            let mut merged = profile.clone();
-            let ms = merged.status.get_or_insert_with(Default::default);
-            ms.writers = desired.writers.clone();
-            ms.newest_writer_version = desired.newest_writer_version;
-            ms.oldest_reader_version = desired.oldest_reader_version;
-            found = violations(facts, &subjects, &merged, &platform);
+            let in_sync = desired.writers == current.writers
+                && desired.newest_writer_version == current.newest_writer_version
+                && desired.oldest_reader_version == current.oldest_reader_version;
+            found = if in_sync {
+                violations(facts, &subjects, profile, &platform)
+            } else {
+                judge_with_writers(profile, &mut desired, |merged| {
+                    violations(facts, &subjects, merged, &platform)
+                })
+            };
         }
         if controller_fields(current) != desired {
             new_status = Some(desired);
@@ -502,20 +565,23 @@ pub struct ClusterFacts<'a> {
 /// Plan every node in order, the brake counting the taints of the plans
 /// already made (as the controller does when it reconciles one by one).
 pub fn plan_all(c: &ClusterFacts<'_>) -> Vec<NodePlan> {
-    let mut pods_by_node: HashMap<&str, Vec<&Pod>> = HashMap::with_capacity(c.nodes.len());
-    for p in c.pods {
-        if let Some(n) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
-            pods_by_node.entry(n).or_default().push(p);
-        }
-    }
-    let profiles: HashMap<&str, &NodeNetfilterProfile> = c
+    // plan_node looks only at running pods that can write netfilter rules
+    // (writer inventory, taint subjects): dropping the rest while grouping
+    // reads each of the many ordinary pods once, not once more per node.
+    plan_grouped(c, |p| inventory::is_running(p) && pod_can_write(p))
+}
+
+/// [`plan_all`] giving each node only the pods `keep` accepts.
+fn plan_grouped(c: &ClusterFacts<'_>, keep: impl Fn(&Pod) -> bool) -> Vec<NodePlan> {
+    let pods_by_node = PodsByNode::new(c.nodes, c.pods, keep);
+    let profiles: FastMap<&str, &NodeNetfilterProfile> = c
         .profiles
         .iter()
         .filter_map(|p| Some((profile_node(p)?, p)))
         .collect();
     let settings = TaintSettings::from_policies(c.policies);
     let policy_cache = PolicyCache::new(c.policies);
-    let mut tainted: BTreeSet<&str> = c
+    let mut tainted: FastSet<&str> = c
         .nodes
         .iter()
         .filter(|n| {
@@ -523,7 +589,6 @@ pub fn plan_all(c: &ClusterFacts<'_>) -> Vec<NodePlan> {
         })
         .filter_map(|n| n.metadata.name.as_deref())
         .collect();
-    let none: Vec<&Pod> = Vec::new();
     c.nodes
         .iter()
         .map(|node| {
@@ -531,7 +596,7 @@ pub fn plan_all(c: &ClusterFacts<'_>) -> Vec<NodePlan> {
             let plan = plan_node(&NodeFacts {
                 node,
                 profile: profiles.get(name).copied(),
-                pods: pods_by_node.get(name).unwrap_or(&none),
+                pods: pods_by_node.of(name),
                 policies: &policy_cache,
                 settings,
                 images: c.images,
@@ -547,6 +612,74 @@ pub fn plan_all(c: &ClusterFacts<'_>) -> Vec<NodePlan> {
             plan
         })
         .collect()
+}
+
+/// The pods of each node in one flat list, sorted by node with a counting
+/// sort: one hash look-up per pod and no per-node vector to grow.
+struct PodsByNode<'a> {
+    /// Node name -> slot.
+    slots: FastMap<&'a str, usize>,
+    /// Slot by slot, each slot's pods in the order given.
+    pods: Vec<&'a Pod>,
+    /// Slot `i`'s pods are `pods[starts[i]..starts[i + 1]]`.
+    starts: Vec<usize>,
+}
+
+impl<'a> PodsByNode<'a> {
+    /// Only the pods `keep` accepts.
+    fn new(nodes: &'a [Node], pods: &'a [Pod], keep: impl Fn(&Pod) -> bool) -> Self {
+        let mut slots: FastMap<&str, usize> = FastMap::default();
+        slots.reserve(nodes.len());
+        for n in nodes {
+            let next = slots.len();
+            slots
+                .entry(n.metadata.name.as_deref().unwrap_or(""))
+                .or_insert(next);
+        }
+        // Pods on no listed node are never looked at.
+        let slot_of: Vec<Option<usize>> = pods
+            .iter()
+            .map(|p| {
+                let name = p.spec.as_ref()?.node_name.as_deref()?;
+                let slot = slots.get(name).copied()?;
+                keep(p).then_some(slot)
+            })
+            .collect();
+        // Counts per slot, then each slot's start (the last entry: the total).
+        let mut starts = vec![0usize; slots.len() + 1];
+        for s in slot_of.iter().flatten() {
+            starts[*s] += 1;
+        }
+        let mut total = 0;
+        for start in &mut starts {
+            let count = *start;
+            *start = total;
+            total += count;
+        }
+        let mut grouped: Vec<&Pod> = match pods.first() {
+            Some(first) => vec![first; starts[slots.len()]],
+            None => Vec::new(),
+        };
+        let mut next = starts.clone();
+        for (pod, slot) in pods.iter().zip(&slot_of) {
+            if let Some(s) = *slot {
+                grouped[next[s]] = pod;
+                next[s] += 1;
+            }
+        }
+        PodsByNode {
+            slots,
+            pods: grouped,
+            starts,
+        }
+    }
+
+    fn of(&self, node: &str) -> &[&'a Pod] {
+        match self.slots.get(node) {
+            Some(&s) => &self.pods[self.starts[s]..self.starts[s + 1]],
+            None => &[],
+        }
+    }
 }
 
 /// The node a profile describes: spec.nodeName, else metadata.name.
@@ -586,6 +719,99 @@ mod tests {
                 ..Default::default()
             },
         )
+    }
+
+    fn pod_on(name: &str, node: Option<&str>) -> Pod {
+        serde_json::from_value(
+            json!({"metadata": {"name": name}, "spec": {"nodeName": node, "containers": []}}),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn pods_by_node_keeps_each_nodes_pods_in_order() {
+        let nodes = [node(1), node(2), node(1)];
+        let pods = [
+            pod_on("a", Some("n1")),
+            pod_on("b", Some("n9")),
+            pod_on("c", Some("n2")),
+            pod_on("d", None),
+            pod_on("e", Some("n1")),
+        ];
+        let by = PodsByNode::new(&nodes, &pods, |_| true);
+        let names = |node: &str| -> Vec<&str> {
+            by.of(node)
+                .iter()
+                .filter_map(|p| p.metadata.name.as_deref())
+                .collect()
+        };
+        assert_eq!(names("n1"), ["a", "e"]);
+        assert_eq!(names("n2"), ["c"]);
+        assert!(names("n9").is_empty() && names("").is_empty());
+        assert!(PodsByNode::new(&nodes, &[], |_| true).of("n1").is_empty());
+        let not_e = PodsByNode::new(&nodes, &pods, |p| p.metadata.name.as_deref() != Some("e"));
+        assert_eq!(not_e.of("n1").len(), 1);
+    }
+
+    /// Every kind of pod on three nodes: writers on the host, a privileged
+    /// pod in its own netns, a finished writer, ordinary pods.
+    fn mixed_cluster_pods() -> Vec<Pod> {
+        let pod = |name: &str,
+                   node: usize,
+                   host: bool,
+                   phase: &str,
+                   sc: serde_json::Value|
+         -> Pod {
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": "kube-system"},
+                "spec": {"nodeName": format!("n{node}"), "hostNetwork": host,
+                         "containers": [{"name": "c", "image": format!("{name}:1"), "securityContext": sc}]},
+                "status": {"phase": phase}
+            }))
+            .unwrap()
+        };
+        let mut pods = Vec::new();
+        for n in 0..3 {
+            let caps = json!({"capabilities": {"add": ["cap_net_admin"]}});
+            pods.push(pod(&format!("proxy-{n}"), n, true, "Running", caps));
+            pods.push(pod(&format!("app-{n}"), n, false, "Running", json!({})));
+            let privileged = json!({"privileged": true});
+            pods.push(pod(
+                &format!("vpn-{n}"),
+                n,
+                false,
+                "Running",
+                privileged.clone(),
+            ));
+            pods.push(pod(&format!("done-{n}"), n, true, "Succeeded", privileged));
+            pods.push(pod(&format!("ro-{n}"), n, true, "Running", json!({})));
+        }
+        pods
+    }
+
+    #[test]
+    fn plan_all_dropping_ignored_pods_plans_as_with_every_pod() {
+        let nodes: Vec<Node> = (0..3).map(node).collect();
+        let profiles: Vec<_> = (0..3).map(degraded_profile).collect();
+        let pods = mixed_cluster_pods();
+        let mut images = ImageResolutions::new();
+        images.insert_error("vpn-1:1", "linux/amd64", "registry down");
+        let mut policy = opt_in(Some(100));
+        policy.spec.action = PolicyAction::Taint;
+        let policies = [policy];
+        let facts = ClusterFacts {
+            nodes: &nodes,
+            profiles: &profiles,
+            pods: &pods,
+            policies: &policies,
+            images: &images,
+            now: "2026-01-01T00:01:00Z".parse().unwrap(),
+        };
+        let plans = plan_all(&facts);
+        assert_eq!(plans, plan_grouped(&facts, |_| true));
+        let writers = |p: &NodePlan| p.status.as_ref().and_then(|s| s.writers.clone());
+        assert_eq!(writers(&plans[0]).map(|w| w.len()), Some(1));
+        assert!(plans.iter().all(|p| p.taints.tainted_after));
     }
 
     #[test]

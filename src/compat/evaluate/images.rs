@@ -5,7 +5,7 @@ use super::candidates::Candidate;
 use super::policy::EffectivePolicy;
 use super::workload::Workload;
 use crate::compat::ImageProfile;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// One (image reference, `os/arch[/variant]`) pair.
@@ -25,9 +25,10 @@ pub enum ImageResolution {
 }
 
 /// Resolutions by image then platform (two levels so look-ups need no allocation).
+/// Seeded fast hashing: the controller looks up every writer of every node.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ImageResolutions {
-    by_image: HashMap<String, HashMap<String, ImageResolution>>,
+    by_image: foldhash::HashMap<String, foldhash::HashMap<String, ImageResolution>>,
 }
 
 impl ImageResolutions {
@@ -73,7 +74,7 @@ impl ImageResolutions {
     }
 
     pub fn len(&self) -> usize {
-        self.by_image.values().map(HashMap::len).sum()
+        self.by_image.values().map(|m| m.len()).sum()
     }
 
     pub fn is_empty(&self) -> bool {

@@ -32,6 +32,7 @@ pub use policy::{EXEMPT_ANNOTATION, EffectivePolicy, PolicyError};
 pub use selector::{label_selector_matches, node_selector_requirement_matches};
 pub use workload::{
     ContainerFacts, ContainerKind, Scope, Workload, WorkloadError, WorkloadKind, has_net_admin,
+    pod_containers,
 };
 
 use crate::compat::{Backend, Severity, Version};
@@ -203,7 +204,38 @@ pub struct EvalInput<'a> {
     pub policy: &'a EffectivePolicy,
 }
 
+/// What `evaluate` reads of a workload, borrowed: its containers and the
+/// `nfguard.io/exempt` reason. The controller judges running pods through it
+/// without cloning each pod's spec into a [`Workload`].
+#[derive(Clone, Copy, Debug)]
+pub struct SubjectInput<'a> {
+    /// From [`Workload::containers`] or [`pod_containers`].
+    pub containers: &'a [ContainerFacts],
+    /// The `nfguard.io/exempt` annotation's value, if any.
+    pub exempt_reason: Option<&'a str>,
+    pub candidates: &'a [Candidate<'a>],
+    pub images: &'a ImageResolutions,
+    pub policy: &'a EffectivePolicy,
+    /// Reasons of lower severity are left out of [`Decision::reasons`]
+    /// (never rendered); the verdict still counts them. `Info` keeps all.
+    pub min_severity: Severity,
+}
+
 /// The judgement. See the shared doc §2 and `rules.rs` for the table.
 pub fn evaluate(input: &EvalInput<'_>) -> Decision {
+    let w = input.workload;
+    let containers = w.containers();
+    evaluate_subject(&SubjectInput {
+        containers: &containers,
+        exempt_reason: input.policy.exempt_reason(w),
+        candidates: input.candidates,
+        images: input.images,
+        policy: input.policy,
+        min_severity: Severity::Info,
+    })
+}
+
+/// [`evaluate`] on borrowed workload facts: the same decision for the same facts.
+pub fn evaluate_subject(input: &SubjectInput<'_>) -> Decision {
     rules::evaluate(input)
 }

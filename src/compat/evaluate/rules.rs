@@ -13,7 +13,7 @@ use super::images::ImageResolution;
 use super::nodeview::{NodeView, Party, RulesBackend, Versioned, view};
 use super::render;
 use super::workload::{ContainerFacts, Scope};
-use super::{Decision, EvalInput, Reason, ReasonCode, Verdict};
+use super::{Decision, Reason, ReasonCode, SubjectInput, Verdict};
 use crate::api::{PolicyAction, UnresolvedAction};
 use crate::compat::version::{FIRST_NATIVE_WRITER, is_known_bad};
 use crate::compat::{Backend, HazardCode, IptablesFacts, Severity, Version};
@@ -71,8 +71,13 @@ impl<'a> Finding<'a> {
     }
 }
 
+/// Lists up to this long are searched by comparing: cheaper than hashing.
+/// Longer ones get a hash index, built when they pass it.
+const LINEAR_MAX: usize = 16;
+
 /// Groups identical findings; remembers nodes in candidate order.
 struct Acc<'a> {
+    /// Empty while `groups` is short (see [`LINEAR_MAX`]).
     index: HashMap<Finding<'a>, usize>,
     groups: Vec<(Finding<'a>, Vec<&'a str>)>,
     last: Option<usize>,
@@ -81,25 +86,45 @@ struct Acc<'a> {
 }
 
 impl<'a> Acc<'a> {
+    fn new() -> Self {
+        Acc {
+            index: HashMap::new(),
+            groups: Vec::new(),
+            last: None,
+            trace: Vec::new(),
+        }
+    }
+
+    fn find(&self, f: &Finding<'a>) -> Option<usize> {
+        // Consecutive nodes usually repeat the previous finding.
+        if let Some(i) = self.last
+            && self.groups[i].0 == *f
+        {
+            return Some(i);
+        }
+        if self.groups.len() <= LINEAR_MAX {
+            self.groups.iter().position(|g| g.0 == *f)
+        } else {
+            self.index.get(f).copied()
+        }
+    }
+
     fn push(&mut self, f: Finding<'a>, node: Option<&'a str>) {
-        // Consecutive nodes usually repeat the previous finding: skip the hash.
-        // A handful of groups is the norm: comparing beats hashing there.
-        let small = || {
-            (self.groups.len() <= 16)
-                .then(|| self.groups.iter().position(|g| g.0 == f))
-                .flatten()
-        };
-        let idx = match self.last {
-            Some(i) if self.groups[i].0 == f => i,
-            _ => match small().as_ref().or_else(|| self.index.get(&f)) {
-                Some(i) => *i,
-                None => {
-                    self.groups.push((f, Vec::new()));
-                    let i = self.groups.len() - 1;
-                    self.index.insert(f, i);
-                    i
+        let idx = match self.find(&f) {
+            Some(i) => i,
+            None => {
+                self.groups.push((f, Vec::new()));
+                let i = self.groups.len() - 1;
+                if self.groups.len() > LINEAR_MAX {
+                    if self.index.is_empty() {
+                        let all = self.groups.iter().enumerate().map(|(j, g)| (g.0, j));
+                        self.index.extend(all);
+                    } else {
+                        self.index.insert(f, i);
+                    }
                 }
-            },
+                i
+            }
         };
         self.last = Some(idx);
         if let Some(n) = node {
@@ -154,27 +179,21 @@ struct Judged<'a> {
     facts: &'a IptablesFacts,
 }
 
-pub(super) fn evaluate(input: &EvalInput<'_>) -> Decision {
-    let w = input.workload;
+pub(super) fn evaluate(input: &SubjectInput<'_>) -> Decision {
     let policy = input.policy;
-    let containers = w.containers();
+    let containers = input.containers;
     let ctx = Ctx {
         action: policy.action,
         unresolved: policy.unresolved_images,
-        containers: &containers,
+        containers,
     };
-    let mut acc = Acc {
-        index: HashMap::new(),
-        groups: Vec::new(),
-        last: None,
-        trace: Vec::new(),
-    };
+    let mut acc = Acc::new();
     let candidates = input.candidates;
     let mut in_scope = 0;
 
     if !policy.applies() {
         acc.push(info(ReasonCode::NamespaceNotSelected), None);
-    } else if let Some(reason) = policy.exempt_reason(w) {
+    } else if let Some(reason) = input.exempt_reason {
         let mut f = info(ReasonCode::Exempt);
         f.detail = Some(reason);
         acc.push(f, None);
@@ -210,16 +229,19 @@ pub(super) fn evaluate(input: &EvalInput<'_>) -> Decision {
         }
     }
 
+    // The verdict counts every finding, rendered or not.
+    let verdict = acc
+        .groups
+        .iter()
+        .map(|(f, _)| f.effect)
+        .max()
+        .unwrap_or(Verdict::Allow);
     let reasons: Vec<Reason> = acc
         .groups
         .into_iter()
-        .map(|(f, nodes)| render::reason(&f, nodes, &containers))
+        .filter(|(f, _)| f.severity >= input.min_severity)
+        .map(|(f, nodes)| render::reason(&f, nodes, containers))
         .collect();
-    let verdict = reasons
-        .iter()
-        .map(|r| r.effect)
-        .max()
-        .unwrap_or(Verdict::Allow);
     Decision {
         verdict,
         reasons,
@@ -248,17 +270,30 @@ enum NodeState<'a> {
 /// The classes seen so far, each with the groups its candidates were added to
 /// (in push order, repeats kept).
 struct Classes<'a> {
+    /// Empty while `list` is short (see [`LINEAR_MAX`]).
     index: HashMap<NodeClass<'a>, usize>,
     list: Vec<(NodeClass<'a>, Vec<usize>)>,
 }
 
 impl<'a> Classes<'a> {
     fn find(&self, c: &NodeClass<'a>) -> Option<usize> {
-        // Few classes is the norm: comparing beats hashing there.
-        if self.list.len() <= 16 {
+        if self.list.len() <= LINEAR_MAX {
             self.list.iter().position(|(k, _)| k == c)
         } else {
             self.index.get(c).copied()
+        }
+    }
+
+    fn add(&mut self, class: NodeClass<'a>, groups: Vec<usize>) {
+        self.list.push((class, groups));
+        if self.list.len() > LINEAR_MAX {
+            if self.index.is_empty() {
+                let all = self.list.iter().enumerate();
+                self.index.extend(all.map(|(i, (k, _))| (k.clone(), i)));
+            } else {
+                let i = self.list.len() - 1;
+                self.index.insert(self.list[i].0.clone(), i);
+            }
         }
     }
 }
@@ -267,7 +302,7 @@ impl<'a> Classes<'a> {
 /// add their name to the groups the first one produced. Same output as
 /// judging every candidate, since findings depend on the class alone.
 fn judge_nodes<'a>(
-    input: &EvalInput<'a>,
+    input: &SubjectInput<'a>,
     ctx: &Ctx<'_>,
     judged: &[(usize, &'a str)],
     acc: &mut Acc<'a>,
@@ -308,15 +343,14 @@ fn judge_nodes<'a>(
             input, ctx, judged, any_host, &mut cache, &class, cand.name, acc,
         );
         let groups = std::mem::take(&mut acc.trace);
-        classes.index.insert(class.clone(), classes.list.len());
-        classes.list.push((class, groups));
+        classes.add(class, groups);
     }
 }
 
 /// All findings for one candidate.
 #[allow(clippy::too_many_arguments)]
 fn judge_node<'a>(
-    input: &EvalInput<'a>,
+    input: &SubjectInput<'a>,
     ctx: &Ctx<'_>,
     judged: &[(usize, &'a str)],
     any_host: bool,

@@ -241,28 +241,7 @@ impl Workload {
 
     /// Every container (init, app, ephemeral) with its netfilter scope.
     pub fn containers(&self) -> Vec<ContainerFacts> {
-        let host = self.host_network();
-        let spec = &self.pod_spec;
-        let mut out = Vec::new();
-        let mut push = |kind, c: &Container| {
-            out.push(ContainerFacts::new(
-                kind,
-                &c.name,
-                c.image.as_deref(),
-                c.security_context.as_ref(),
-                host,
-            ))
-        };
-        for c in spec.init_containers.iter().flatten() {
-            push(ContainerKind::Init, c);
-        }
-        for c in &spec.containers {
-            push(ContainerKind::App, c);
-        }
-        for c in spec.ephemeral_containers.iter().flatten() {
-            out.push(ContainerFacts::from_ephemeral(c, host));
-        }
-        out
+        pod_containers(&self.pod_spec)
     }
 }
 
@@ -343,6 +322,36 @@ mod typed {
             }
         }
     }
+}
+
+/// Every container (init, app, ephemeral) of a pod spec with its netfilter
+/// scope: what `evaluate` judges, without needing a whole [`Workload`].
+pub fn pod_containers(spec: &PodSpec) -> Vec<ContainerFacts> {
+    let host = spec.host_network.unwrap_or(false);
+    let mut out = Vec::with_capacity(
+        spec.containers.len()
+            + spec.init_containers.as_ref().map_or(0, Vec::len)
+            + spec.ephemeral_containers.as_ref().map_or(0, Vec::len),
+    );
+    let mut push = |kind, c: &Container| {
+        out.push(ContainerFacts::new(
+            kind,
+            &c.name,
+            c.image.as_deref(),
+            c.security_context.as_ref(),
+            host,
+        ))
+    };
+    for c in spec.init_containers.iter().flatten() {
+        push(ContainerKind::Init, c);
+    }
+    for c in &spec.containers {
+        push(ContainerKind::App, c);
+    }
+    for c in spec.ephemeral_containers.iter().flatten() {
+        out.push(ContainerFacts::from_ephemeral(c, host));
+    }
+    out
 }
 
 impl Meta {
@@ -433,17 +442,70 @@ pub fn has_net_admin(sc: Option<&SecurityContext>) -> bool {
     let Some(caps) = sc.and_then(|s| s.capabilities.as_ref()) else {
         return false;
     };
-    let norm = |c: &String| {
-        let u = c.trim().to_ascii_uppercase();
-        u.strip_prefix("CAP_").map(str::to_string).unwrap_or(u)
-    };
-    let added = caps
-        .add
-        .iter()
-        .flatten()
-        .map(norm)
-        .any(|c| c == "NET_ADMIN" || c == "ALL");
     // Runtimes drop first, then add: only an explicit drop of NET_ADMIN while
-    // not adding it matters, which `added` already covers.
-    added
+    // not adding it matters, which looking at `add` alone already covers.
+    caps.add.iter().flatten().any(|c| grants_net_admin(c))
+}
+
+/// NET_ADMIN or ALL, trimmed, any ASCII case, optional `CAP_` prefix.
+/// Compares in place: this runs for every container of every pod.
+fn grants_net_admin(cap: &str) -> bool {
+    let c = cap.trim();
+    let c = match c.get(..4) {
+        Some(prefix) if prefix.eq_ignore_ascii_case("CAP_") => &c[4..],
+        _ => c,
+    };
+    c.eq_ignore_ascii_case("NET_ADMIN") || c.eq_ignore_ascii_case("ALL")
+}
+
+#[cfg(test)]
+mod net_admin_tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Capabilities;
+
+    fn sc(add: &[&str]) -> SecurityContext {
+        SecurityContext {
+            capabilities: Some(Capabilities {
+                add: Some(add.iter().map(|c| c.to_string()).collect()),
+                drop: Some(vec!["NET_ADMIN".into()]),
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn has_net_admin_accepts_every_spelling_runtimes_accept() {
+        for cap in [
+            "NET_ADMIN",
+            "net_admin",
+            " CAP_NET_ADMIN ",
+            "cap_net_admin",
+            "Cap_Net_Admin",
+            "ALL",
+            "all",
+            "cap_all",
+            "\tCAP_ALL\n",
+        ] {
+            assert!(has_net_admin(Some(&sc(&["CHOWN", cap]))), "{cap:?}");
+        }
+    }
+
+    #[test]
+    fn has_net_admin_rejects_look_alikes() {
+        for cap in [
+            "",
+            "CAP_",
+            "NET_RAW",
+            "NET_ADMINS",
+            "CAP_CAP_ALL",
+            "NET ADMIN",
+            "ALLL",
+            "CAP_NET",
+            "ÇAP_ALL",
+        ] {
+            assert!(!has_net_admin(Some(&sc(&[cap]))), "{cap:?}");
+        }
+        assert!(!has_net_admin(None));
+        assert!(!has_net_admin(Some(&SecurityContext::default())));
+    }
 }
