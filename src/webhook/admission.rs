@@ -290,10 +290,7 @@ impl Judge {
     /// Metrics, log line and response body for a judged answer.
     fn answer(&self, req: &Request<'_>, kind: WorkloadKind, a: &Answer) -> ReviewOutcome {
         for code in &a.codes {
-            self.metrics
-                .reasons
-                .get_or_create(&[("code", reason_label(*code))])
-                .inc();
+            self.metrics.count_reason(*code);
         }
         if req.dry_run {
             tracing::debug!(object = %a.object_ref, verdict = a.verdict, "dry-run admission");
@@ -306,35 +303,5 @@ impl Judge {
             kind: kind.as_str(),
             verdict: a.verdict,
         }
-    }
-}
-
-/// Reason codes as static strings (metric labels must not allocate per request).
-fn reason_label(c: ReasonCode) -> &'static str {
-    use ReasonCode::*;
-    match c {
-        KnownBadIptables => "KnownBadIptables",
-        BackendMismatch => "BackendMismatch",
-        KernelLacksBackend => "KernelLacksBackend",
-        OldReaderNewRules => "OldReaderNewRules",
-        NewWriterOldReader => "NewWriterOldReader",
-        ReaderOlderThanWriter => "ReaderOlderThanWriter",
-        WrapperNoMarkerChains => "WrapperNoMarkerChains",
-        PodBackendMismatch => "PodBackendMismatch",
-        PodOldReaderNewWriter => "PodOldReaderNewWriter",
-        PodReaderOlderThanWriter => "PodReaderOlderThanWriter",
-        ImageUnresolved => "ImageUnresolved",
-        ImageVersionUnknown => "ImageVersionUnknown",
-        NoIptables => "NoIptables",
-        NodeProfileIncomplete => "NodeProfileIncomplete",
-        NodeProfileMissing => "NodeProfileMissing",
-        NodeHazard => "NodeHazard",
-        HostNetworkWithoutNetAdmin => "HostNetworkWithoutNetAdmin",
-        Exempt => "Exempt",
-        ImageExempt => "ImageExempt",
-        NamespaceNotSelected => "NamespaceNotSelected",
-        NoCandidateNodes => "NoCandidateNodes",
-        #[allow(unreachable_patterns)]
-        _ => "Other",
     }
 }

@@ -2,17 +2,62 @@
 //! nfguard judges, verdicts, reason codes, rejection causes), so the series
 //! count is bounded whatever the requests contain.
 
+use crate::compat::evaluate::ReasonCode;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+use std::sync::OnceLock;
 
 /// Fixed-size label sets: no allocation per request.
 type Label = (&'static str, &'static str);
 type Labels1 = [Label; 1];
 type Labels2 = [Label; 2];
+
+/// Label values with a cached handle (the rest still work, uncached).
+const KINDS: [&str; 10] = [
+    "Pod",
+    "DaemonSet",
+    "Deployment",
+    "StatefulSet",
+    "ReplicaSet",
+    "ReplicationController",
+    "Job",
+    "CronJob",
+    "other",
+    "invalid",
+];
+const VERDICTS: [&str; 4] = ["allow", "warn", "deny", "rejected"];
+/// More than there are reason codes.
+const REASON_SLOTS: usize = 64;
+
+/// Metric handles resolved once per label value: after the first request a
+/// request touches only the metric's own atomics, not the family's lock
+/// (which every core would otherwise write to on every request).
+struct Handles<M> {
+    slots: Box<[OnceLock<M>]>,
+}
+
+impl<M: Clone> Handles<M> {
+    fn new(n: usize) -> Self {
+        Handles {
+            slots: (0..n).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    fn get(&self, i: Option<usize>, make: impl FnOnce() -> M) -> M {
+        match i.and_then(|i| self.slots.get(i)) {
+            Some(slot) => slot.get_or_init(make).clone(),
+            None => make(),
+        }
+    }
+}
+
+fn index(values: &[&str], v: &str) -> Option<usize> {
+    values.iter().position(|x| *x == v)
+}
 
 pub struct Metrics {
     registry: Registry,
@@ -33,6 +78,9 @@ pub struct Metrics {
     /// Seconds until the serving certificate expires.
     pub cert_expiry: Gauge<f64, std::sync::atomic::AtomicU64>,
     pub cert_reloads: Counter,
+    duration_handles: Handles<Histogram>,
+    verdict_handles: Handles<Counter>,
+    reason_handles: Handles<Counter>,
 }
 
 impl Default for Metrics {
@@ -124,7 +172,40 @@ impl Metrics {
             rejected,
             cert_expiry,
             cert_reloads,
+            duration_handles: Handles::new(KINDS.len() * VERDICTS.len()),
+            verdict_handles: Handles::new(VERDICTS.len()),
+            reason_handles: Handles::new(REASON_SLOTS),
         }
+    }
+
+    /// One answered review: its latency and verdict.
+    pub fn observe_review(&self, kind: &'static str, verdict: &'static str, seconds: f64) {
+        let slot = index(&KINDS, kind)
+            .zip(index(&VERDICTS, verdict))
+            .map(|(k, v)| k * VERDICTS.len() + v);
+        self.duration_handles
+            .get(slot, || {
+                self.admission_duration
+                    .get_or_create(&[("kind", kind), ("verdict", verdict)])
+                    .clone()
+            })
+            .observe(seconds);
+        self.verdict_handles
+            .get(index(&VERDICTS, verdict), || {
+                self.verdicts.get_or_create(&[("verdict", verdict)]).clone()
+            })
+            .inc();
+    }
+
+    /// One reason of a decision.
+    pub fn count_reason(&self, code: ReasonCode) {
+        self.reason_handles
+            .get(Some(code as usize), || {
+                self.reasons
+                    .get_or_create(&[("code", reason_label(code))])
+                    .clone()
+            })
+            .inc();
     }
 
     pub fn render(&self) -> String {
@@ -133,5 +214,35 @@ impl Metrics {
             s.clear();
         }
         s
+    }
+}
+
+/// Reason codes as static strings (metric labels must not allocate per request).
+fn reason_label(c: ReasonCode) -> &'static str {
+    use ReasonCode::*;
+    match c {
+        KnownBadIptables => "KnownBadIptables",
+        BackendMismatch => "BackendMismatch",
+        KernelLacksBackend => "KernelLacksBackend",
+        OldReaderNewRules => "OldReaderNewRules",
+        NewWriterOldReader => "NewWriterOldReader",
+        ReaderOlderThanWriter => "ReaderOlderThanWriter",
+        WrapperNoMarkerChains => "WrapperNoMarkerChains",
+        PodBackendMismatch => "PodBackendMismatch",
+        PodOldReaderNewWriter => "PodOldReaderNewWriter",
+        PodReaderOlderThanWriter => "PodReaderOlderThanWriter",
+        ImageUnresolved => "ImageUnresolved",
+        ImageVersionUnknown => "ImageVersionUnknown",
+        NoIptables => "NoIptables",
+        NodeProfileIncomplete => "NodeProfileIncomplete",
+        NodeProfileMissing => "NodeProfileMissing",
+        NodeHazard => "NodeHazard",
+        HostNetworkWithoutNetAdmin => "HostNetworkWithoutNetAdmin",
+        Exempt => "Exempt",
+        ImageExempt => "ImageExempt",
+        NamespaceNotSelected => "NamespaceNotSelected",
+        NoCandidateNodes => "NoCandidateNodes",
+        #[allow(unreachable_patterns)]
+        _ => "Other",
     }
 }

@@ -32,9 +32,12 @@ pub struct AppState {
 /// `POST /validate`, `GET /healthz`, `/readyz`, `/metrics`.
 pub fn router(state: AppState) -> Router {
     let timeout = state.judge.timeout + Duration::from_secs(1);
+    // One Arc for the handlers: axum clones the state per request, and one
+    // shared counter bounces between cores less than three.
+    let state = Arc::new(state);
     Router::new()
         .route("/validate", post(validate))
-        .merge(health_router(state.clone()))
+        .merge(health_router())
         .with_state(state)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         // A client trickling its body cannot hold a request open past the budget.
@@ -44,9 +47,8 @@ pub fn router(state: AppState) -> Router {
         ))
 }
 
-/// `/healthz`, `/readyz`, `/metrics` only (the plain `--metrics-listen` port).
-pub fn health_router(state: AppState) -> Router<AppState> {
-    let _ = state;
+/// `/healthz`, `/readyz`, `/metrics` (also alone on the plain `--metrics-listen` port).
+fn health_router() -> Router<Arc<AppState>> {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
@@ -54,20 +56,14 @@ pub fn health_router(state: AppState) -> Router<AppState> {
 }
 
 pub fn metrics_router(state: AppState) -> Router {
-    health_router(state.clone()).with_state(state)
+    health_router().with_state(Arc::new(state))
 }
 
-async fn validate(State(s): State<AppState>, body: Bytes) -> Response {
+async fn validate(State(s): State<Arc<AppState>>, body: Bytes) -> Response {
     let start = std::time::Instant::now();
     let out = s.judge.review(&body).await;
     s.metrics
-        .admission_duration
-        .get_or_create(&[("kind", out.kind), ("verdict", out.verdict)])
-        .observe(start.elapsed().as_secs_f64());
-    s.metrics
-        .verdicts
-        .get_or_create(&[("verdict", out.verdict)])
-        .inc();
+        .observe_review(out.kind, out.verdict, start.elapsed().as_secs_f64());
     let status = StatusCode::from_u16(out.status).unwrap_or(StatusCode::OK);
     (
         status,
@@ -77,7 +73,7 @@ async fn validate(State(s): State<AppState>, body: Bytes) -> Response {
         .into_response()
 }
 
-async fn readyz(State(s): State<AppState>) -> Response {
+async fn readyz(State(s): State<Arc<AppState>>) -> Response {
     if (s.ready)() {
         (StatusCode::OK, "ready").into_response()
     } else {
@@ -85,7 +81,7 @@ async fn readyz(State(s): State<AppState>) -> Response {
     }
 }
 
-async fn metrics(State(s): State<AppState>) -> Response {
+async fn metrics(State(s): State<Arc<AppState>>) -> Response {
     (
         [(
             header::CONTENT_TYPE,
