@@ -12,7 +12,7 @@ use crate::api::{
 };
 use crate::compat::evaluate::{
     Candidate, EXEMPT_ANNOTATION, EffectivePolicy, ImageKey, ImageResolutions, ReasonCode,
-    SubjectInput, Workload, WorkloadKind, evaluate_subject, images_to_resolve, pod_containers,
+    SubjectInput, evaluate_subject, images_to_resolve_for, pod_containers,
 };
 use crate::compat::{HazardCode, Severity};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -168,15 +168,13 @@ pub(crate) fn pod_can_write(pod: &Pod) -> bool {
             .any(|c| w(c.security_context.as_ref()))
 }
 
-fn workload_of(pod: &Pod) -> Option<Workload> {
-    Some(Workload {
-        kind: WorkloadKind::Pod,
-        namespace: pod.metadata.namespace.clone(),
-        name: pod.metadata.name.clone()?,
-        annotations: pod.metadata.annotations.clone().unwrap_or_default(),
-        template_annotations: pod.metadata.annotations.clone().unwrap_or_default(),
-        pod_spec: pod.spec.clone()?,
-    })
+/// The pod's `nfguard.io/exempt` annotation (a Pod's template is itself).
+fn pod_exempt_reason(pod: &Pod) -> Option<&str> {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(EXEMPT_ANNOTATION))
+        .map(String::as_str)
 }
 
 /// Every (image, platform) the plan for this node looks at: the writers'
@@ -187,11 +185,18 @@ pub fn images_to_inspect(node: &Node, pods: &[&Pod], policies: &PolicyCache<'_>)
         .into_iter()
         .collect();
     let name = node.metadata.name.as_deref().unwrap_or("");
+    let cand = [Candidate {
+        name,
+        platform: platform.clone(),
+        profile: None,
+    }];
     for pod in pods
         .iter()
         .filter(|p| inventory::is_running(p) && pod_can_write(p))
     {
-        let Some(w) = workload_of(pod) else { continue };
+        let Some(spec) = pod.spec.as_ref() else {
+            continue;
+        };
         let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
         let Some(policy) = policies.for_namespace(ns) else {
             continue;
@@ -199,12 +204,12 @@ pub fn images_to_inspect(node: &Node, pods: &[&Pod], policies: &PolicyCache<'_>)
         if policy.action != PolicyAction::Taint {
             continue;
         }
-        let cand = [Candidate {
-            name,
-            platform: platform.clone(),
-            profile: None,
-        }];
-        keys.extend(images_to_resolve(&w, &cand, &policy));
+        keys.extend(images_to_resolve_for(
+            &pod_containers(spec),
+            pod_exempt_reason(pod),
+            &cand,
+            &policy,
+        ));
     }
     keys.into_iter().collect()
 }
@@ -243,12 +248,7 @@ fn violations(
             continue;
         };
         let containers = pod_containers(spec);
-        let exempt_reason = pod
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(EXEMPT_ANNOTATION))
-            .map(String::as_str);
+        let exempt_reason = pod_exempt_reason(pod);
         let decision = evaluate_subject(&SubjectInput {
             containers: &containers,
             exempt_reason,

@@ -3,7 +3,7 @@
 
 use super::candidates::Candidate;
 use super::policy::EffectivePolicy;
-use super::workload::Workload;
+use super::workload::{ContainerFacts, Workload};
 use crate::compat::ImageProfile;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -91,14 +91,29 @@ pub fn images_to_resolve(
     candidates: &[Candidate<'_>],
     policy: &EffectivePolicy,
 ) -> Vec<ImageKey> {
-    if !policy.applies() || policy.exempt_reason(workload).is_some() {
+    images_to_resolve_for(
+        &workload.containers(),
+        policy.exempt_reason(workload),
+        candidates,
+        policy,
+    )
+}
+
+/// [`images_to_resolve`] from borrowed parts (a running pod's containers
+/// and its `nfguard.io/exempt` annotation), without building a `Workload`.
+pub fn images_to_resolve_for(
+    containers: &[ContainerFacts],
+    exempt_reason: Option<&str>,
+    candidates: &[Candidate<'_>],
+    policy: &EffectivePolicy,
+) -> Vec<ImageKey> {
+    if !policy.applies() || exempt_reason.is_some() {
         return Vec::new();
     }
-    let images: BTreeSet<String> = workload
-        .containers()
-        .into_iter()
+    let images: BTreeSet<&str> = containers
+        .iter()
         .filter(|c| c.can_write())
-        .filter_map(|c| c.image)
+        .filter_map(|c| c.image.as_deref())
         .filter(|i| policy.exempt_image_pattern(i).is_none())
         .collect();
     let platforms: BTreeSet<&str> = candidates.iter().map(|c| c.platform.as_str()).collect();
@@ -106,7 +121,7 @@ pub fn images_to_resolve(
     for image in &images {
         for platform in &platforms {
             out.push(ImageKey {
-                image: image.clone(),
+                image: (*image).to_string(),
                 platform: (*platform).to_string(),
             });
         }

@@ -27,7 +27,9 @@ mod tests;
 pub use candidates::{
     Candidate, DEFAULT_PLATFORM, node_platform, profile_node_name, select_candidates,
 };
-pub use images::{ImageKey, ImageResolution, ImageResolutions, images_to_resolve};
+pub use images::{
+    ImageKey, ImageResolution, ImageResolutions, images_to_resolve, images_to_resolve_for,
+};
 pub use policy::{EXEMPT_ANNOTATION, EffectivePolicy, PolicyError};
 pub use selector::{label_selector_matches, node_selector_requirement_matches};
 pub use workload::{
