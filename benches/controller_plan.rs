@@ -19,10 +19,10 @@ const NODES: usize = 5_000;
 const PODS_PER_NODE: usize = 20;
 
 fn node(i: usize) -> Node {
-    let tainted = i % 200 == 0;
+    let tainted = i.is_multiple_of(200);
     serde_json::from_value(json!({
         "metadata": {"name": format!("node-{i:05}"), "resourceVersion": "10",
-                     "labels": {"kubernetes.io/os": "linux", "kubernetes.io/arch": if i % 4 == 0 {"arm64"} else {"amd64"},
+                     "labels": {"kubernetes.io/os": "linux", "kubernetes.io/arch": if i.is_multiple_of(4) {"arm64"} else {"amd64"},
                                 "nfguard.io/iptables-backend": "nft", "nfguard.io/iptables-version": "1.8.9"}},
         "spec": {"taints": if tainted {
             json!([{"key": "nfguard.io/netfilter-degraded", "value": "FirewallUnconditionalDrop", "effect": "NoSchedule"}])
@@ -32,7 +32,7 @@ fn node(i: usize) -> Node {
 }
 
 fn profile(i: usize) -> NodeNetfilterProfile {
-    let hazards = if i % 100 == 0 {
+    let hazards = if i.is_multiple_of(100) {
         json!([{"code": "FirewallUnconditionalDrop", "severity": "critical", "message": "drop",
                 "backend": "nft", "table": "filter", "chain": "KUBE-FIREWALL"}])
     } else {
@@ -47,7 +47,7 @@ fn profile(i: usize) -> NodeNetfilterProfile {
             "backends": {"nft": {"tables": 3, "chains": 40, "rules": 400, "hintChain": true, "canaryChain": true},
                          "legacy": {"tables": 0, "chains": 0, "rules": 0, "hintChain": false, "canaryChain": false}},
             "activeBackend": "nft",
-            "minReaderVersion": if i % 2 == 0 { json!("1.8.8") } else { json!(null) },
+            "minReaderVersion": if i.is_multiple_of(2) { json!("1.8.8") } else { json!(null) },
             "hazards": hazards,
             "lastProbeTime": "2026-03-01T11:59:30Z",
             "probeIntervalSeconds": 60
@@ -62,7 +62,7 @@ fn pods(i: usize) -> Vec<Pod> {
         .map(|k| {
             let (host, sc, image) = match k {
                 0 => (true, json!({"capabilities": {"add": ["NET_ADMIN"]}}), "reg.test/kube-proxy:1.33"),
-                1 => (true, json!({"privileged": true}), if i % 3 == 0 { "reg.test/cni:old" } else { "reg.test/cni:2" }),
+                1 => (true, json!({"privileged": true}), if i.is_multiple_of(3) { "reg.test/cni:old" } else { "reg.test/cni:2" }),
                 _ => (false, json!({"runAsNonRoot": true}), "reg.test/app:1"),
             };
             serde_json::from_value(json!({

@@ -176,7 +176,7 @@ pub async fn run_controller(
         .watches(
             Api::<NodeNetfilterProfile>::all(client.clone()),
             wc.clone(),
-            |p| profile_node(&p).map(|n| ObjectRef::<Node>::new(n)),
+            |p| profile_node(&p).map(ObjectRef::<Node>::new),
         )
         .watches(Api::<Pod>::all(client.clone()), wc.clone(), |pod| {
             if !pod_matters(&pod) {

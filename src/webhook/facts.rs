@@ -62,6 +62,9 @@ impl Snapshot {
     }
 }
 
+/// A snapshot and the facts generation it was taken at.
+pub type GenerationSnapshot = (u64, Arc<Snapshot>);
+
 /// Source of facts.
 pub enum Facts {
     /// Loaded once from files (`--profiles`, `--nodes`, `--policy`).
@@ -82,7 +85,7 @@ pub struct ClusterStores {
     pub generation: Arc<AtomicU64>,
     /// The last snapshot and the generation it was taken at: requests share
     /// it instead of copying every store (thousands of Arcs) each time.
-    pub last: Arc<Mutex<Option<(u64, Arc<Snapshot>)>>>,
+    pub last: Arc<Mutex<Option<GenerationSnapshot>>>,
 }
 
 impl Facts {
