@@ -2,6 +2,7 @@
 //! NodeNetfilterProfiles, Nodes, NetfilterPolicies and Namespaces (cluster
 //! mode), or files loaded once with `nfguard check`'s loaders (file mode).
 
+use super::fingerprint::Fingerprint;
 use crate::api::{NetfilterPolicy, NodeNetfilterProfile};
 use crate::check::load;
 use crate::compat::evaluate::EffectivePolicy;
@@ -197,6 +198,7 @@ where
 fn spawn_reflector<K>(api: kube::Api<K>, generation: Arc<AtomicU64>) -> reflector::Store<K>
 where
     K: kube::Resource<DynamicType = ()>
+        + Fingerprint
         + Clone
         + std::fmt::Debug
         + serde::de::DeserializeOwned
@@ -205,21 +207,73 @@ where
         + 'static,
 {
     let (reader, writer) = reflector::store::<K>();
-    let stream = reflector(writer, watcher(api, watcher::Config::default()))
-        .default_backoff()
-        .touched_objects();
+    let stream = reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
     tokio::spawn(async move {
         futures::pin_mut!(stream);
+        let mut seen = Seen::default();
         while let Some(ev) = stream.next().await {
-            // After the store applied the event: answers cached under the
-            // previous generation are not served again.
-            generation.fetch_add(1, Ordering::Release);
-            if let Err(e) = ev {
-                tracing::warn!(error = %e, kind = std::any::type_name::<K>(), "watch error (retrying)");
+            match ev {
+                // After the store applied the event: answers cached under
+                // the previous generation are not served again.
+                Ok(ev) => {
+                    if seen.changed(&ev) {
+                        generation.fetch_add(1, Ordering::Release);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, kind = std::any::type_name::<K>(), "watch error (retrying)");
+                }
             }
         }
     });
     reader
+}
+
+/// Fingerprints of the objects a reflector holds, to tell verdict-relevant
+/// changes from heartbeats.
+#[derive(Default)]
+struct Seen {
+    by_key: HashMap<ObjectKey, u64>,
+    /// During a relist: what it has listed so far (replaces `by_key` at its end,
+    /// as the store drops the objects the relist did not list).
+    relist: Option<HashMap<ObjectKey, u64>>,
+}
+
+type ObjectKey = (Option<String>, Option<String>);
+
+impl Seen {
+    fn key<K: kube::Resource>(o: &K) -> ObjectKey {
+        (o.meta().namespace.clone(), o.meta().name.clone())
+    }
+
+    /// Whether the facts may differ after `ev` (deletions and relists always do).
+    fn changed<K: kube::Resource + Fingerprint>(&mut self, ev: &watcher::Event<K>) -> bool {
+        match ev {
+            watcher::Event::Apply(o) => {
+                let fp = o.fingerprint();
+                self.by_key.insert(Self::key(o), fp) != Some(fp)
+            }
+            watcher::Event::Delete(o) => {
+                self.by_key.remove(&Self::key(o));
+                true
+            }
+            // The store applies a relist at its end, all at once.
+            watcher::Event::Init => {
+                self.relist = Some(HashMap::new());
+                false
+            }
+            watcher::Event::InitApply(o) => {
+                self.relist
+                    .get_or_insert_with(HashMap::new)
+                    .insert(Self::key(o), o.fingerprint());
+                false
+            }
+            watcher::Event::InitDone => {
+                self.by_key = self.relist.take().unwrap_or_default();
+                true
+            }
+        }
+    }
 }
 
 /// Start reflectors. Nodes/policies given as files are used instead of watching.
@@ -267,4 +321,39 @@ pub fn start_cluster(
         generation,
         last: Default::default(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use watcher::Event;
+
+    fn ns(name: &str, team: &str) -> Namespace {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "labels": {"team": team}}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn only_relevant_changes_move_the_generation() {
+        let mut seen = Seen::default();
+        // Initial list: one change, at its end.
+        assert!(!seen.changed(&Event::<Namespace>::Init));
+        assert!(!seen.changed(&Event::InitApply(ns("a", "x"))));
+        assert!(seen.changed(&Event::<Namespace>::InitDone));
+        // The same content again (a heartbeat-like update): no change.
+        assert!(!seen.changed(&Event::Apply(ns("a", "x"))));
+        assert!(seen.changed(&Event::Apply(ns("a", "y"))));
+        assert!(seen.changed(&Event::Apply(ns("b", "y"))));
+        assert!(seen.changed(&Event::Delete(ns("b", "y"))));
+        // Re-created with the same content: the facts differ from "deleted".
+        assert!(seen.changed(&Event::Apply(ns("b", "y"))));
+        // A relist that no longer lists "b": after it, "b" coming back counts.
+        assert!(!seen.changed(&Event::<Namespace>::Init));
+        assert!(!seen.changed(&Event::InitApply(ns("a", "y"))));
+        assert!(seen.changed(&Event::<Namespace>::InitDone));
+        assert!(seen.changed(&Event::Apply(ns("b", "y"))));
+        assert!(!seen.changed(&Event::Apply(ns("a", "y"))));
+    }
 }

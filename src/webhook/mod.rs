@@ -16,6 +16,7 @@ pub mod cli;
 pub mod credentials;
 pub mod decisions;
 pub mod facts;
+pub mod fingerprint;
 pub mod images;
 pub mod metrics;
 pub mod review;
