@@ -189,3 +189,32 @@ pub struct NativeFeature {
     /// The first place it was seen: "ip/filter/KUBE-FIREWALL".
     pub example: String,
 }
+
+impl NodeNetfilterProfileStatus {
+    /// The reporter-owned fields only: the controller's (`conditions`,
+    /// `writers`, newest/oldest versions) are dropped. Every field is spelled
+    /// out, so a new status field must be given an owner here.
+    pub fn reporter_fields(&self) -> Self {
+        let s = self;
+        NodeNetfilterProfileStatus {
+            iptables: s.iptables.clone(),
+            kernel: s.kernel.clone(),
+            backends: s.backends.clone(),
+            active_backend: s.active_backend,
+            min_reader_version: s.min_reader_version,
+            bridge: s.bridge.clone(),
+            ip_forward: s.ip_forward,
+            hazards: s.hazards.clone(),
+            native_features: s.native_features.clone(),
+            wrapper_backend: s.wrapper_backend,
+            other_nft_tables: s.other_nft_tables.clone(),
+            last_probe_time: s.last_probe_time.clone(),
+            probe_error: s.probe_error.clone(),
+            probe_interval_seconds: s.probe_interval_seconds,
+            conditions: None,
+            writers: None,
+            newest_writer_version: None,
+            oldest_reader_version: None,
+        }
+    }
+}

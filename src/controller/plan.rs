@@ -319,26 +319,13 @@ fn judge_with_writers<R>(
 ) -> R {
     let empty = NodeNetfilterProfileStatus::default();
     let s = profile.status.as_ref().unwrap_or(&empty);
-    // Every field spelled out: a new status field must be decided on here.
+    // The reporter's facts (the conditions are never read by `evaluate`)
+    // with the desired writers lent.
     let status = NodeNetfilterProfileStatus {
-        iptables: s.iptables.clone(),
-        kernel: s.kernel.clone(),
-        backends: s.backends.clone(),
-        active_backend: s.active_backend,
-        min_reader_version: s.min_reader_version,
-        bridge: s.bridge.clone(),
-        ip_forward: s.ip_forward,
-        hazards: s.hazards.clone(),
-        native_features: s.native_features.clone(),
-        wrapper_backend: s.wrapper_backend,
-        other_nft_tables: s.other_nft_tables.clone(),
-        last_probe_time: s.last_probe_time.clone(),
-        probe_error: s.probe_error.clone(),
-        probe_interval_seconds: s.probe_interval_seconds,
-        conditions: None,
         writers: desired.writers.take(),
         newest_writer_version: desired.newest_writer_version,
         oldest_reader_version: desired.oldest_reader_version,
+        ..s.reporter_fields()
     };
     let mut merged = NodeNetfilterProfile {
         metadata: Default::default(),

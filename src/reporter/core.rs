@@ -14,26 +14,7 @@ use tokio::time::Instant;
 /// Controller-owned fields (`conditions`, `writers`, newest/oldest versions)
 /// are dropped so a server-side apply never claims them.
 pub fn reporter_fields(s: &NodeNetfilterProfileStatus) -> NodeNetfilterProfileStatus {
-    NodeNetfilterProfileStatus {
-        iptables: s.iptables.clone(),
-        kernel: s.kernel.clone(),
-        backends: s.backends.clone(),
-        active_backend: s.active_backend,
-        min_reader_version: s.min_reader_version,
-        bridge: s.bridge.clone(),
-        ip_forward: s.ip_forward,
-        hazards: s.hazards.clone(),
-        native_features: s.native_features.clone(),
-        wrapper_backend: s.wrapper_backend,
-        other_nft_tables: s.other_nft_tables.clone(),
-        last_probe_time: s.last_probe_time.clone(),
-        probe_error: s.probe_error.clone(),
-        probe_interval_seconds: s.probe_interval_seconds,
-        conditions: None,
-        writers: None,
-        newest_writer_version: None,
-        oldest_reader_version: None,
-    }
+    s.reporter_fields()
 }
 
 /// True when two statuses carry the same facts (the probe time aside).
