@@ -204,15 +204,18 @@ impl Judge {
                 "allow",
             );
         };
-        let key = self.decisions.as_ref().map(|_| {
-            decisions::Key::new(
+        // Facts and image generations are read before judging: a change
+        // while judging leaves this answer under the older generation.
+        let cached = self.decisions.as_ref().map(|cache| {
+            let key = decisions::Key::new(
                 (self.facts.generation(), self.images.epoch()),
                 kind,
                 req.namespace.as_deref(),
                 object.json(),
-            )
+            );
+            (cache, key)
         });
-        if let (Some(cache), Some(key)) = (&self.decisions, &key) {
+        if let Some((cache, key)) = &cached {
             if let Some(answer) = cache.get(key) {
                 self.metrics.decision_cache_hits.inc();
                 return self.answer(&req, kind, &answer);
@@ -276,11 +279,11 @@ impl Judge {
         });
         // An image still resolving may change the answer: not kept.
         let settled = !answer.codes.contains(&ReasonCode::ImageUnresolved);
-        if let (Some(cache), Some(mut key), true) = (&self.decisions, key, settled) {
-            // Facts as read before judging, image answers as of now: the
-            // look-ups this request just made must not void its own answer.
-            // (A concurrent re-resolution of one of its images may be counted
-            // too early here; `decisions::TTL` bounds that.)
+        if let (Some((cache, mut key)), true) = (cached, settled) {
+            // Image answers as of now: the look-ups this request just made
+            // must not void its own answer. (A concurrent re-resolution of
+            // one of its images may be counted too early here; `decisions::TTL`
+            // bounds that.)
             key.generation.1 = self.images.epoch();
             cache.insert(key, answer.clone());
         }
