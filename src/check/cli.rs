@@ -6,7 +6,8 @@ use super::resolve::{ImageResolver, RegistryResolver};
 use super::{Inputs, ResolveOptions, check, cluster, load};
 use crate::compat::evaluate::DEFAULT_PLATFORM;
 use crate::output::{Format, render_structured};
-use crate::registry::{ImageInspector, RegistryConfig};
+use crate::registry::ImageInspector;
+use crate::registry::cli::RegistryArgs;
 use anyhow::Context;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -32,16 +33,8 @@ pub struct Args {
     /// NetfilterPolicy objects (default without any: action Deny, unresolvedImages Warn).
     #[arg(long, env = "NFGUARD_POLICY")]
     pub policy: Option<PathBuf>,
-    /// Registry spoken to over plain HTTP (HOST:PORT); repeatable.
-    #[arg(
-        long = "insecure-registry",
-        env = "NFGUARD_INSECURE_REGISTRIES",
-        value_delimiter = ','
-    )]
-    pub insecure_registries: Vec<String>,
-    /// docker config.json (or its directory) with registry credentials.
-    #[arg(long, env = "NFGUARD_DOCKER_CONFIG")]
-    pub docker_config: Option<PathBuf>,
+    #[command(flatten)]
+    pub registry: RegistryArgs,
     /// Platform for nodes whose labels do not say (os/arch[/variant]).
     #[arg(long, env = "NFGUARD_PLATFORM_DEFAULT", default_value = DEFAULT_PLATFORM)]
     pub platform_default: String,
@@ -157,12 +150,7 @@ pub async fn execute(args: &Args, env: Env) -> anyhow::Result<super::Report> {
     let resolver = match env.resolver {
         Some(r) => r,
         None => Arc::new(RegistryResolver {
-            inspector: ImageInspector::new(RegistryConfig {
-                insecure_registries: args.insecure_registries.clone(),
-                docker_config: args.docker_config.clone(),
-                timeout,
-                ..RegistryConfig::default()
-            }),
+            inspector: ImageInspector::new(args.registry.config(timeout)),
         }),
     };
     Ok(check(

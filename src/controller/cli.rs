@@ -8,7 +8,8 @@ use super::http::{HttpState, serve};
 use super::lease::{LeaderElector, LeaseConfig};
 use super::metrics::Metrics;
 use super::run::{run_controller, sweep_orphans};
-use crate::registry::{ImageInspector, RegistryConfig};
+use crate::registry::ImageInspector;
+use crate::registry::cli::RegistryArgs;
 use anyhow::Context;
 use kube::runtime::events::{Recorder, Reporter};
 use std::net::SocketAddr;
@@ -43,16 +44,8 @@ pub struct Args {
     /// Seconds between leader-election attempts.
     #[arg(long, env = "NFGUARD_LEASE_RETRY", default_value_t = 2)]
     pub lease_retry: u64,
-    /// A registry (`HOST:PORT`) spoken to over plain HTTP; repeatable.
-    #[arg(
-        long = "insecure-registry",
-        env = "NFGUARD_INSECURE_REGISTRIES",
-        value_delimiter = ','
-    )]
-    pub insecure_registries: Vec<String>,
-    /// docker config.json (or its directory) for registry credentials.
-    #[arg(long, env = "NFGUARD_DOCKER_CONFIG")]
-    pub docker_config: Option<PathBuf>,
+    #[command(flatten)]
+    pub registry: RegistryArgs,
     /// Seconds one image inspection may take.
     #[arg(long, env = "NFGUARD_REGISTRY_TIMEOUT", default_value_t = 20)]
     pub registry_timeout: u64,
@@ -147,12 +140,10 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
     let election = tokio::spawn(elector.run(leader_tx, stop_rx.clone()));
 
     let images = Arc::new(RegistryImages {
-        inspector: ImageInspector::new(RegistryConfig {
-            insecure_registries: args.insecure_registries.clone(),
-            docker_config: args.docker_config.clone(),
-            timeout: Duration::from_secs(args.registry_timeout.max(1)),
-            ..Default::default()
-        }),
+        inspector: ImageInspector::new(
+            args.registry
+                .config(Duration::from_secs(args.registry_timeout.max(1))),
+        ),
         concurrency: 4,
     });
     let recorder = Recorder::new(

@@ -15,18 +15,8 @@ pub struct Args {
     /// Platform to pick from a multi-arch index (`os/arch[/variant]`); default: this machine's.
     #[arg(long, env = "NFGUARD_PLATFORM")]
     pub platform: Option<Platform>,
-    /// A registry (`HOST:PORT`) spoken to over plain HTTP; repeatable.
-    #[arg(
-        long = "insecure-registry",
-        env = "NFGUARD_INSECURE_REGISTRIES",
-        value_delimiter = ','
-    )]
-    pub insecure_registries: Vec<String>,
-    /// docker config.json (or its directory) for credentials; default
-    /// `$DOCKER_CONFIG/config.json`, then `~/.docker/config.json`.
-    /// Credential helpers are not supported.
-    #[arg(long, env = "NFGUARD_DOCKER_CONFIG")]
-    pub docker_config: Option<PathBuf>,
+    #[command(flatten)]
+    pub registry: RegistryArgs,
     /// Seconds the whole inspection may take.
     #[arg(long, env = "NFGUARD_TIMEOUT", default_value_t = 30.0)]
     pub timeout: f64,
@@ -82,16 +72,43 @@ fn render_text(p: &ImageProfile) -> String {
     s
 }
 
+/// Registry access flags shared by every command that inspects images.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct RegistryArgs {
+    /// A registry (`HOST:PORT`) spoken to over plain HTTP; repeatable or
+    /// comma-separated.
+    #[arg(
+        long = "insecure-registry",
+        env = "NFGUARD_INSECURE_REGISTRIES",
+        value_delimiter = ','
+    )]
+    pub insecure_registries: Vec<String>,
+    /// docker config.json (or its directory) for credentials; default
+    /// `$DOCKER_CONFIG/config.json`, then `~/.docker/config.json`.
+    /// Credential helpers are not supported.
+    #[arg(long, env = "NFGUARD_DOCKER_CONFIG")]
+    pub docker_config: Option<PathBuf>,
+}
+
+impl RegistryArgs {
+    /// A registry configuration with these flags and `timeout` per inspection.
+    pub fn config(&self, timeout: Duration) -> RegistryConfig {
+        RegistryConfig {
+            insecure_registries: self.insecure_registries.clone(),
+            docker_config: self.docker_config.clone(),
+            timeout,
+            ..RegistryConfig::default()
+        }
+    }
+}
+
 pub async fn run(args: Args) -> anyhow::Result<u8> {
     if !(args.timeout.is_finite() && args.timeout > 0.0) {
         anyhow::bail!("--timeout must be a positive number of seconds");
     }
     let config = RegistryConfig {
-        insecure_registries: args.insecure_registries,
-        docker_config: args.docker_config,
-        timeout: Duration::from_secs_f64(args.timeout),
         max_decompressed_layer_bytes: args.max_layer_bytes,
-        ..Default::default()
+        ..args.registry.config(Duration::from_secs_f64(args.timeout))
     };
     let platform = args.platform.unwrap_or_else(Platform::host);
     let inspector = ImageInspector::new(config);

@@ -10,7 +10,8 @@ use super::server::{self, AppState};
 use super::tls::{self, CertStore};
 use crate::check::load;
 use crate::compat::evaluate::DEFAULT_PLATFORM;
-use crate::registry::{ImageInspector, RegistryConfig};
+use crate::registry::ImageInspector;
+use crate::registry::cli::RegistryArgs;
 use anyhow::Context;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -77,16 +78,8 @@ pub struct Args {
     /// Kubeconfig (default: in-cluster / the default kubeconfig).
     #[arg(long, env = "NFGUARD_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
-    /// Registries spoken to over plain HTTP (HOST:PORT), comma-separated.
-    #[arg(
-        long = "insecure-registry",
-        env = "NFGUARD_INSECURE_REGISTRIES",
-        value_delimiter = ','
-    )]
-    pub insecure_registries: Vec<String>,
-    /// docker config.json (or its directory) with registry credentials.
-    #[arg(long, env = "NFGUARD_DOCKER_CONFIG")]
-    pub docker_config: Option<PathBuf>,
+    #[command(flatten)]
+    pub registry: RegistryArgs,
     /// Platform for nodes whose labels do not say (os/arch[/variant]).
     #[arg(long, env = "NFGUARD_PLATFORM_DEFAULT", default_value = DEFAULT_PLATFORM)]
     pub platform_default: String,
@@ -194,12 +187,10 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
     };
     let facts = Arc::new(facts);
 
-    let inspector = ImageInspector::new(RegistryConfig {
-        insecure_registries: args.insecure_registries.clone(),
-        docker_config: args.docker_config.clone(),
-        timeout: Duration::from_secs(args.registry_timeout.max(1)),
-        ..RegistryConfig::default()
-    });
+    let inspector = ImageInspector::new(
+        args.registry
+            .config(Duration::from_secs(args.registry_timeout.max(1))),
+    );
     let images = Arc::new(ImageCache::new(
         Arc::new(inspector),
         args.image_cache_entries,
