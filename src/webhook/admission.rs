@@ -18,9 +18,10 @@ use super::images::ImageCache;
 use super::metrics::Metrics;
 pub use super::review::{API_VERSION, Request, ReviewError, parse_review};
 use super::review::{Prepared, error_body, response};
+use crate::compat::Severity;
 use crate::compat::evaluate::{
-    Decision, EvalInput, ReasonCode, Verdict, Workload, WorkloadKind, evaluate, images_to_resolve,
-    select_candidates,
+    Decision, ReasonCode, SubjectInput, Verdict, Workload, WorkloadKind, evaluate_subject,
+    images_to_resolve_for, select_candidates,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -127,7 +128,10 @@ impl Judge {
         let profiles: Vec<_> = snap.profiles.iter().map(|p| p.as_ref()).collect();
         let nodes: Vec<_> = snap.nodes.iter().map(|n| n.as_ref()).collect();
         let candidates = select_candidates(w, &profiles, &nodes, &self.default_platform);
-        let keys = images_to_resolve(w, &candidates, &policy);
+        // Built once for both the image list and the judgement.
+        let containers = w.containers();
+        let exempt_reason = policy.exempt_reason(w);
+        let keys = images_to_resolve_for(&containers, exempt_reason, &candidates, &policy);
         let now = Instant::now();
         let mut deadline = deadline;
         if let Some(s) = policy.registry_timeout_seconds {
@@ -137,9 +141,9 @@ impl Judge {
         let images = if keys.is_empty() {
             Default::default()
         } else {
-            let need_creds = keys.iter().any(|k| self.images.cached(k).is_none());
-            let secrets = match (&self.client, need_creds) {
-                (Some(c), true) => {
+            // Secrets only matter for images not cached yet (cluster mode).
+            let secrets = match &self.client {
+                Some(c) if keys.iter().any(|k| self.images.cached(k).is_none()) => {
                     // At most a quarter of the budget on reading Secrets.
                     let until = now + budget / 4;
                     tokio::time::timeout_at(until, pull_secrets(c, ns, &w.pod_spec))
@@ -152,11 +156,14 @@ impl Judge {
                 .resolve(&keys, &|img| secrets.for_image(img), deadline, budget)
                 .await
         };
-        Ok(evaluate(&EvalInput {
-            workload: w,
+        // What `evaluate(&EvalInput)` does for `check`, with the containers reused.
+        Ok(evaluate_subject(&SubjectInput {
+            containers: &containers,
+            exempt_reason,
             candidates: &candidates,
             images: &images,
             policy: &policy,
+            min_severity: Severity::Info,
         }))
     }
 
