@@ -10,18 +10,11 @@ use crate::compat::{Hazard, HazardCode, Severity};
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// Only the fields the reporter owns (field manager `nfguard-reporter`).
-/// Controller-owned fields (`conditions`, `writers`, newest/oldest versions)
-/// are dropped so a server-side apply never claims them.
-pub fn reporter_fields(s: &NodeNetfilterProfileStatus) -> NodeNetfilterProfileStatus {
-    s.reporter_fields()
-}
-
 /// True when two statuses carry the same facts (the probe time aside).
 pub fn same_facts(a: &NodeNetfilterProfileStatus, b: &NodeNetfilterProfileStatus) -> bool {
     let strip = |s: &NodeNetfilterProfileStatus| NodeNetfilterProfileStatus {
         last_probe_time: None,
-        ..reporter_fields(s)
+        ..s.reporter_fields()
     };
     strip(a) == strip(b)
 }
@@ -33,7 +26,9 @@ pub fn failed_probe_status(
     last_good: Option<&NodeNetfilterProfileStatus>,
     error: &str,
 ) -> NodeNetfilterProfileStatus {
-    let mut s = last_good.map(reporter_fields).unwrap_or_default();
+    let mut s = last_good
+        .map(NodeNetfilterProfileStatus::reporter_fields)
+        .unwrap_or_default();
     s.probe_error = Some(error.to_string());
     let mut hazards: Vec<Hazard> = s
         .hazards
@@ -130,7 +125,7 @@ impl SendState {
     /// last sent, when nothing was sent yet, or when the heartbeat is due.
     /// Returns whether something is now pending.
     pub fn on_probe(&mut self, status: NodeNetfilterProfileStatus, now: Instant) -> bool {
-        let status = reporter_fields(&status);
+        let status = status.reporter_fields();
         let changed = match &self.last_sent {
             None => true,
             Some(last) => !same_facts(last, &status),

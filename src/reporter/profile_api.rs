@@ -4,7 +4,6 @@
 //! its status under the field manager `nfguard-reporter` with only the
 //! reporter's own fields.
 
-use super::core::reporter_fields;
 use crate::api::{NodeNetfilterProfile, NodeNetfilterProfileSpec, NodeNetfilterProfileStatus};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -66,7 +65,7 @@ pub fn status_apply_body(
     node_name: &str,
     status: &NodeNetfilterProfileStatus,
 ) -> serde_json::Value {
-    let status = serde_json::to_value(reporter_fields(status)).unwrap_or_default();
+    let status = serde_json::to_value(status.reporter_fields()).unwrap_or_default();
     serde_json::json!({
         "apiVersion": "nfguard.io/v1alpha1",
         "kind": "NodeNetfilterProfile",
