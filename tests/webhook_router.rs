@@ -55,6 +55,22 @@ fn incident_ds() -> Value {
     )
 }
 
+/// `kubectl debug` on Pod default/app-7d9f: a `pods/ephemeralcontainers`
+/// UPDATE carrying `spec`, as bytes.
+fn debug_review(spec: &Value) -> Vec<u8> {
+    let obj = object("Pod", "app-7d9f", "default", spec.clone(), json!({}));
+    review(
+        "Pod",
+        Some("ephemeralcontainers"),
+        "UPDATE",
+        "default",
+        obj,
+        false,
+    )
+    .to_string()
+    .into_bytes()
+}
+
 /// A DaemonSet CREATE review in kube-system, as bytes.
 fn ds_review(obj: Value, dry_run: bool) -> Vec<u8> {
     review("DaemonSet", None, "CREATE", "kube-system", obj, dry_run)
@@ -238,21 +254,7 @@ async fn ephemeral_netadmin_container_is_checked() {
         "targetContainerName": "app",
         "securityContext": {"capabilities": {"add": ["NET_ADMIN", "NET_RAW"]}},
     }]);
-    let obj = object("Pod", "app-7d9f", "default", spec.clone(), json!({}));
-    let (status, v) = post(
-        &app,
-        review(
-            "Pod",
-            Some("ephemeralcontainers"),
-            "UPDATE",
-            "default",
-            obj,
-            false,
-        )
-        .to_string()
-        .into_bytes(),
-    )
-    .await;
+    let (status, v) = post(&app, debug_review(&spec)).await;
     assert_eq!(status, 200);
     let r = resp(&v);
     assert_eq!(r["allowed"], false, "{v}");
@@ -268,21 +270,7 @@ async fn ephemeral_netadmin_container_is_checked() {
 
     // The same debug container without NET_ADMIN: allowed.
     spec["ephemeralContainers"][0]["securityContext"] = json!({});
-    let obj = object("Pod", "app-7d9f", "default", spec.clone(), json!({}));
-    let (_, v) = post(
-        &app,
-        review(
-            "Pod",
-            Some("ephemeralcontainers"),
-            "UPDATE",
-            "default",
-            obj,
-            false,
-        )
-        .to_string()
-        .into_bytes(),
-    )
-    .await;
+    let (_, v) = post(&app, debug_review(&spec)).await;
     assert_eq!(resp(&v)["allowed"], true, "{v}");
 
     // A plain Pod UPDATE (not the subresource) is not judged: pod specs are immutable there.
