@@ -1,0 +1,651 @@
+#!/usr/bin/env bash
+# A real Kubernetes cluster on this one machine, for nfguard's e2e scenarios
+# where kind cannot run (no Docker engine). Everything lives in network
+# namespaces this script creates; the machine's own network namespace and its
+# netfilter rules are never touched.
+#
+#   e2e/local-cluster.sh up       build (cached), start, install nfguard; prints
+#                                 `export KUBECONFIG=...` and
+#                                 `export NFGUARD_E2E_REGISTRY=...` on stdout
+#   e2e/local-cluster.sh down     stop everything and remove every process,
+#                                 namespace, mount, cgroup and file it made
+#   e2e/local-cluster.sh env      print the export lines of a running cluster
+#   e2e/local-cluster.sh node NODE CMD...   run CMD inside a node (its network
+#                                 and mount namespace: the node's view)
+#   e2e/local-cluster.sh diagnose print nodes, profiles, pods and component logs
+#
+# Shape (docs/e2e.md):
+#   netns nfguard-e2e-cp      etcd, kube-apiserver, controller-manager,
+#                             scheduler, the test registry; bridge e2ebr0
+#                             10.77.0.1/24 (the apiserver's advertise address)
+#   netns nfguard-e2e-nft     node e2e-nft, 10.77.0.2, pods 10.88.1.0/24:
+#                             containerd, kubelet, kube-proxy; iptables -> nft
+#   netns nfguard-e2e-legacy  node e2e-legacy, 10.77.0.3, pods 10.88.2.0/24:
+#                             the same with iptables -> legacy
+# Each node also has its own mount namespace, where /etc/alternatives (what
+# the reporter reads under /host), /var/log, /run/containerd and the sysctls
+# kubelet would otherwise set on the whole machine are the node's own.
+# The root namespace reaches the apiserver and the registry through two
+# loopback forwarders (socat over a unix socket): 127.0.0.1:$API_PORT and
+# 127.0.0.1:$REGISTRY_PORT. Images pushed there are pulled by the nodes under
+# the same name (containerd mirror) or as 10.77.0.1:5000/... (nfguard's
+# webhook and controller, which run in pods, use that name).
+#
+# Env: NFGUARD_E2E_STATE (/var/lib/nfguard-e2e), NFGUARD_E2E_CACHE
+# (/var/cache/nfguard-e2e: Kubernetes binaries, base files), NFGUARD_E2E_API_PORT
+# (36443), NFGUARD_E2E_REGISTRY_PORT (35000), NFGUARD_E2E_BINARY (the nfguard
+# binary for the image; default target/release/nfguard, built if missing),
+# NFGUARD_E2E_NO_INSTALL=1 (cluster only, no nfguard).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPO=$PWD
+
+STATE=${NFGUARD_E2E_STATE:-/var/lib/nfguard-e2e}
+CACHE=${NFGUARD_E2E_CACHE:-/var/cache/nfguard-e2e}
+API_PORT=${NFGUARD_E2E_API_PORT:-36443}
+REGISTRY_PORT=${NFGUARD_E2E_REGISTRY_PORT:-35000}
+RUN=/run/nfguard-e2e
+NS_DIR=$RUN/ns
+PREFIX=nfguard-e2e
+CP_NS=$PREFIX-cp
+BRIDGE=e2ebr0
+CP_IP=10.77.0.1
+SERVICE_CIDR=10.0.0.0/24
+CLUSTER_CIDR=10.88.0.0/16
+NODES=(e2e-nft e2e-legacy)
+declare -A NODE_IP=([e2e-nft]=10.77.0.2 [e2e-legacy]=10.77.0.3)
+declare -A NODE_PODS=([e2e-nft]=10.88.1.0/24 [e2e-legacy]=10.88.2.0/24)
+declare -A NODE_BACKEND=([e2e-nft]=nft [e2e-legacy]=legacy)
+REGISTRY_PULL=$CP_IP:5000
+NFGUARD_IMAGE=ghcr.io/nfguard/nfguard:e2e
+PAUSE_IMAGE=registry.k8s.io/pause:3.10
+APT_PACKAGES=(containerd runc containernetworking-plugins conntrack iptables iproute2
+  util-linux socat openssl docker-registry skopeo umoci jq busybox-static gcc libc6-dev curl)
+
+log() { printf 'local-cluster: %s\n' "$*" >&2; }
+die() { log "FAIL: $*"; exit 1; }
+
+[ "$(id -u)" = 0 ] || die "run as root (network namespaces, containerd, kubelet)"
+
+node_ns() { echo "$PREFIX-${1#e2e-}"; }
+# in_cp CMD...: run in the control plane's network namespace.
+in_cp() { nsenter --net="/run/netns/$CP_NS" -- "$@"; }
+# in_node NODE CMD...: run with the node's network and mount namespaces.
+in_node() {
+  local node=$1
+  shift
+  nsenter --net="/run/netns/$(node_ns "$node")" --mount="$NS_DIR/mnt-$node" -- "$@"
+}
+
+# start NAME CMD...: a long-running component, logs in $STATE/logs/NAME.log.
+start() {
+  local name=$1
+  shift
+  mkdir -p "$STATE/logs" "$RUN/pids"
+  setsid "$@" >>"$STATE/logs/$name.log" 2>&1 </dev/null &
+  echo $! >"$RUN/pids/$name.pid"
+}
+running() { [ -f "$RUN/pids/$1.pid" ] && kill -0 "$(cat "$RUN/pids/$1.pid")" 2>/dev/null; }
+
+# wait_for SECONDS WHAT CMD...: retry CMD every second.
+wait_for() {
+  local deadline=$((SECONDS + $1)) what=$2
+  shift 2
+  until "$@" >/dev/null 2>&1; do
+    [ "$SECONDS" -lt "$deadline" ] || die "timed out after $1 s waiting for $what"
+    sleep 1
+  done
+}
+
+kctl() { "$BIN/kubectl" --kubeconfig "$STATE/admin.kubeconfig" "$@"; }
+
+install_packages() {
+  local missing=() p
+  for p in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    log "installing ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+}
+
+# ---- certificates -------------------------------------------------------------
+# One CA signs the serving certificate and every client identity.
+cert() { # name CN [O] [SANs]
+  local name=$1 cn=$2 o=${3:-} sans=${4:-} subj ext
+  [ -f "$STATE/pki/$name.crt" ] && return 0
+  subj="/CN=$cn"
+  [ -n "$o" ] && subj="/O=$o$subj"
+  ext=$(mktemp)
+  if [ -n "$sans" ]; then
+    printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth,clientAuth\n' "$sans" >"$ext"
+  else
+    printf 'extendedKeyUsage=clientAuth\n' >"$ext"
+  fi
+  openssl req -new -newkey rsa:2048 -nodes -keyout "$STATE/pki/$name.key" -subj "$subj" \
+    -out "$STATE/pki/$name.csr" 2>/dev/null
+  openssl x509 -req -in "$STATE/pki/$name.csr" -CA "$STATE/pki/ca.crt" -CAkey "$STATE/pki/ca.key" \
+    -CAcreateserial -days 30 -extfile "$ext" -out "$STATE/pki/$name.crt" 2>/dev/null
+  rm -f "$ext" "$STATE/pki/$name.csr"
+}
+
+kubeconfig() { # file cert-name server
+  cat >"$1" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: nfguard-e2e
+  cluster:
+    server: $3
+    certificate-authority-data: $(base64 -w0 "$STATE/pki/ca.crt")
+users:
+- name: $2
+  user:
+    client-certificate-data: $(base64 -w0 "$STATE/pki/$2.crt")
+    client-key-data: $(base64 -w0 "$STATE/pki/$2.key")
+contexts:
+- name: nfguard-e2e
+  context: {cluster: nfguard-e2e, user: $2}
+current-context: nfguard-e2e
+EOF
+}
+
+make_pki() {
+  mkdir -p "$STATE/pki"
+  if [ ! -f "$STATE/pki/ca.crt" ]; then
+    openssl req -x509 -new -newkey rsa:2048 -nodes -keyout "$STATE/pki/ca.key" -days 30 \
+      -subj "/CN=nfguard-e2e-ca" -out "$STATE/pki/ca.crt" 2>/dev/null
+    openssl genrsa -out "$STATE/pki/sa.key" 2048 2>/dev/null
+    openssl rsa -in "$STATE/pki/sa.key" -pubout -out "$STATE/pki/sa.pub" 2>/dev/null
+  fi
+  cert apiserver kube-apiserver "" \
+    "DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,DNS:localhost,IP:127.0.0.1,IP:$CP_IP,IP:10.0.0.1"
+  cert admin kubernetes-admin system:masters
+  cert apiserver-kubelet-client kube-apiserver-kubelet-client system:masters
+  cert controller-manager system:kube-controller-manager
+  cert scheduler system:kube-scheduler
+  cert kube-proxy system:kube-proxy
+  local node
+  for node in "${NODES[@]}"; do cert "kubelet-$node" "system:node:$node" system:nodes; done
+  local inside="https://$CP_IP:6443"
+  kubeconfig "$STATE/admin.kubeconfig" admin "https://127.0.0.1:$API_PORT"
+  kubeconfig "$STATE/controller-manager.kubeconfig" controller-manager "$inside"
+  kubeconfig "$STATE/scheduler.kubeconfig" scheduler "$inside"
+  kubeconfig "$STATE/kube-proxy.kubeconfig" kube-proxy "$inside"
+  for node in "${NODES[@]}"; do kubeconfig "$STATE/kubelet-$node.kubeconfig" "kubelet-$node" "$inside"; done
+}
+
+# ---- network ------------------------------------------------------------------
+make_network() {
+  ip netns add "$CP_NS"
+  in_cp ip link set lo up
+  in_cp ip link add "$BRIDGE" type bridge
+  in_cp ip addr add "$CP_IP/24" dev "$BRIDGE"
+  in_cp ip link set "$BRIDGE" up
+  in_cp sysctl -qw net.ipv4.ip_forward=1
+  local node ns other
+  for node in "${NODES[@]}"; do
+    ns=$(node_ns "$node")
+    ip netns add "$ns"
+    # Both ends are created inside our namespaces: nothing appears in the root one.
+    ip -n "$CP_NS" link add "v-${node#e2e-}" type veth peer name eth0 netns "$ns"
+    ip -n "$CP_NS" link set "v-${node#e2e-}" master "$BRIDGE" up
+    ip -n "$ns" link set lo up
+    ip -n "$ns" addr add "${NODE_IP[$node]}/24" dev eth0
+    ip -n "$ns" link set eth0 up
+    ip -n "$ns" route add default via "$CP_IP"
+    ip -n "$CP_NS" route add "${NODE_PODS[$node]}" via "${NODE_IP[$node]}"
+    ip netns exec "$ns" sysctl -qw net.ipv4.ip_forward=1
+  done
+  for node in "${NODES[@]}"; do
+    for other in "${NODES[@]}"; do
+      [ "$node" = "$other" ] || ip -n "$(node_ns "$node")" route add "${NODE_PODS[$other]}" via "${NODE_IP[$other]}"
+    done
+  done
+}
+
+# forward NAME PORT TARGET: 127.0.0.1:PORT in the root namespace -> TARGET in
+# the control plane's namespace, through a unix socket (no route, no
+# interface and no rule added to the root namespace).
+forward() {
+  local name=$1 port=$2 target=$3 sock="$RUN/$1.sock"
+  rm -f "$sock"
+  start "forward-$name-in" nsenter --net="/run/netns/$CP_NS" -- \
+    socat "UNIX-LISTEN:$sock,fork,mode=600" "TCP:$target"
+  wait_for 10 "the $name socket" test -S "$sock"
+  start "forward-$name-out" socat "TCP-LISTEN:$port,bind=127.0.0.1,reuseaddr,fork" "UNIX-CONNECT:$sock"
+}
+
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# ---- control plane ------------------------------------------------------------
+start_control_plane() {
+  mkdir -p "$STATE/etcd"
+  start etcd nsenter --net="/run/netns/$CP_NS" -- "$BIN/etcd" --data-dir "$STATE/etcd" \
+    --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
+    --listen-peer-urls http://127.0.0.1:2380 --unsafe-no-fsync --log-level warn
+  wait_for 60 etcd in_cp curl -fsS http://127.0.0.1:2379/health
+
+  start kube-apiserver nsenter --net="/run/netns/$CP_NS" -- "$BIN/kube-apiserver" \
+    --etcd-servers=http://127.0.0.1:2379 --bind-address=0.0.0.0 --secure-port=6443 \
+    --advertise-address="$CP_IP" --service-cluster-ip-range="$SERVICE_CIDR" \
+    --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
+    --client-ca-file="$STATE/pki/ca.crt" \
+    --tls-cert-file="$STATE/pki/apiserver.crt" --tls-private-key-file="$STATE/pki/apiserver.key" \
+    --kubelet-client-certificate="$STATE/pki/apiserver-kubelet-client.crt" \
+    --kubelet-client-key="$STATE/pki/apiserver-kubelet-client.key" \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="$STATE/pki/sa.pub" --service-account-signing-key-file="$STATE/pki/sa.key" \
+    --allow-privileged=true --enable-aggregator-routing=true \
+    --audit-log-path="$STATE/logs/audit.log" --audit-policy-file="$STATE/audit-policy.yaml" \
+    --audit-log-maxsize=200 --audit-log-maxbackup=1
+  wait_for 120 "kube-apiserver /readyz" in_cp curl -fsS --cacert "$STATE/pki/ca.crt" \
+    --cert "$STATE/pki/admin.crt" --key "$STATE/pki/admin.key" "https://$CP_IP:6443/readyz"
+
+  start kube-controller-manager nsenter --net="/run/netns/$CP_NS" -- "$BIN/kube-controller-manager" \
+    --kubeconfig="$STATE/controller-manager.kubeconfig" \
+    --authentication-kubeconfig="$STATE/controller-manager.kubeconfig" \
+    --authorization-kubeconfig="$STATE/controller-manager.kubeconfig" \
+    --bind-address=127.0.0.1 --leader-elect=false --use-service-account-credentials \
+    --service-account-private-key-file="$STATE/pki/sa.key" --root-ca-file="$STATE/pki/ca.crt" \
+    --cluster-signing-cert-file="$STATE/pki/ca.crt" --cluster-signing-key-file="$STATE/pki/ca.key" \
+    --service-cluster-ip-range="$SERVICE_CIDR" --controllers='*'
+  start kube-scheduler nsenter --net="/run/netns/$CP_NS" -- "$BIN/kube-scheduler" \
+    --kubeconfig="$STATE/scheduler.kubeconfig" --authentication-kubeconfig="$STATE/scheduler.kubeconfig" \
+    --authorization-kubeconfig="$STATE/scheduler.kubeconfig" --bind-address=127.0.0.1 --leader-elect=false
+}
+
+start_registry() {
+  mkdir -p "$STATE/registry"
+  cat >"$STATE/registry.yaml" <<EOF
+version: 0.1
+log: {level: warn}
+storage:
+  filesystem: {rootdirectory: $STATE/registry}
+  delete: {enabled: true}
+http: {addr: "$CP_IP:5000"}
+EOF
+  start registry nsenter --net="/run/netns/$CP_NS" -- docker-registry serve "$STATE/registry.yaml"
+  wait_for 30 "the registry" in_cp curl -fsS "http://$REGISTRY_PULL/v2/"
+}
+
+# ---- nodes --------------------------------------------------------------------
+# The cgroup every pod of a node lives under: below this shell's own cgroup,
+# so that nothing of the cluster escapes what started it.
+cgroup_root() {
+  local base
+  base=$(awk -F: '$2 == "memory" {print $3}' /proc/self/cgroup)
+  echo "${base%/}/$PREFIX/$1"
+}
+
+make_cgroups() { # node
+  local root h
+  root=$(cgroup_root "$1")
+  for h in /sys/fs/cgroup/*/; do
+    h=${h%/}
+    [ "$(stat -fc %T "$h")" = cgroupfs ] || [ "$(stat -fc %T "$h")" = cgroup2fs ] || continue
+    mkdir -p "$h$root"
+    if [ -f "$h/cpuset.cpus" ]; then
+      # cpuset children start empty: give each level its parent's cpus and mems.
+      local d="$h" part
+      for part in ${root//\// }; do
+        d="$d/$part"
+        [ -n "$(cat "$d/cpuset.cpus")" ] || cat "$(dirname "$d")/cpuset.cpus" >"$d/cpuset.cpus"
+        [ -n "$(cat "$d/cpuset.mems")" ] || cat "$(dirname "$d")/cpuset.mems" >"$d/cpuset.mems"
+      done
+    fi
+  done
+}
+
+# The node's mount namespace, persisted in $NS_DIR/mnt-NODE.
+make_node_mounts() { # node
+  local node=$1 dir="$STATE/nodes/$1" backend=${NODE_BACKEND[$1]} t
+  mkdir -p "$dir/alternatives" "$dir/log" "$dir/sysctl" "$dir/cni/net.d" "$dir/cni/data"
+  # The node's iptables backend, the way Debian's update-alternatives sets it.
+  cp -a /etc/alternatives/. "$dir/alternatives/"
+  for t in iptables ip6tables; do
+    ln -sfn "/usr/sbin/$t-$backend" "$dir/alternatives/$t"
+    ln -sfn "/usr/sbin/$t-$backend-restore" "$dir/alternatives/$t-restore"
+    ln -sfn "/usr/sbin/$t-$backend-save" "$dir/alternatives/$t-save"
+  done
+  # kubelet sets these on start; the node's copies keep the machine's own.
+  echo 1 >"$dir/sysctl/overcommit_memory"
+  echo 0 >"$dir/sysctl/panic_on_oom"
+  echo 10 >"$dir/sysctl/panic"
+  echo 1 >"$dir/sysctl/panic_on_oops"
+  echo 1000000 >"$dir/sysctl/root_maxkeys"
+  echo 25000000 >"$dir/sysctl/root_maxbytes"
+  touch "$NS_DIR/mnt-$node"
+  # shellcheck disable=SC2016 # expanded by the inner shell
+  nsenter --net="/run/netns/$(node_ns "$node")" -- unshare --mount="$NS_DIR/mnt-$node" --propagation private \
+    sh -eu -c '
+      dir=$1
+      mount --bind "$dir/alternatives" /etc/alternatives
+      mount --bind "$dir/log" /var/log
+      mkdir -p /run/containerd
+      mount -t tmpfs -o mode=0711 tmpfs /run/containerd
+      mount --bind "$dir/sysctl/overcommit_memory" /proc/sys/vm/overcommit_memory
+      mount --bind "$dir/sysctl/panic_on_oom" /proc/sys/vm/panic_on_oom
+      mount --bind "$dir/sysctl/panic" /proc/sys/kernel/panic
+      mount --bind "$dir/sysctl/panic_on_oops" /proc/sys/kernel/panic_on_oops
+      mount --bind "$dir/sysctl/root_maxkeys" /proc/sys/kernel/keys/root_maxkeys
+      mount --bind "$dir/sysctl/root_maxbytes" /proc/sys/kernel/keys/root_maxbytes
+    ' sh "$dir"
+}
+
+start_node() { # node
+  local node=$1 dir="$STATE/nodes/$1" ns
+  ns=$(node_ns "$node")
+  mkdir -p "$dir/containerd" "$dir/certs.d/$REGISTRY_PULL" "$dir/certs.d/127.0.0.1:$REGISTRY_PORT" \
+    "$dir/kubelet" "$dir/manifests"
+  make_cgroups "$node"
+  make_node_mounts "$node"
+
+  # The test registry speaks plain HTTP; the loopback name the root namespace
+  # pushes to is mirrored to it, so either name pulls.
+  printf 'server = "http://%s"\n[host."http://%s"]\n  capabilities = ["pull", "resolve"]\n' \
+    "$REGISTRY_PULL" "$REGISTRY_PULL" >"$dir/certs.d/$REGISTRY_PULL/hosts.toml"
+  cp "$dir/certs.d/$REGISTRY_PULL/hosts.toml" "$dir/certs.d/127.0.0.1:$REGISTRY_PORT/hosts.toml"
+  cat >"$dir/containerd.toml" <<EOF
+version = 2
+root = "$dir/containerd"
+state = "/run/containerd"
+[grpc]
+  address = "$dir/containerd.sock"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$PAUSE_IMAGE"
+  enable_selinux = false
+  # This machine refuses a lower oom_score_adj than the caller's (no
+  # CAP_SYS_RESOURCE); the sandbox's -998 would fail every pod.
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$dir/cni/net.d"
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "$dir/certs.d"
+EOF
+  cat >"$dir/cni/net.d/10-e2e.conflist" <<EOF
+{
+  "cniVersion": "1.0.0",
+  "name": "nfguard-e2e",
+  "plugins": [
+    {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+     "ipam": {"type": "host-local", "dataDir": "$dir/cni/data",
+              "ranges": [[{"subnet": "${NODE_PODS[$node]}"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+EOF
+  start "containerd-$node" nsenter --net="/run/netns/$ns" --mount="$NS_DIR/mnt-$node" -- \
+    containerd --config "$dir/containerd.toml"
+  wait_for 60 "containerd on $node" ctr --address "$dir/containerd.sock" version
+  ctr --address "$dir/containerd.sock" -n k8s.io images import "$CACHE/images/pause.tar" >/dev/null
+
+  cat >"$dir/kubelet.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+containerRuntimeEndpoint: unix://$dir/containerd.sock
+cgroupDriver: cgroupfs
+cgroupRoot: $(cgroup_root "$node")
+cgroupsPerQOS: true
+failCgroupV1: false
+failSwapOn: false
+address: ${NODE_IP[$node]}
+port: 10250
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+staticPodPath: $dir/manifests
+podLogsDir: /var/log/pods
+resolvConf: ""
+clusterDomain: cluster.local
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: $STATE/pki/ca.crt}
+authorization: {mode: Webhook}
+rotateCertificates: false
+serializeImagePulls: false
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {memory.available: "100Mi", nodefs.available: "1%", nodefs.inodesFree: "1%", imagefs.available: "1%"}
+EOF
+  start "kubelet-$node" nsenter --net="/run/netns/$ns" --mount="$NS_DIR/mnt-$node" -- \
+    "$BIN/kubelet" --config="$dir/kubelet.yaml" --kubeconfig="$STATE/kubelet-$node.kubeconfig" \
+    --hostname-override="$node" --node-ip="${NODE_IP[$node]}" --root-dir="$dir/kubelet"
+
+  cat >"$dir/kube-proxy.yaml" <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: $STATE/kube-proxy.kubeconfig}
+hostnameOverride: $node
+mode: iptables
+clusterCIDR: $CLUSTER_CIDR
+metricsBindAddress: 127.0.0.1:10249
+healthzBindAddress: 127.0.0.1:10256
+# Leave the machine-wide conntrack sysctls alone.
+conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+EOF
+  start "kube-proxy-$node" nsenter --net="/run/netns/$ns" --mount="$NS_DIR/mnt-$node" -- \
+    "$BIN/kube-proxy" --config="$dir/kube-proxy.yaml"
+}
+
+node_ready() {
+  [ "$(kctl get node "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ]
+}
+
+# ---- images and nfguard -----------------------------------------------------------
+build_images() {
+  mkdir -p "$CACHE/images"
+  [ -f "$CACHE/images/pause.tar" ] || e2e/images/build.sh pause "$CACHE/images/pause.tar" "$PAUSE_IMAGE"
+}
+
+nfguard_binary() {
+  local bin=${NFGUARD_E2E_BINARY:-$REPO/target/release/nfguard}
+  if [ ! -x "$bin" ]; then
+    log "building $bin"
+    cargo build --release --locked --bin nfguard >&2
+  fi
+  echo "$bin"
+}
+
+ca_bundle_set() {
+  [ -n "$(kctl get validatingwebhookconfiguration nfguard -o jsonpath='{.webhooks[0].clientConfig.caBundle}')" ]
+}
+
+install_nfguard() {
+  local bin overlay="$STATE/overlay" node
+  bin=$(nfguard_binary)
+  e2e/images/build.sh nfguard "$bin" "$STATE/nfguard-image.tar" "$NFGUARD_IMAGE"
+  for node in "${NODES[@]}"; do
+    ctr --address "$STATE/nodes/$node/containerd.sock" -n k8s.io images import "$STATE/nfguard-image.tar" >/dev/null
+  done
+  # The README's install, with an overlay for the image (imported into every
+  # node, never pulled) and the test registry, which speaks plain HTTP.
+  mkdir -p "$overlay"
+  cp -r "$REPO/manifests" "$REPO/crds" "$overlay/"
+  cat >"$overlay/kustomization.yaml" <<EOF
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources: [manifests]
+images:
+  - name: ghcr.io/nfguard/nfguard
+    newName: ${NFGUARD_IMAGE%:*}
+    newTag: ${NFGUARD_IMAGE##*:}
+patches:
+  - target: {kind: DaemonSet|Deployment, namespace: nfguard-system}
+    patch: |-
+      - op: replace
+        path: /spec/template/spec/containers/0/imagePullPolicy
+        value: Never
+  - target: {kind: Deployment, namespace: nfguard-system}
+    patch: |-
+      - op: add
+        path: /spec/template/spec/containers/0/env/-
+        value: {name: NFGUARD_INSECURE_REGISTRIES, value: "$REGISTRY_PULL"}
+EOF
+  kctl apply --server-side -k "$overlay/crds" >&2
+  kctl wait --for=condition=Established --timeout=60s \
+    crd/nodenetfilterprofiles.nfguard.io crd/netfilterpolicies.nfguard.io >&2
+  kctl apply --server-side -k "$overlay" >&2
+  kctl -n nfguard-system rollout status daemonset/nfguard-reporter --timeout=180s >&2
+  kctl -n nfguard-system rollout status deployment/nfguard-controller --timeout=180s >&2
+  kctl -n nfguard-system rollout status deployment/nfguard-webhook --timeout=180s >&2
+  wait_for 120 "the webhook's caBundle" ca_bundle_set
+}
+
+print_env() {
+  echo "export KUBECONFIG=$STATE/admin.kubeconfig"
+  echo "export NFGUARD_E2E_REGISTRY=127.0.0.1:$REGISTRY_PORT"
+  echo "export NFGUARD_E2E_REGISTRY_PULL=$REGISTRY_PULL"
+  echo "export NFGUARD_E2E_PROVIDER=local"
+  echo "export PATH=$BIN:\$PATH"
+}
+
+up() {
+  local started=$SECONDS node
+  if [ -f "$STATE/up" ] && running kube-apiserver; then
+    log "already up"
+    print_env
+    return 0
+  fi
+  down_quiet
+  install_packages
+  BIN=$(e2e/build-kube.sh)
+  port_free "$API_PORT" || die "127.0.0.1:$API_PORT is in use (NFGUARD_E2E_API_PORT)"
+  port_free "$REGISTRY_PORT" || die "127.0.0.1:$REGISTRY_PORT is in use (NFGUARD_E2E_REGISTRY_PORT)"
+  mkdir -p "$STATE" "$RUN" "$NS_DIR"
+  echo "$BIN" >"$STATE/bin"
+  # A private mount point so the namespace files bound below stay ours.
+  mount --bind "$NS_DIR" "$NS_DIR"
+  mount --make-private "$NS_DIR"
+  make_pki
+  printf 'apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n' >"$STATE/audit-policy.yaml"
+  make_network
+  start_control_plane
+  start_registry
+  forward api "$API_PORT" "$CP_IP:6443"
+  forward registry "$REGISTRY_PORT" "$REGISTRY_PULL"
+  wait_for 60 "the apiserver through 127.0.0.1:$API_PORT" kctl get --raw /readyz
+  build_images
+  for node in "${NODES[@]}"; do start_node "$node"; done
+  for node in "${NODES[@]}"; do wait_for 180 "node $node Ready" node_ready "$node"; done
+  wait_for 60 "the default ServiceAccount" kctl -n default get serviceaccount default
+  log "cluster up in $((SECONDS - started)) s ($("$BIN/kubectl" version --client -o json | jq -r .clientVersion.gitVersion))"
+  if [ "${NFGUARD_E2E_NO_INSTALL:-}" != 1 ]; then
+    install_nfguard
+    log "nfguard ready after $((SECONDS - started)) s"
+  fi
+  touch "$STATE/up"
+  print_env
+}
+
+# ---- down -----------------------------------------------------------------------
+our_namespaces() { # inode list of the net and mount namespaces we made
+  local f
+  for f in /run/netns/"$PREFIX"-*; do [ -e "$f" ] && stat -Lc %i "$f"; done
+  for f in "$NS_DIR"/mnt-*; do [ -e "$f" ] && stat -Lc %i "$f" 2>/dev/null; done
+  true
+}
+
+# Every process inside one of our namespaces or cgroups: components,
+# containerd shims, containers.
+our_pids() {
+  local inodes pid ns
+  inodes=" $(our_namespaces | tr '\n' ' ') "
+  for pid in /proc/[0-9]*; do
+    pid=${pid#/proc/}
+    [ "$pid" = $$ ] && continue
+    for ns in net mnt; do
+      ns=$(stat -Lc %i "/proc/$pid/ns/$ns" 2>/dev/null) || continue
+      case "$inodes" in *" $ns "*) echo "$pid"; break ;; esac
+    done
+  done
+  local pids_root
+  pids_root=/sys/fs/cgroup/pids$(cgroup_root '')
+  [ -d "$pids_root" ] && find "$pids_root" -name cgroup.procs -exec cat {} + 2>/dev/null
+  true
+}
+
+kill_all() {
+  local pids f tries=0
+  for f in "$RUN"/pids/*.pid; do
+    [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null
+  done
+  sleep 1
+  while pids=$(our_pids | sort -u) && [ -n "$pids" ]; do
+    # shellcheck disable=SC2086
+    kill -9 $pids 2>/dev/null || true
+    tries=$((tries + 1))
+    [ "$tries" -lt 30 ] || { log "processes still alive: $pids"; break; }
+    sleep 0.5
+  done
+  rm -rf "$RUN/pids"
+}
+
+remove_cgroups() {
+  local root h
+  root=$(cgroup_root '')
+  for h in /sys/fs/cgroup/*/; do
+    h=${h%/}
+    [ -d "$h$root" ] || continue
+    find "$h$root" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+  done
+}
+
+down_quiet() {
+  kill_all
+  local f
+  for f in "$NS_DIR"/mnt-*; do
+    [ -e "$f" ] || continue
+    umount "$f" 2>/dev/null || true
+    rm -f "$f"
+  done
+  if mountpoint -q "$NS_DIR" 2>/dev/null; then umount "$NS_DIR"; fi
+  for f in /run/netns/"$PREFIX"-*; do
+    [ -e "$f" ] && ip netns delete "${f#/run/netns/}"
+  done
+  remove_cgroups
+  rm -rf "$RUN" "$STATE"
+}
+
+down() {
+  down_quiet
+  log "down: no process, namespace, mount, cgroup or file of the cluster is left"
+}
+
+# ---- tools --------------------------------------------------------------------
+diagnose() {
+  BIN=$(cat "$STATE/bin")
+  set +e
+  kctl get nodes -o wide --show-labels
+  kctl get nodenetfilterprofiles -o yaml
+  kctl get pods -A -o wide
+  kctl get events -A --sort-by=.lastTimestamp | tail -40
+  local c
+  for c in reporter controller webhook; do
+    kctl -n nfguard-system logs -l "app.kubernetes.io/component=$c" --tail=60 --prefix --all-containers
+  done
+  for f in "$STATE"/logs/*.log; do
+    [ "$(basename "$f")" = audit.log ] && continue
+    echo "==== $f (last 30 lines)"
+    tail -n 30 "$f"
+  done
+}
+
+case "${1:-}" in
+  up) up ;;
+  down) down ;;
+  env) [ -f "$STATE/up" ] || die "not up"; BIN=$(cat "$STATE/bin"); print_env ;;
+  node) [ $# -ge 3 ] || die "usage: $0 node NODE CMD..."; shift; in_node "$@" ;;
+  diagnose) diagnose ;;
+  *) echo "usage: $0 up|down|env|node NODE CMD...|diagnose" >&2; exit 2 ;;
+esac
