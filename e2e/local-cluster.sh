@@ -218,6 +218,14 @@ forward() {
   start "forward-$name-out" socat "TCP-LISTEN:$port,bind=127.0.0.1,reuseaddr,fork" "UNIX-CONNECT:$sock"
 }
 
+# made_dir DIR: create a mount point the machine lacks, and remember to
+# remove it again at down.
+made_dir() {
+  [ -d "$1" ] && return 0
+  mkdir -p "$1"
+  echo "$1" >>"$RUN/made-dirs"
+}
+
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 # ---- control plane ------------------------------------------------------------
@@ -318,14 +326,20 @@ make_node_mounts() { # node
   echo 1000000 >"$dir/sysctl/root_maxkeys"
   echo 25000000 >"$dir/sysctl/root_maxbytes"
   touch "$NS_DIR/mnt-$node"
+  mkdir -p "$dir/kubelet" "$dir/cni/cache"
+  made_dir /var/lib/kubelet
+  made_dir /var/lib/cni
   # shellcheck disable=SC2016 # expanded by the inner shell
   nsenter --net="/run/netns/$(node_ns "$node")" -- unshare --mount="$NS_DIR/mnt-$node" --propagation private \
     sh -eu -c '
       dir=$1
+      # /run: containerd state, pod network namespaces and the xtables
+      # lock of this node alone.
+      mount -t tmpfs -o mode=0755 tmpfs /run
       mount --bind "$dir/alternatives" /etc/alternatives
       mount --bind "$dir/log" /var/log
-      mkdir -p /run/containerd
-      mount -t tmpfs -o mode=0711 tmpfs /run/containerd
+      mount --bind "$dir/kubelet" /var/lib/kubelet
+      mount --bind "$dir/cni/cache" /var/lib/cni
       mount --bind "$dir/sysctl/overcommit_memory" /proc/sys/vm/overcommit_memory
       mount --bind "$dir/sysctl/panic_on_oom" /proc/sys/vm/panic_on_oom
       mount --bind "$dir/sysctl/panic" /proc/sys/kernel/panic
@@ -339,7 +353,7 @@ start_node() { # node
   local node=$1 dir="$STATE/nodes/$1" ns
   ns=$(node_ns "$node")
   mkdir -p "$dir/containerd" "$dir/certs.d/$REGISTRY_PULL" "$dir/certs.d/127.0.0.1:$REGISTRY_PORT" \
-    "$dir/kubelet" "$dir/manifests"
+    "$dir/manifests"
   make_cgroups "$node"
   make_node_mounts "$node"
 
@@ -420,7 +434,7 @@ evictionHard: {memory.available: "100Mi", nodefs.available: "1%", nodefs.inodesF
 EOF
   start "kubelet-$node" nsenter --net="/run/netns/$ns" --mount="$NS_DIR/mnt-$node" -- \
     "$BIN/kubelet" --config="$dir/kubelet.yaml" --kubeconfig="$STATE/kubelet-$node.kubeconfig" \
-    --hostname-override="$node" --node-ip="${NODE_IP[$node]}" --root-dir="$dir/kubelet"
+    --hostname-override="$node" --node-ip="${NODE_IP[$node]}"
 
   cat >"$dir/kube-proxy.yaml" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
@@ -523,6 +537,9 @@ up() {
   port_free "$API_PORT" || die "127.0.0.1:$API_PORT is in use (NFGUARD_E2E_API_PORT)"
   port_free "$REGISTRY_PORT" || die "127.0.0.1:$REGISTRY_PORT is in use (NFGUARD_E2E_REGISTRY_PORT)"
   mkdir -p "$STATE" "$RUN" "$NS_DIR"
+  # ip netns add makes /run/netns a mount point of its own when it is none.
+  mountpoint -q /run/netns 2>/dev/null || echo /run/netns >>"$RUN/made-mounts"
+  made_dir /run/netns
   echo "$BIN" >"$STATE/bin"
   # A private mount point so the namespace files bound below stay ours.
   mount --bind "$NS_DIR" "$NS_DIR"
@@ -614,6 +631,14 @@ down_quiet() {
     [ -e "$f" ] && ip netns delete "${f#/run/netns/}"
   done
   remove_cgroups
+  if [ -f "$RUN/made-mounts" ]; then
+    while read -r f; do
+      [ -n "$(ls -A "$f" 2>/dev/null)" ] || umount "$f" 2>/dev/null || true
+    done <"$RUN/made-mounts"
+  fi
+  if [ -f "$RUN/made-dirs" ]; then
+    tac "$RUN/made-dirs" | while read -r f; do rmdir "$f" 2>/dev/null || true; done
+  fi
   rm -rf "$RUN" "$STATE"
 }
 
