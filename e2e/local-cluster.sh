@@ -35,7 +35,8 @@
 # (/var/cache/nfguard-e2e: Kubernetes binaries, base files), NFGUARD_E2E_API_PORT
 # (36443), NFGUARD_E2E_REGISTRY_PORT (35000), NFGUARD_E2E_BINARY (the nfguard
 # binary for the image; default target/release/nfguard, built if missing),
-# NFGUARD_E2E_NO_INSTALL=1 (cluster only, no nfguard).
+# NFGUARD_E2E_IMAGE_TAR (a prebuilt nfguard image archive named
+# ghcr.io/nfguard/nfguard:e2e), NFGUARD_E2E_NO_INSTALL=1 (no nfguard).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -246,7 +247,7 @@ start_control_plane() {
     --kubelet-client-key="$STATE/pki/apiserver-kubelet-client.key" \
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-account-key-file="$STATE/pki/sa.pub" --service-account-signing-key-file="$STATE/pki/sa.key" \
-    --allow-privileged=true --enable-aggregator-routing=true \
+    --allow-privileged=true --enable-aggregator-routing=true --kubelet-preferred-address-types=InternalIP \
     --audit-log-path="$STATE/logs/audit.log" --audit-policy-file="$STATE/audit-policy.yaml" \
     --audit-log-maxsize=200 --audit-log-maxbackup=1
   wait_for 120 "kube-apiserver /readyz" in_cp curl -fsS --cacert "$STATE/pki/ca.crt" \
@@ -476,11 +477,13 @@ ca_bundle_set() {
 }
 
 install_nfguard() {
-  local bin overlay="$STATE/overlay" node
-  bin=$(nfguard_binary)
-  e2e/images/build.sh nfguard "$bin" "$STATE/nfguard-image.tar" "$NFGUARD_IMAGE"
+  local overlay="$STATE/overlay" node image=${NFGUARD_E2E_IMAGE_TAR:-}
+  if [ -z "$image" ]; then
+    image="$STATE/nfguard-image.tar"
+    e2e/images/build.sh nfguard "$(nfguard_binary)" "$image" "$NFGUARD_IMAGE"
+  fi
   for node in "${NODES[@]}"; do
-    ctr --address "$STATE/nodes/$node/containerd.sock" -n k8s.io images import "$STATE/nfguard-image.tar" >/dev/null
+    ctr --address "$STATE/nodes/$node/containerd.sock" -n k8s.io images import "$image" >/dev/null
   done
   # The README's install, with an overlay for the image (imported into every
   # node, never pulled) and the test registry, which speaks plain HTTP.
@@ -669,7 +672,7 @@ diagnose() {
 case "${1:-}" in
   up) up ;;
   down) down ;;
-  env) [ -f "$STATE/up" ] || die "not up"; BIN=$(cat "$STATE/bin"); print_env ;;
+  env) [ -f "$STATE/bin" ] || die "not up"; BIN=$(cat "$STATE/bin"); print_env ;;
   node) [ $# -ge 3 ] || die "usage: $0 node NODE CMD..."; shift; in_node "$@" ;;
   diagnose) diagnose ;;
   *) echo "usage: $0 up|down|env|node NODE CMD...|diagnose" >&2; exit 2 ;;

@@ -73,6 +73,11 @@ fn init_logging(format: LogFormat, filter: &str) {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.log_format, &cli.log);
+    // kube-client and reqwest enable rustls with different crypto backends
+    // (ring and aws-lc-rs), so rustls cannot choose one by itself and the
+    // first TLS client (every in-cluster kube client) would panic. Name ring,
+    // the one the webhook's server already uses, for the whole process.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
