@@ -16,6 +16,9 @@ APT_PACKAGES=(
   libclang-dev pkg-config           # build-time needs of -sys crates
   shellcheck jq zstd curl ca-certificates
   rpm                               # a real rpmdb.sqlite for the rpm probe test
+  # the local Kubernetes cluster of the e2e scenarios (e2e/local-cluster.sh)
+  containerd runc containernetworking-plugins conntrack util-linux socat openssl
+  busybox-static gcc libc6-dev
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -40,4 +43,23 @@ scripts/fetch-iptables.sh "$NFGUARD_FIXTURES/iptables"
 export NFGUARD_REQUIRE_PRIVILEGED=1
 
 cargo build --locked --all-targets
-cargo nextest run --locked --no-fail-fast "$@"
+
+# The e2e scenarios on a real cluster built from Kubernetes' sources
+# (e2e/local.sh; needs Go and the Go module proxy; the build is cached in
+# /var/cache/nfguard-e2e). NFGUARD_E2E=0 skips them, loudly, for quick runs.
+e2e_rc=0
+if [ "${NFGUARD_E2E:-1}" = 0 ]; then
+  echo "skipped: the local-cluster e2e scenarios (NFGUARD_E2E=0)"
+else
+  command -v go >/dev/null || { echo "scripts/test.sh: the e2e needs Go (Kubernetes is built from its Go modules)" >&2; exit 2; }
+  cargo build --release --locked --bin nfguard
+  e2e/local.sh || e2e_rc=$?
+fi
+
+test_rc=0
+cargo nextest run --locked --no-fail-fast "$@" || test_rc=$?
+if [ "$e2e_rc" != 0 ]; then
+  echo "scripts/test.sh: the e2e scenarios failed (exit $e2e_rc; output above)" >&2
+  exit "$e2e_rc"
+fi
+exit "$test_rc"

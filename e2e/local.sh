@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# nfguard's e2e scenarios (e2e/scenarios.sh) on the local cluster
+# (e2e/local-cluster.sh): up, push the workload images, run every scenario,
+# print diagnostics on failure, down; then check that the machine is as it was
+# (network namespaces, mounts, the root namespace's links, routes and
+# netfilter rules). scripts/test.sh runs it; it never skips.
+# Env: KEEP_CLUSTER=1 leaves the cluster up afterwards (no final check);
+#      NFGUARD_E2E_ONLY="1 5" runs only those scenarios.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf 'e2e-local: %s\n' "$*" >&2; }
+
+# What the cluster must not change in the machine's own namespaces.
+machine_state() {
+  ip netns list | sort
+  grep -E 'nsfs|nfguard|kubelet|containerd' /proc/self/mountinfo | awk '{print $5}' | sort
+  ip -o link show | awk -F': ' '{print $2}' | sort
+  ip -4 route show table all | sort
+  iptables-legacy-save 2>/dev/null | grep -v '^#' | sed 's/\[[0-9]*:[0-9]*\]//'
+  nft list ruleset 2>/dev/null
+  pgrep -a -f 'kube-apiserver|kubelet|kube-proxy|containerd|etcd --data-dir|docker-registry' || true
+}
+
+before=$(mktemp)
+machine_state >"$before"
+
+finish() {
+  local rc=$?
+  if [ "$rc" != 0 ]; then
+    log "collecting diagnostics"
+    e2e/local-cluster.sh diagnose >&2 || true
+  fi
+  if [ "${KEEP_CLUSTER:-}" = 1 ]; then
+    log "KEEP_CLUSTER=1: the cluster stays up (e2e/local-cluster.sh down removes it)"
+  else
+    e2e/local-cluster.sh down
+    if ! diff -u "$before" <(machine_state) >&2; then
+      log "FAIL: down did not leave the machine as it was (diff above)"
+      rc=1
+    fi
+  fi
+  rm -f "$before"
+  exit "$rc"
+}
+trap finish EXIT
+
+start=$SECONDS
+eval "$(e2e/local-cluster.sh up)"
+log "cluster and nfguard ready in $((SECONDS - start)) s"
+
+# The workload images bundling real Debian iptables releases, pushed through
+# the loopback address; nodes and nfguard pull them as $NFGUARD_E2E_REGISTRY_PULL.
+export NFGUARD_FIXTURES=${NFGUARD_FIXTURES:-$PWD/target/fixtures}
+[ -d "$NFGUARD_FIXTURES/iptables/1.8.7" ] || scripts/fetch-iptables.sh "$NFGUARD_FIXTURES/iptables"
+push() { # repo:tag version mode
+  e2e/images/build.sh iptables "$2" "$3" "docker://$NFGUARD_E2E_REGISTRY/nfguard-e2e/$1"
+}
+push incident:1.8.7-nft 1.8.7 nft
+push compatible:1.8.11-wrapper 1.8.11 wrapper
+push legacy:1.8.9-legacy 1.8.9 legacy
+
+export NFGUARD_E2E_EXPECT_BACKENDS="e2e-nft=nft e2e-legacy=legacy"
+e2e/scenarios.sh
+log "scenarios done after $((SECONDS - start)) s"
