@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# nfguard end to end on kind: builds the image, loads it into a fresh kind
-# cluster (one control plane, two workers), installs manifests/, waits for
-# readiness and runs the scenarios:
-#   1. a NodeNetfilterProfile, owned by its Node, appears for every node;
-#   2. every node gets the label nfguard.io/iptables-backend;
-#   3. the incident DaemonSet (hostNetwork + NET_ADMIN, bundling iptables
-#      1.8.7 nft) is denied: the nodes' rules were written by 1.8.8+;
-#   4. a compatible DaemonSet (iptables 1.8.11 behind iptables-wrapper) is admitted;
-#   5. restarting the reporter keeps every profile (same uid, fresh heartbeat).
+# nfguard end to end on kind, the "kind" provider of e2e/scenarios.sh: builds
+# the nfguard image, loads it into a fresh kind cluster (one control plane,
+# two workers), starts a local registry on kind's network holding the three
+# workload images the scenarios need (real Debian iptables releases):
+#   incident:1.8.7-nft, compatible:1.8.11-wrapper, legacy:1.8.9-legacy
+# installs crds/ and manifests/, waits for readiness and runs e2e/scenarios.sh
+# (profiles, admission, reporter restart, the incident for real, RBAC, leader
+# election, webhook outage; see its header) with NFGUARD_E2E_PROVIDER=kind.
 # Where docker, kind or kubectl are missing it prints "skipped: ..." and exits
 # 0 (NFGUARD_REQUIRE_E2E=1 turns that into a failure).
 # Env: KIND_CLUSTER (nfguard-e2e), KEEP_CLUSTER=1 keeps it afterwards,
-#      NFGUARD_FIXTURES (iptables .debs from scripts/fetch-iptables.sh, optional).
+#      NFGUARD_FIXTURES (iptables .debs from scripts/fetch-iptables.sh, optional),
+#      NFGUARD_E2E_ONLY (e.g. "1 2 5": only these scenarios).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,6 +25,8 @@ PUSH_PREFIX="127.0.0.1:${REGISTRY_PORT}/nfguard-e2e"
 PULL_PREFIX="${REGISTRY_NAME}:5000/nfguard-e2e"
 NS=nfguard-system
 FIXTURES=${NFGUARD_FIXTURES:-$PWD/target/fixtures}
+WORK=""
+SCENARIOS=0
 
 log() { printf 'e2e: %s\n' "$*" >&2; }
 die() { log "FAIL: $*"; exit 1; }
@@ -55,7 +57,8 @@ wait_for() {
 
 cleanup() {
   local rc=$?
-  if [ "$rc" != 0 ]; then
+  # scenarios.sh dumps what concerns its own failures.
+  if [ "$rc" != 0 ] && [ "$SCENARIOS" = 0 ]; then
     log "collecting diagnostics"
     kubectl get nodes -o wide --show-labels || true
     kubectl get nodenetfilterprofiles -o yaml || true
@@ -67,10 +70,17 @@ cleanup() {
   if [ "${KEEP_CLUSTER:-}" != 1 ]; then
     kind delete cluster --name "$CLUSTER" >/dev/null 2>&1 || true
     docker rm -f "$REGISTRY_NAME" >/dev/null 2>&1 || true
+    [ -z "$WORK" ] || rm -rf "$WORK"
+  elif [ -n "$WORK" ]; then
+    log "cluster kept: export KUBECONFIG=$WORK/kubeconfig"
   fi
   exit "$rc"
 }
 trap cleanup EXIT
+
+# The cluster's own kubeconfig: never the user's current context.
+WORK=$(mktemp -d)
+export KUBECONFIG="$WORK/kubeconfig"
 
 # ---- image ------------------------------------------------------------------
 log "building $IMAGE"
@@ -118,6 +128,7 @@ build_iptables_image() { # tag version mode base-with-debs base-without
 }
 build_iptables_image incident:1.8.7-nft 1.8.7 nft debian:bookworm-slim debian:bullseye-slim
 build_iptables_image compatible:1.8.11-wrapper 1.8.11 wrapper debian:trixie-slim debian:trixie-slim
+build_iptables_image legacy:1.8.9-legacy 1.8.9 legacy debian:bookworm-slim debian:bookworm-slim
 
 # ---- install ----------------------------------------------------------------
 kubectl apply --server-side -k crds/
@@ -140,74 +151,7 @@ wait_for 120 "the webhook patched its caBundle" ca_bundle_set
 mapfile -t NODES < <(kubectl get nodes -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}')
 [ "${#NODES[@]}" -ge 3 ] || die "expected 3 nodes, found ${#NODES[@]}"
 
-# ---- 1. a profile for every node, owned by the Node ----------------------------
-profiles_complete() {
-  local n
-  for n in "${NODES[@]}"; do
-    [ -n "$(kubectl get nodenetfilterprofile "$n" -o jsonpath='{.status.lastProbeTime}' 2>/dev/null)" ] || return 1
-    [ "$(kubectl get nodenetfilterprofile "$n" -o jsonpath='{.metadata.ownerReferences[0].kind}')" = Node ] || return 1
-  done
-}
-wait_for 120 "a probed profile owned by its Node for each of ${#NODES[@]} nodes" profiles_complete
-kubectl get nodenetfilterprofiles
-
-# ---- 2. node labels ----------------------------------------------------------
-labels_present() {
-  local n
-  for n in "${NODES[@]}"; do
-    [ -n "$(kubectl get node "$n" -o jsonpath='{.metadata.labels.nfguard\.io/iptables-backend}')" ] || return 1
-  done
-}
-wait_for 120 "nfguard.io/iptables-backend on every node" labels_present
-
-# ---- 3./4. admission --------------------------------------------------------------
-daemonset() { # name image
-  cat <<YAML
-apiVersion: apps/v1
-kind: DaemonSet
-metadata: {name: $1, namespace: default}
-spec:
-  selector: {matchLabels: {app: $1}}
-  template:
-    metadata: {labels: {app: $1}}
-    spec:
-      hostNetwork: true
-      tolerations: [{operator: Exists}]
-      containers:
-        - name: cni
-          image: $2
-          command: ["sleep", "infinity"]
-          securityContext: {capabilities: {add: ["NET_ADMIN"]}}
-YAML
-}
-
-new_rules_nodes=$(kubectl get nodenetfilterprofiles -o jsonpath='{range .items[*]}{.status.minReaderVersion}{"\n"}{end}' | grep -c . || true)
-[ "$new_rules_nodes" -ge 1 ] || die "no node reports rules that need iptables >= 1.8.8 (minReaderVersion)"
-if out=$(daemonset incident "$PULL_PREFIX/incident:1.8.7-nft" | kubectl apply -f - 2>&1); then
-  kubectl delete daemonset incident --ignore-not-found
-  die "the incident DaemonSet was admitted: $out"
-fi
-grep -q 'denied' <<<"$out" || die "the incident DaemonSet failed, but not by a denial: $out"
-grep -q '1.8.7' <<<"$out" || die "the denial does not name the image's iptables 1.8.7: $out"
-log "ok: incident DaemonSet denied: $out"
-
-out=$(daemonset compatible "$PULL_PREFIX/compatible:1.8.11-wrapper" | kubectl apply -f - 2>&1) ||
-  die "the compatible DaemonSet was not admitted: $out"
-log "ok: compatible DaemonSet admitted"
-kubectl rollout status daemonset/compatible --timeout=120s
-kubectl delete daemonset compatible
-
-# ---- 5. restarting the reporter keeps the profiles --------------------------------
-node=${NODES[0]}
-uid_before=$(kubectl get nodenetfilterprofile "$node" -o jsonpath='{.metadata.uid}')
-probe_before=$(kubectl get nodenetfilterprofile "$node" -o jsonpath='{.status.lastProbeTime}')
-kubectl -n "$NS" rollout restart daemonset/nfguard-reporter
-kubectl -n "$NS" rollout status daemonset/nfguard-reporter --timeout=180s
-[ "$(kubectl get nodenetfilterprofile "$node" -o jsonpath='{.metadata.uid}')" = "$uid_before" ] ||
-  die "the profile of $node was recreated by a reporter restart"
-fresh_probe() {
-  [ "$(kubectl get nodenetfilterprofile "$node" -o jsonpath='{.status.lastProbeTime}')" != "$probe_before" ]
-}
-wait_for 90 "a fresh heartbeat on the same profile of $node after the restart" fresh_probe
-
-echo "e2e: 5 passed, 0 failed"
+# ---- the scenarios ------------------------------------------------------------------
+# kind's nodes are containers: scenarios.sh reaches them with docker exec.
+SCENARIOS=1
+NFGUARD_E2E_PROVIDER=kind NFGUARD_E2E_REGISTRY_PULL="${REGISTRY_NAME}:5000" e2e/scenarios.sh

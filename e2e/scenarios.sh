@@ -1,0 +1,1236 @@
+#!/usr/bin/env bash
+# nfguard's end-to-end scenarios, provider-agnostic: e2e/run.sh runs them on
+# kind, the local provider (e2e/local-cluster.sh) on a real cluster built from
+# Kubernetes' sources in network namespaces. nfguard must already be installed
+# (manifests/, with NFGUARD_INSECURE_REGISTRIES for the test registry).
+#
+# Contract with the provider
+#   KUBECONFIG                 the cluster (kubectl on PATH)
+#   NFGUARD_E2E_PROVIDER       kind | local
+#   NFGUARD_E2E_REGISTRY_PULL  host:port the pods and nfguard pull from (kind:
+#                              <cluster>-registry:5000, local: 10.77.0.1:5000),
+#                              already holding, under nfguard-e2e/:
+#                                incident:1.8.7-nft          iptables 1.8.7, alternatives -> nft
+#                                compatible:1.8.11-wrapper   1.8.11 behind iptables-wrapper
+#                                legacy:1.8.9-legacy         1.8.9, alternatives -> legacy
+#                              (runnable: sh, sleep and the iptables tools)
+#   NFGUARD_E2E_EXPECT_BACKENDS  optional, e.g. "e2e-nft=nft e2e-legacy=legacy":
+#                              each named node's profile and its
+#                              nfguard.io/iptables-backend label must say so
+#   NFGUARD_E2E_ONLY           optional, e.g. "1 2 5": run only these scenarios
+#   node_exec NODE CMD...      (below) runs CMD in the node's network and mount
+#                              namespace: local `e2e/local-cluster.sh node`,
+#                              kind `docker exec`; the node has its own iptables
+#                              (following its alternatives), iptables-save and curl
+#
+# Output: `e2e: ok: ...` for every checked outcome, `e2e: skip: ...` for a part
+# that cannot apply on this provider (the rest of that scenario still runs),
+# `e2e: FAIL: ...` plus a dump of the relevant objects on the first failure
+# (exit 1). The last line is `N passed, 0 failed` (or `N passed, 1 failed`).
+# Every scenario undoes what it created or changed (namespaces, workloads,
+# policies, scaled or re-configured Deployments and DaemonSets, the webhook
+# configuration, node firewall rules) through traps, also when it fails, and
+# starts by waiting for a healthy cluster.
+#
+# Scenarios
+#   1. every node has a NodeNetfilterProfile owned by its Node, probed, with
+#      its backend, and the matching nfguard.io/iptables-backend label
+#   2. the incident DaemonSet (iptables-nft 1.8.7, hostNetwork + NET_ADMIN) is
+#      denied by the API server, with nfguard's reason naming node and rule
+#   3. a compatible DaemonSet (1.8.11 behind iptables-wrapper) is admitted and
+#      runs Ready on every node; the writer inventory lists it
+#   4. a legacy-only image is denied where the rules are nft and admitted (and
+#      runs) with nodeSelector nfguard.io/iptables-backend=legacy
+#   5. a reporter restart keeps every profile (same uid), fresh heartbeats follow
+#   6. the incident for real on an nft node: kubelet's old KUBE-FIREWALL rule,
+#      a 1.8.7 save/restore, the node cut off, what nfguard and Kubernetes
+#      report, the repair
+#   7. every component under its own ServiceAccount without Forbidden errors;
+#      a reporter token bound to node A cannot write node B's profile
+#   8. two controller replicas: the standby takes the Lease over when the
+#      leader dies and wrote nothing before
+#   9. the webhook down: failurePolicy Ignore admits in time, Fail refuses;
+#      restored afterwards with the same caBundle
+set -euo pipefail
+set -E
+cd "$(dirname "$0")/.."
+REPO=$PWD
+
+NS=nfguard-system
+PROVIDER=${NFGUARD_E2E_PROVIDER:-}
+REGISTRY=${NFGUARD_E2E_REGISTRY_PULL:-}
+IMG_INCIDENT=$REGISTRY/nfguard-e2e/incident:1.8.7-nft
+IMG_COMPATIBLE=$REGISTRY/nfguard-e2e/compatible:1.8.11-wrapper
+IMG_LEGACY=$REGISTRY/nfguard-e2e/legacy:1.8.9-legacy
+ALL_SCENARIOS="1 2 3 4 5 6 7 8 9"
+
+PASSED=0
+FAILED=""
+CURRENT=setup
+CLEANUPS=()
+DUMPS=()
+WHY=""
+LAST_ERR=""
+
+# ---- output -----------------------------------------------------------------
+say() { printf 'e2e: %s\n' "$*"; }
+ok() { say "ok: $*"; }
+skip() { say "skip: $*"; }
+# Indented block (command output in the record).
+show() { sed 's/^/    /'; }
+
+fail() {
+  FAILED=1
+  say "FAIL: [$CURRENT] $*"
+  dump
+  exit 1
+}
+
+# ---- clean-up stack -------------------------------------------------------------
+# defer CMD ARGS...: run when the current scenario ends (also on failure), last
+# registered first.
+defer() { CLEANUPS+=("$(printf '%q ' "$@")"); }
+# on_dump CMD ARGS...: extra diagnostics of the current scenario.
+on_dump() { DUMPS+=("$(printf '%q ' "$@")"); }
+
+run_cleanups() {
+  local i rc=0
+  for ((i = ${#CLEANUPS[@]} - 1; i >= 0; i--)); do
+    if ! eval "${CLEANUPS[i]}"; then
+      say "cleanup step failed: ${CLEANUPS[i]}"
+      rc=1
+    fi
+  done
+  CLEANUPS=()
+  return "$rc"
+}
+
+dump() {
+  local c d
+  say "---- diagnostics for [$CURRENT]"
+  set +e
+  {
+    echo "## nodes"
+    kubectl --request-timeout=20s get nodes -o wide
+    kubectl --request-timeout=20s get nodes -o custom-columns='NAME:.metadata.name,BACKEND:.metadata.labels.nfguard\.io/iptables-backend,TAINTS:.spec.taints[*].key'
+    echo "## NodeNetfilterProfiles"
+    kubectl --request-timeout=20s get nodenetfilterprofiles -o yaml
+    echo "## NetfilterPolicies"
+    kubectl --request-timeout=20s get netfilterpolicies -o yaml
+    echo "## pods"
+    kubectl --request-timeout=20s get pods -A -o wide
+    echo "## recent events"
+    kubectl --request-timeout=20s get events -A --sort-by=.lastTimestamp | tail -n 40
+    echo "## controller Lease"
+    kubectl --request-timeout=20s -n "$NS" get lease nfguard-controller -o yaml
+    echo "## ValidatingWebhookConfiguration nfguard"
+    kubectl --request-timeout=20s get validatingwebhookconfiguration nfguard \
+      -o jsonpath='failurePolicy={.webhooks[0].failurePolicy} timeoutSeconds={.webhooks[0].timeoutSeconds}{"\n"}'
+    echo "caBundle: $(get validatingwebhookconfiguration nfguard '{.webhooks[0].clientConfig.caBundle}' | wc -c) bytes"
+    for c in reporter controller webhook; do
+      echo "## $c logs"
+      kubectl --request-timeout=20s -n "$NS" logs -l "app.kubernetes.io/component=$c" \
+        --all-containers --prefix --tail=40
+    done
+    for d in "${DUMPS[@]}"; do
+      echo "## $d"
+      eval "$d"
+    done
+  } 2>&1 | show
+  set -e
+}
+
+on_err() { LAST_ERR="line $1: $2"; }
+trap 'on_err "$LINENO" "$BASH_COMMAND"' ERR
+
+on_exit() {
+  local rc=$?
+  trap - EXIT ERR
+  set +e
+  if [ "$rc" != 0 ] && [ -z "$FAILED" ]; then
+    say "FAIL: [$CURRENT] unexpected error (exit $rc) at ${LAST_ERR:-?}"
+    dump
+  fi
+  if ! run_cleanups; then
+    say "FAIL: [$CURRENT] the clean-up did not complete: the cluster may not be healthy"
+    [ "$rc" != 0 ] || rc=1
+  fi
+  if [ "$rc" != 0 ]; then
+    echo "$PASSED passed, 1 failed"
+  fi
+  exit "$rc"
+}
+trap on_exit EXIT
+trap 'exit 130' INT TERM
+
+# ---- helpers ----------------------------------------------------------------------
+# wait_for SECONDS WHAT PREDICATE [ARGS...]: retry PREDICATE every 2 s; a
+# predicate may explain itself in WHY. Sets WAITED (seconds taken).
+wait_for() {
+  local secs=$1 what=$2 start=$SECONDS
+  shift 2
+  WHY=""
+  until "$@"; do
+    if [ $((SECONDS - start)) -ge "$secs" ]; then
+      fail "timed out after ${secs} s waiting for $what${WHY:+ ($WHY)}"
+    fi
+    sleep 2
+  done
+  WAITED=$((SECONDS - start))
+}
+
+# node_exec NODE CMD...: CMD in the node's network and mount namespace.
+node_exec() {
+  local node=$1
+  shift
+  case "$PROVIDER" in
+    local) "$REPO/e2e/local-cluster.sh" node "$node" "$@" </dev/null ;;
+    kind) docker exec "$node" "$@" </dev/null ;;
+  esac
+}
+# node_exec_in NODE CMD...: the same with this script's stdin.
+node_exec_in() {
+  local node=$1
+  shift
+  case "$PROVIDER" in
+    local) "$REPO/e2e/local-cluster.sh" node "$node" "$@" ;;
+    kind) docker exec -i "$node" "$@" ;;
+  esac
+}
+
+# get KIND NAME JSONPATH [ARGS...]: one field, empty when absent.
+get() {
+  local kind=$1 name=$2 path=$3
+  shift 3
+  kubectl get "$kind" "$name" "$@" -o jsonpath="$path" 2>/dev/null || true
+}
+nnp() { get nodenetfilterprofile "$1" "$2"; }
+condition() { # NODE TYPE FIELD: a profile condition's field
+  nnp "$1" "{.status.conditions[?(@.type==\"$2\")].$3}"
+}
+node_ready() { get node "$1" '{.status.conditions[?(@.type=="Ready")].status}'; }
+nfguard_taints() { # NODE: key=value:effect of nfguard's taints, one a line
+  get node "$1" '{range .spec.taints[*]}{.key}={.value}:{.effect}{"\n"}{end}' | grep '^nfguard\.io/' || true
+}
+epoch() { date -u -d "$1" +%s 2>/dev/null || echo 0; }
+
+# The names listed in a denial reason's "[node X]" / "[nodes X, Y]" part.
+reason_nodes() {
+  sed -nE 's/.*\[(nodes?|[0-9]+ nodes) ([^]]*)\].*/\2/p' <<<"$1" | head -n 1 |
+    sed -E 's/^\(//; s/, \+[0-9]+ more\)$//; s/\)$//' | tr ',' '\n' | sed 's/^ *//; s/ *$//' | grep . || true
+}
+# The " | "-separated part of a denial that carries reason code CODE.
+reason_part() { # TEXT CODE
+  printf '%s\n' "${1// | /$'\n'}" | grep -F -m 1 "[$2]" || true
+}
+names_node() { # TEXT NODE: NODE is one of the nodes the reason names
+  reason_nodes "$1" | grep -qxF "$2"
+}
+
+# scenario_ns NAME: a fresh namespace (privileged pod security), deleted at the end.
+scenario_ns() {
+  delete_ns "$1" >/dev/null 2>&1 || true
+  kubectl create namespace "$1" >/dev/null
+  kubectl label namespace "$1" pod-security.kubernetes.io/enforce=privileged \
+    app.kubernetes.io/part-of=nfguard-e2e >/dev/null
+  defer delete_ns "$1"
+  on_dump kubectl -n "$1" get all,events -o wide
+}
+delete_ns() {
+  kubectl delete namespace "$1" --ignore-not-found --wait=true --timeout=120s >/dev/null && return 0
+  kubectl -n "$1" delete pods --all --grace-period=0 --force >/dev/null 2>&1
+  kubectl delete namespace "$1" --ignore-not-found --wait=true --timeout=60s >/dev/null
+}
+
+# A DaemonSet whose containers can write the node's rules (hostNetwork +
+# NET_ADMIN), tolerating every taint. ds_yaml NAME IMAGE [LABEL=VALUE selector]
+ds_yaml() {
+  local name=$1 image=$2 sel=${3:-}
+  cat <<YAML
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: $name, labels: {app.kubernetes.io/part-of: nfguard-e2e}}
+spec:
+  selector: {matchLabels: {app: $name}}
+  template:
+    metadata: {labels: {app: $name}}
+    spec:
+      hostNetwork: true
+      terminationGracePeriodSeconds: 1
+      tolerations: [{operator: Exists}]
+YAML
+  if [ -n "$sel" ]; then
+    printf '      nodeSelector: {%s: %s}\n' "${sel%%=*}" "${sel#*=}"
+  fi
+  cat <<YAML
+      containers:
+        - name: cni
+          image: $image
+          command: ["sleep", "infinity"]
+          securityContext: {capabilities: {add: ["NET_ADMIN"]}}
+YAML
+}
+
+# ds_running NS NAME WANT: WANT pods scheduled, all Ready and up to date.
+ds_running() {
+  local s
+  s=$(get daemonset "$2" '{.status.desiredNumberScheduled} {.status.numberReady} {.status.updatedNumberScheduled}' -n "$1")
+  WHY="desired/ready/updated: ${s:-none}; want $3"
+  [ "$s" = "$3 $3 $3" ]
+}
+
+# "node=pod ready" for the pods of app=NAME in NS, one a line.
+pods_by_node() {
+  kubectl -n "$1" get pods -l "app=$2" \
+    -o jsonpath='{range .items[*]}{.spec.nodeName}={.metadata.name} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}'
+}
+
+# ---- cluster state ----------------------------------------------------------------
+NODES=()
+declare -A EXPECT=()
+
+# The cluster a scenario may start from: every node Ready and free of nfguard
+# taints, nfguard's three components fully available, the caBundle set and
+# every profile Fresh.
+healthy() {
+  local n s d want r u t
+  mapfile -t NODES < <(kubectl get nodes -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}' 2>/dev/null)
+  [ "${#NODES[@]}" -ge 2 ] || { WHY="${#NODES[@]} node(s), the scenarios need 2 or more"; return 1; }
+  for n in "${NODES[@]}"; do
+    [ "$(node_ready "$n")" = True ] || { WHY="node $n is not Ready"; return 1; }
+    [ -z "$(nfguard_taints "$n")" ] || { WHY="node $n carries $(nfguard_taints "$n" | tr '\n' ' ')"; return 1; }
+    [ "$(condition "$n" Fresh status)" = True ] || { WHY="profile $n is not Fresh"; return 1; }
+  done
+  want=${#NODES[@]}
+  s=$(get daemonset nfguard-reporter '{.status.desiredNumberScheduled} {.status.numberReady} {.status.updatedNumberScheduled}' -n "$NS")
+  [ "$s" = "$want $want $want" ] || { WHY="reporter desired/ready/updated $s, want $want"; return 1; }
+  for d in nfguard-controller nfguard-webhook; do
+    s=$(get deployment "$d" '{.spec.replicas} {.status.readyReplicas} {.status.updatedReplicas} {.status.replicas}' -n "$NS")
+    read -r want r u t <<<"$s"
+    if [ "${r:-0}" != "$want" ] || [ "${u:-0}" != "$want" ] || [ "${t:-0}" != "$want" ]; then
+      WHY="$d replicas/ready/updated/total: $s"
+      return 1
+    fi
+  done
+  [ -n "$(get validatingwebhookconfiguration nfguard '{.webhooks[0].clientConfig.caBundle}')" ] ||
+    { WHY="the webhook configuration has no caBundle"; return 1; }
+}
+
+selected() {
+  local n=${NFGUARD_E2E_ONLY:-$ALL_SCENARIOS}
+  [[ " $n " == *" $1 "* ]]
+}
+
+run_scenario() { # N TITLE FUNCTION
+  local n=$1 title=$2 fn=$3 t0=$SECONDS
+  selected "$n" || return 0
+  CURRENT="$n. $title"
+  DUMPS=()
+  say "==== $n. $title"
+  wait_for 300 "a healthy cluster before scenario $n" healthy
+  "$fn"
+  run_cleanups || fail "the clean-up did not complete"
+  wait_for 300 "a healthy cluster after scenario $n" healthy
+  PASSED=$((PASSED + 1))
+  ok "scenario $n passed in $((SECONDS - t0)) s"
+}
+
+# ---- 1. profiles -----------------------------------------------------------------
+profile_complete() { # NODE
+  local n=$1 uid owner backend label want rules
+  uid=$(get node "$n" '{.metadata.uid}')
+  [ -n "$(nnp "$n" '{.status.lastProbeTime}')" ] || { WHY="$n: no profile with lastProbeTime"; return 1; }
+  [ "$(nnp "$n" '{.spec.nodeName}')" = "$n" ] || { WHY="$n: spec.nodeName is not $n"; return 1; }
+  owner=$(nnp "$n" '{range .metadata.ownerReferences[?(@.kind=="Node")]}{.name}/{.uid}{"\n"}{end}')
+  [ "$owner" = "$n/$uid" ] || { WHY="$n: owner Node references '$owner', want '$n/$uid'"; return 1; }
+  backend=$(nnp "$n" '{.status.activeBackend}')
+  case "$backend" in
+    nft | legacy) ;;
+    *) WHY="$n: activeBackend '${backend}' (a node running kube-proxy has rules in exactly one backend)"; return 1 ;;
+  esac
+  want=${EXPECT[$n]:-}
+  if [ -n "$want" ] && [ "$backend" != "$want" ]; then
+    WHY="$n: activeBackend $backend, NFGUARD_E2E_EXPECT_BACKENDS says $want"
+    return 1
+  fi
+  rules=$(nnp "$n" "{.status.backends.$backend.rules}")
+  [ "${rules:-0}" -gt 0 ] || { WHY="$n: backends.$backend.rules is ${rules:-absent}"; return 1; }
+  label=$(get node "$n" '{.metadata.labels.nfguard\.io/iptables-backend}')
+  [ "$label" = "$backend" ] || { WHY="$n: label nfguard.io/iptables-backend='$label', profile says $backend"; return 1; }
+  [ "$(condition "$n" Fresh status)" = True ] || { WHY="$n: condition Fresh is not True"; return 1; }
+  [ "$(condition "$n" Consistent status)" = True ] || { WHY="$n: condition Consistent is not True"; return 1; }
+}
+all_profiles_complete() {
+  local n
+  for n in "${NODES[@]}"; do profile_complete "$n" || return 1; done
+}
+
+s1_profiles() {
+  local n uid b
+  for n in "${!EXPECT[@]}"; do
+    [[ " ${NODES[*]} " == *" $n "* ]] || fail "NFGUARD_E2E_EXPECT_BACKENDS names $n, which is not a node"
+  done
+  wait_for 180 "a complete profile for each of ${#NODES[@]} nodes" all_profiles_complete
+  for n in "${NODES[@]}"; do
+    uid=$(get node "$n" '{.metadata.uid}')
+    b=$(nnp "$n" '{.status.activeBackend}')
+    ok "$n: NodeNetfilterProfile owned by Node $n (uid $uid), lastProbeTime $(nnp "$n" '{.status.lastProbeTime}'), activeBackend $b ($(nnp "$n" "{.status.backends.$b.rules}") rules), label nfguard.io/iptables-backend=$b${EXPECT[$n]:+ (expected $b)}, Fresh and Consistent"
+  done
+  [ "${#EXPECT[@]}" -gt 0 ] || skip "NFGUARD_E2E_EXPECT_BACKENDS is not set: each backend was checked against its label only"
+  kubectl get nodenetfilterprofiles | show
+  kubectl get nodes -L nfguard.io/iptables-backend,nfguard.io/iptables-version,nfguard.io/min-reader | show
+}
+
+# ---- 2. the incident DaemonSet is denied --------------------------------------------
+s2_incident_denied() {
+  local ns=nfguard-e2e-s2 out part n mr named=0 legacy
+  scenario_ns "$ns"
+  defer kubectl -n "$ns" delete daemonset incident --ignore-not-found --wait=false
+  if out=$(ds_yaml incident "$IMG_INCIDENT" | kubectl -n "$ns" apply -f - 2>&1); then
+    fail "the incident DaemonSet was admitted: $out"
+  fi
+  grep -qF 'admission webhook "validate.nfguard.io" denied the request' <<<"$out" ||
+    fail "the incident DaemonSet failed, but not by nfguard's webhook: $out"
+  grep -qF "nfguard denied DaemonSet/$ns/incident" <<<"$out" || fail "the denial is not nfguard's: $out"
+  part=$(reason_part "$out" OldReaderNewRules)
+  [ -n "$part" ] || fail "the denial has no [OldReaderNewRules] reason: $out"
+  grep -qF 'iptables-nft 1.8.7 in the image cannot read native nftables expressions' <<<"$part" ||
+    fail "the [OldReaderNewRules] reason does not name the image's iptables-nft 1.8.7: $part"
+  for n in "${NODES[@]}"; do
+    mr=$(nnp "$n" '{.status.minReaderVersion}')
+    [ -n "$mr" ] || continue
+    names_node "$part" "$n" || fail "node $n needs a reader >= $mr but the denial does not name it: $part"
+    grep -qF "the node's live rules need a reader >= $mr" <<<"$part" ||
+      fail "the denial does not give node $n's minimum reader $mr: $part"
+    ok "the denial names node $n and its minimum reader $mr (native nftables expressions)"
+    named=$((named + 1))
+  done
+  [ "$named" -ge 1 ] || fail "no node reports rules that need iptables >= 1.8.8 (status.minReaderVersion): nothing for the denial to name"
+  for n in "${!EXPECT[@]}"; do
+    [ "${EXPECT[$n]}" = legacy ] || continue
+    legacy=$(reason_part "$out" BackendMismatch)
+    names_node "$legacy" "$n" || fail "the nft image on the legacy node $n is not denied as [BackendMismatch]: $out"
+    ok "the denial also names the legacy node $n: [BackendMismatch]"
+  done
+  if kubectl -n "$ns" get daemonset incident >/dev/null 2>&1; then
+    fail "the DaemonSet incident exists after the denial"
+  fi
+  ok "the incident DaemonSet was denied by the API server:"
+  show <<<"$out"
+}
+
+# ---- 3. a compatible DaemonSet runs everywhere --------------------------------------------
+writer_listed() { # NODE POD: the profile's writer inventory lists POD with iptables 1.8.11
+  local v
+  v=$(nnp "$1" "{.status.writers[?(@.pod==\"$2\")].version}")
+  WHY="$1: writer $2 has version '${v}'"
+  [ "$v" = 1.8.11 ]
+}
+
+s3_compatible_runs() {
+  local ns=nfguard-e2e-s3 out line node pod ready
+  scenario_ns "$ns"
+  out=$(ds_yaml compatible "$IMG_COMPATIBLE" | kubectl -n "$ns" apply -f - 2>&1) ||
+    fail "the compatible DaemonSet was not admitted: $out"
+  if grep -q 'ImageUnresolved' <<<"$out"; then
+    fail "admitted only because the webhook could not resolve the image in time: $out"
+  fi
+  ok "the compatible DaemonSet was admitted: $out"
+  wait_for 180 "compatible pods Ready on all ${#NODES[@]} nodes" ds_running "$ns" compatible "${#NODES[@]}"
+  for node in "${NODES[@]}"; do
+    line=$(pods_by_node "$ns" compatible | grep "^$node=" || true)
+    pod=${line#*=}
+    pod=${pod%% *}
+    ready=${line##* }
+    if [ -z "$line" ] || [ "$ready" != True ]; then
+      fail "no Ready compatible pod on node $node: $(pods_by_node "$ns" compatible | tr '\n' ' ')"
+    fi
+    wait_for 120 "$node's writer inventory to list $ns/$pod with iptables 1.8.11" writer_listed "$node" "$ns/$pod"
+    ok "$node: pod $pod Ready; writer inventory: $ns/$pod iptables $(nnp "$node" "{.status.writers[?(@.pod==\"$ns/$pod\")].version}") $(nnp "$node" "{.status.writers[?(@.pod==\"$ns/$pod\")].backend}")"
+  done
+}
+
+# ---- 4. a legacy-only image only where it fits ----------------------------------------------
+s4_legacy_only() {
+  local ns=nfguard-e2e-s4 out part n nft=() legacy=() named
+  for n in "${NODES[@]}"; do
+    case "$(nnp "$n" '{.status.activeBackend}')" in
+      nft) nft+=("$n") ;;
+      legacy) legacy+=("$n") ;;
+    esac
+  done
+  [ "${#nft[@]}" -ge 1 ] || fail "no node's rules live in nft: the denial half needs one"
+  scenario_ns "$ns"
+  defer kubectl -n "$ns" delete daemonset legacy-anywhere --ignore-not-found --wait=false
+
+  if out=$(ds_yaml legacy-anywhere "$IMG_LEGACY" | kubectl -n "$ns" apply -f - 2>&1); then
+    fail "the legacy image without a nodeSelector was admitted: $out"
+  fi
+  grep -qF 'admission webhook "validate.nfguard.io" denied the request' <<<"$out" ||
+    fail "the legacy DaemonSet failed, but not by nfguard's webhook: $out"
+  part=$(reason_part "$out" BackendMismatch)
+  grep -qF "image writes through iptables-legacy but the node's rules live in nft" <<<"$part" ||
+    fail "the denial has no [BackendMismatch] legacy-vs-nft reason: $out"
+  for n in "${nft[@]}"; do
+    names_node "$part" "$n" || fail "the [BackendMismatch] reason does not name the nft node $n: $part"
+  done
+  for n in "${legacy[@]}"; do
+    if names_node "$part" "$n"; then fail "the [BackendMismatch] reason names the legacy node $n: $part"; fi
+  done
+  grep -qF 'nfguard.io/iptables-backend=legacy' <<<"$part" ||
+    fail "the remedy does not point at nodeSelector nfguard.io/iptables-backend=legacy: $part"
+  ok "without a nodeSelector the legacy image is denied, naming the nft node(s) ${nft[*]}:"
+  show <<<"$out"
+
+  out=$(ds_yaml legacy-only "$IMG_LEGACY" nfguard.io/iptables-backend=legacy | kubectl -n "$ns" apply -f - 2>&1) ||
+    fail "the legacy image with nodeSelector nfguard.io/iptables-backend=legacy was denied: $out"
+  if [ "${#legacy[@]}" -eq 0 ]; then
+    grep -qF '[NoCandidateNodes]' <<<"$out" ||
+      fail "admitted onto no node at all, but without nfguard's NoCandidateNodes warning: $out"
+    wait_for 60 "the legacy-only DaemonSet to settle on 0 nodes" ds_running "$ns" legacy-only 0
+    ok "with nodeSelector nfguard.io/iptables-backend=legacy it is admitted with nfguard's warning and lands nowhere: $out"
+    skip "no node's rules live in legacy on $PROVIDER: the admitted DaemonSet cannot be shown running on a legacy node"
+    return 0
+  fi
+  if grep -q 'ImageUnresolved' <<<"$out"; then
+    fail "admitted only because the webhook could not resolve the image in time: $out"
+  fi
+  ok "with nodeSelector nfguard.io/iptables-backend=legacy it is admitted${out:+: $out}"
+  wait_for 180 "legacy-only pods Ready on the ${#legacy[@]} legacy node(s)" ds_running "$ns" legacy-only "${#legacy[@]}"
+  named=$(pods_by_node "$ns" legacy-only)
+  for n in "${legacy[@]}"; do
+    grep -q "^$n=.* True$" <<<"$named" || fail "no Ready legacy-only pod on the legacy node $n: $named"
+  done
+  for n in "${nft[@]}"; do
+    if grep -q "^$n=" <<<"$named"; then fail "a legacy-only pod landed on the nft node $n: $named"; fi
+  done
+  ok "it runs on the legacy node(s) only: $(tr '\n' ' ' <<<"$named")"
+}
+
+# ---- 5. reporter restart ------------------------------------------------------------------
+declare -A S5_UID=() S5_PROBE=()
+s5_fresh_heartbeats() {
+  local n t
+  for n in "${NODES[@]}"; do
+    [ "$(nnp "$n" '{.metadata.uid}')" = "${S5_UID[$n]}" ] || { WHY="$n: profile uid changed"; return 1; }
+    t=$(nnp "$n" '{.status.lastProbeTime}')
+    [ "$(epoch "$t")" -gt "$(epoch "${S5_PROBE[$n]}")" ] || { WHY="$n: lastProbeTime still $t"; return 1; }
+  done
+}
+
+s5_reporter_restart() {
+  local n pods_before pods_after
+  for n in "${NODES[@]}"; do
+    S5_UID[$n]=$(nnp "$n" '{.metadata.uid}')
+    S5_PROBE[$n]=$(nnp "$n" '{.status.lastProbeTime}')
+    [ -n "${S5_UID[$n]}" ] || fail "no profile for $n"
+  done
+  pods_before=$(kubectl -n "$NS" get pods -l app.kubernetes.io/component=reporter -o jsonpath='{.items[*].metadata.uid}')
+  # The heartbeat is stamped with whole seconds: make sure a new one differs.
+  sleep 1
+  kubectl -n "$NS" rollout restart daemonset/nfguard-reporter >/dev/null
+  kubectl -n "$NS" rollout status daemonset/nfguard-reporter --timeout=240s >/dev/null
+  pods_after=$(kubectl -n "$NS" get pods -l app.kubernetes.io/component=reporter -o jsonpath='{.items[*].metadata.uid}')
+  for n in $pods_after; do
+    if [[ " $pods_before " == *" $n "* ]]; then fail "reporter pod $n survived the restart"; fi
+  done
+  ok "every reporter pod was replaced"
+  wait_for 120 "the same profiles with fresh heartbeats" s5_fresh_heartbeats
+  for n in "${NODES[@]}"; do
+    ok "$n: profile uid ${S5_UID[$n]} kept; lastProbeTime ${S5_PROBE[$n]} -> $(nnp "$n" '{.status.lastProbeTime}')"
+  done
+}
+
+# ---- 6. the incident for real ---------------------------------------------------------------
+# Until Kubernetes 1.27 kubelet itself wrote, with the node's iptables,
+#   -A KUBE-FIREWALL -m comment --comment "kubernetes firewall for dropping marked packets"
+#                    -m mark --mark 0x8000/0x8000 -j DROP
+# jumped to from INPUT and OUTPUT. iptables-nft >= 1.8.8 writes that mark
+# match as a native nftables expression, which iptables-nft 1.8.7 cannot read:
+# the kube-router / Kubernetes 1.25 incident was a 1.8.7 container doing
+# save | restore on such a node, which turned the rule into an unconditional
+# DROP and cut the node off. The 1.34 kubelet no longer writes that rule
+# (KEP-3178 removed KUBE-MARK-DROP and its DROP): its KUBE-FIREWALL holds only
+# "block incoming localnet connections", which kube-proxy also writes (and
+# rewrites, whole, at each of its syncs). So this scenario seeds what older
+# kubelets wrote, with the node's own iptables (1.8.9, nft) -- the
+# precondition of the incident -- lets a 1.8.7 container do what kube-router
+# did, records what Kubernetes and nfguard report, and repairs the node by
+# hand, back to the chain and jumps it had before.
+S6_NODE=""
+S6_HAD_CHAIN=0
+S6_CHAIN_RULES=""
+S6_JUMPS=""
+S6_API=()
+S6_MARK_RULE='-A KUBE-FIREWALL -m comment --comment "kubernetes firewall for dropping marked packets" -m mark --mark 0x8000/0x8000 -j DROP'
+S6_BROKEN_RULE='-A KUBE-FIREWALL -m comment --comment "kubernetes firewall for dropping marked packets" -j DROP'
+
+s6_ipt() { node_exec "$S6_NODE" iptables -w "$@"; }
+s6_filter() { node_exec "$S6_NODE" iptables-save -t filter; }
+
+# "CHAIN POSITION" of every rule jumping to KUBE-FIREWALL from INPUT/OUTPUT.
+s6_jumps() {
+  local c
+  for c in INPUT OUTPUT; do
+    s6_ipt -S "$c" | grep '^-A ' | awk -v c="$c" '$0 ~ / -j KUBE-FIREWALL( |$)/ { print c, NR }'
+  done
+}
+
+# traffic_ok: the node reaches the apiserver (through the kubernetes Service
+# and directly) and its own loopback (kubelet's healthz on 127.0.0.1:10248).
+s6_traffic() { # -> "apiserver-service apiserver-direct loopback" as ok/dead
+  local a b c
+  node_exec "$S6_NODE" curl -sk --max-time 5 -o /dev/null "https://${S6_API[0]}/healthz" && a=ok || a=dead
+  node_exec "$S6_NODE" curl -sk --max-time 5 -o /dev/null "https://${S6_API[1]}/healthz" && b=ok || b=dead
+  node_exec "$S6_NODE" curl -s --max-time 5 -o /dev/null "http://127.0.0.1:10248/healthz" && c=ok || c=dead
+  echo "$a $b $c"
+}
+
+# Put KUBE-FIREWALL and its jumps back exactly as they were before the
+# scenario (idempotent; also the trap's repair on failure).
+s6_restore_firewall() {
+  local input c pos
+  [ -n "$S6_NODE" ] || return 0
+  input="*filter"$'\n'
+  while read -r c pos; do
+    [ -n "$c" ] && input+="-D $c -j KUBE-FIREWALL"$'\n'
+  done < <(s6_jumps)
+  if s6_ipt -S KUBE-FIREWALL >/dev/null 2>&1; then
+    input+="-F KUBE-FIREWALL"$'\n'
+    [ "$S6_HAD_CHAIN" = 1 ] || input+="-X KUBE-FIREWALL"$'\n'
+  elif [ "$S6_HAD_CHAIN" = 1 ]; then
+    input+="-N KUBE-FIREWALL"$'\n'
+  fi
+  if [ "$S6_HAD_CHAIN" = 1 ]; then
+    input+="$(grep '^-A KUBE-FIREWALL' <<<"$S6_CHAIN_RULES" || true)"$'\n'
+    while read -r c pos; do
+      [ -n "$c" ] && input+="-I $c $pos -j KUBE-FIREWALL"$'\n'
+    done <<<"$S6_JUMPS"
+  fi
+  input+="COMMIT"$'\n'
+  node_exec_in "$S6_NODE" iptables-restore -w --noflush <<<"$input"
+}
+
+s6_rule_present() { # RULE
+  s6_filter | grep -qxF -- "$1"
+}
+s6_corrupted() {
+  local f
+  f=$(s6_filter) || { WHY="iptables-save failed on $S6_NODE"; return 1; }
+  WHY="KUBE-FIREWALL is: $(grep '^-A KUBE-FIREWALL' <<<"$f" | tr '\n' ';')"
+  grep -qxF -- "$S6_BROKEN_RULE" <<<"$f" && ! grep -q -- '^-A KUBE-FIREWALL .*--mark 0x8000/0x8000' <<<"$f"
+}
+s6_not_ready() {
+  local r
+  r=$(node_ready "$S6_NODE")
+  WHY="Ready=$r"
+  [ "$r" != True ]
+}
+s6_stale() {
+  local s r
+  s=$(condition "$S6_NODE" Fresh status)
+  r=$(condition "$S6_NODE" Fresh reason)
+  WHY="Fresh=$s ($r)"
+  [ "$s" = Unknown ] && [ "$r" = HeartbeatStale ]
+}
+s6_degraded() {
+  local t h
+  t=$(nfguard_taints "$S6_NODE")
+  h=$(condition "$S6_NODE" Healthy reason)
+  WHY="Healthy reason $h; nfguard taints: ${t:-none}"
+  [ "$h" = FirewallUnconditionalDrop ] &&
+    grep -qx 'nfguard.io/netfilter-degraded=FirewallUnconditionalDrop:NoSchedule' <<<"$t"
+}
+s6_recovered() { # SINCE (epoch): Ready, a profile probed after SINCE, Fresh and Healthy, no nfguard taint
+  local t
+  [ "$(node_ready "$S6_NODE")" = True ] || { WHY="Ready=$(node_ready "$S6_NODE")"; return 1; }
+  t=$(nnp "$S6_NODE" '{.status.lastProbeTime}')
+  [ "$(epoch "$t")" -ge "$1" ] || { WHY="lastProbeTime $t predates the repair"; return 1; }
+  [ "$(condition "$S6_NODE" Fresh status)" = True ] || { WHY="Fresh not True"; return 1; }
+  [ "$(condition "$S6_NODE" Healthy status)" = True ] || { WHY="Healthy $(condition "$S6_NODE" Healthy reason)"; return 1; }
+  [ -z "$(nfguard_taints "$S6_NODE")" ] || { WHY="taints: $(nfguard_taints "$S6_NODE" | tr '\n' ' ')"; return 1; }
+  ! get node "$S6_NODE" '{.spec.taints[*].key}' | grep -q 'node.kubernetes.io/unreachable' ||
+    { WHY="still tainted node.kubernetes.io/unreachable"; return 1; }
+}
+s6_probe_interval() {
+  local i
+  i=$(nnp "$S6_NODE" '{.status.probeIntervalSeconds}')
+  WHY="probeIntervalSeconds $i"
+  [ "$i" = "$1" ]
+}
+
+s6_record() { # TITLE: what an operator sees
+  say "what an operator sees ($1):"
+  {
+    echo "\$ kubectl get node $S6_NODE"
+    kubectl get node "$S6_NODE"
+    echo "\$ kubectl get node $S6_NODE -o jsonpath='{.spec.taints}'"
+    get node "$S6_NODE" '{range .spec.taints[*]}{.key}={.value}:{.effect}{"\n"}{end}'
+    echo "\$ kubectl get nnp $S6_NODE -o yaml   (status excerpt)"
+    nnp "$S6_NODE" '{"lastProbeTime: "}{.status.lastProbeTime}{"\nprobeIntervalSeconds: "}{.status.probeIntervalSeconds}{"\nactiveBackend: "}{.status.activeBackend}{"\nminReaderVersion: "}{.status.minReaderVersion}{"\nhazards:\n"}{range .status.hazards[*]}{"- "}{.code}{" ("}{.severity}{"): "}{.message}{"\n"}{end}{"conditions:\n"}{range .status.conditions[*]}{"- "}{.type}{"="}{.status}{" "}{.reason}{": "}{.message}{" (since "}{.lastTransitionTime}{")\n"}{end}'
+    echo "\$ kubectl get events --field-selector involvedObject.name=$S6_NODE,involvedObject.kind=Node   (Kubernetes, last 4)"
+    kubectl get events -A --field-selector "involvedObject.name=$S6_NODE,involvedObject.kind=Node" \
+      -o jsonpath='{range .items[?(@.source.component)]}{.lastTimestamp}{"  "}{.source.component}{" "}{.reason}{": "}{.message}{"\n"}{end}' 2>&1 |
+      grep -v MissingClusterDNS | sort | tail -n 4
+    echo "\$ kubectl get events.events.k8s.io --field-selector regarding.name=$S6_NODE   (nfguard-controller, last 6)"
+    kubectl get events.v1.events.k8s.io -A --field-selector "regarding.name=$S6_NODE" \
+      -o jsonpath='{range .items[?(@.reportingController=="nfguard-controller")]}{.eventTime}{"  "}{.regarding.kind}{" "}{.reason}{": "}{.note}{"\n"}{end}' 2>&1 | sort | tail -n 6
+  } | show
+}
+
+s6_incident() {
+  local ns=nfguard-e2e-s6 n hb_before out traffic t0 repaired p pct input reconnected
+  for n in "${NODES[@]}"; do
+    [ "$(nnp "$n" '{.status.activeBackend}')" = nft ] || continue
+    if [ "${EXPECT[$n]:-}" = nft ]; then S6_NODE=$n; break; fi
+    if [ -z "$S6_NODE" ] && ! get node "$n" '{.metadata.labels}' | grep -q '"node-role.kubernetes.io/control-plane"'; then
+      S6_NODE=$n
+    fi
+  done
+  [ -n "$S6_NODE" ] || fail "no worker node whose rules live in nft"
+  say "the nft node: $S6_NODE"
+  on_dump s6_filter
+  S6_API=("$(get service kubernetes '{.spec.clusterIP}' -n default)"
+    "$(kubectl -n default get endpointslices -l kubernetes.io/service-name=kubernetes \
+      -o jsonpath='{.items[0].endpoints[0].addresses[0]}:{.items[0].ports[0].port}')")
+  if [ -z "${S6_API[0]}" ] || [ "${S6_API[1]}" = : ]; then
+    fail "cannot find the apiserver's addresses: ${S6_API[*]}"
+  fi
+
+  # (b) a short heartbeat, and a policy that taints degraded nodes.
+  hb_before=$(get daemonset nfguard-reporter '{.spec.template.spec.containers[0].env[?(@.name=="NFGUARD_HEARTBEAT_SECONDS")].value}' -n "$NS")
+  defer s6_restore_heartbeat "$hb_before"
+  kubectl -n "$NS" set env daemonset/nfguard-reporter NFGUARD_HEARTBEAT_SECONDS=10 >/dev/null
+  kubectl -n "$NS" rollout status daemonset/nfguard-reporter --timeout=240s >/dev/null
+  wait_for 60 "the reporter on $S6_NODE to announce a 10 s heartbeat" s6_probe_interval 10
+  ok "reporter heartbeat 10 s (Fresh turns Unknown after 3 missed heartbeats: 30 s)"
+  defer kubectl delete netfilterpolicy nfguard-e2e-taint-degraded --ignore-not-found
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: nfguard.io/v1alpha1
+kind: NetfilterPolicy
+metadata: {name: nfguard-e2e-taint-degraded, labels: {app.kubernetes.io/part-of: nfguard-e2e}}
+spec:
+  action: Deny
+  unresolvedImages: Warn
+  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: $ns}}
+  taintDegradedNodes: true
+  maxTaintedNodesPercent: 100
+YAML
+  # The safety brake is the smallest maxTaintedNodesPercent of all policies:
+  # the shipped default (10 %) allows no taint at all below 10 nodes.
+  while read -r p pct; do
+    if [ -z "$p" ] || [ "$p" = nfguard-e2e-taint-degraded ] || [ -z "$pct" ] || [ "$pct" -ge 100 ]; then
+      continue
+    fi
+    defer kubectl patch netfilterpolicy "$p" --type=merge -p "{\"spec\":{\"maxTaintedNodesPercent\":$pct}}"
+    kubectl patch netfilterpolicy "$p" --type=merge -p '{"spec":{"maxTaintedNodesPercent":100}}' >/dev/null
+    say "NetfilterPolicy $p: maxTaintedNodesPercent $pct -> 100 for this scenario (the brake takes the smallest)"
+  done < <(kubectl get netfilterpolicies -o jsonpath='{range .items[*]}{.metadata.name} {.spec.maxTaintedNodesPercent}{"\n"}{end}')
+  ok "NetfilterPolicy nfguard-e2e-taint-degraded: taintDegradedNodes true, maxTaintedNodesPercent 100"
+
+  scenario_ns "$ns"
+
+  # (a) seed the old kubelet's firewall with the node's own iptables.
+  if s6_ipt -S KUBE-FIREWALL >/dev/null 2>&1; then
+    S6_HAD_CHAIN=1
+    S6_CHAIN_RULES=$(s6_ipt -S KUBE-FIREWALL)
+  fi
+  S6_JUMPS=$(s6_jumps)
+  defer s6_restore_firewall
+  say "before: KUBE-FIREWALL on $S6_NODE ($(s6_ipt --version)):"
+  { s6_filter | grep -E -- '(^:KUBE-FIREWALL|-j KUBE-FIREWALL|^-A KUBE-FIREWALL)' || echo "(no KUBE-FIREWALL)"; } | show
+  [ "$S6_HAD_CHAIN" = 1 ] || s6_ipt -N KUBE-FIREWALL
+  s6_ipt -I KUBE-FIREWALL 1 -m comment --comment "kubernetes firewall for dropping marked packets" \
+    -m mark --mark 0x8000/0x8000 -j DROP
+  for n in INPUT OUTPUT; do
+    s6_ipt -C "$n" -j KUBE-FIREWALL 2>/dev/null || s6_ipt -I "$n" 1 -j KUBE-FIREWALL
+  done
+  s6_rule_present "$S6_MARK_RULE" || fail "the seeded rule is not in iptables-save: $(s6_filter | grep KUBE-FIREWALL)"
+  [ "$(s6_jumps | awk '{print $1}' | sort -u | tr '\n' ' ')" = "INPUT OUTPUT " ] ||
+    fail "KUBE-FIREWALL is not jumped to from both INPUT and OUTPUT: $(s6_jumps | tr '\n' ' ')"
+  ok "seeded with the node's iptables: $S6_MARK_RULE (jumped to from INPUT and OUTPUT)"
+  traffic=$(s6_traffic)
+  [ "$traffic" = "ok ok ok" ] ||
+    fail "before the incident the node's traffic must work: apiserver via ${S6_API[0]}, direct ${S6_API[1]}, loopback: $traffic"
+  ok "traffic works: the node reaches the apiserver (https://${S6_API[0]}/healthz, https://${S6_API[1]}/healthz) and its loopback (kubelet healthz on 127.0.0.1:10248)"
+  say "minReaderVersion of $S6_NODE: $(nnp "$S6_NODE" '{.status.minReaderVersion}'); native features: $(nnp "$S6_NODE" '{range .status.nativeFeatures[*]}{.feature}>={.minReader} {end}')"
+
+  # (c) the incident: an exempted 1.8.7 container does save | restore.
+  defer kubectl -n "$ns" delete pod incident --ignore-not-found --grace-period=0 --force --wait=false
+  on_dump kubectl -n "$ns" logs incident --tail=20
+  out=$(kubectl -n "$ns" create -f - 2>&1 <<YAML
+apiVersion: v1
+kind: Pod
+metadata:
+  name: incident
+  annotations: {nfguard.io/exempt: "e2e: reproduce the incident"}
+spec:
+  nodeName: $S6_NODE
+  hostNetwork: true
+  terminationGracePeriodSeconds: 1
+  tolerations: [{operator: Exists}]
+  containers:
+    - name: kube-router
+      image: $IMG_INCIDENT
+      command: ["sh", "-c", "iptables-nft-save | iptables-nft-restore; sleep infinity"]
+      securityContext: {capabilities: {add: ["NET_ADMIN"]}}
+YAML
+  ) || fail "the exempted incident pod was not admitted: $out"
+  grep -qF 'Warning: nfguard: [Exempt] exempt by annotation nfguard.io/exempt: e2e: reproduce the incident' <<<"$out" ||
+    fail "the webhook admitted the exempted pod without nfguard's exemption warning: $out"
+  ok "the webhook admits the exempted pod with a warning:"
+  show <<<"$out"
+  t0=$SECONDS
+
+  # (d) what happens on the node.
+  wait_for 240 "the 1.8.7 save/restore to rewrite KUBE-FIREWALL on $S6_NODE" s6_corrupted
+  say "after: KUBE-FIREWALL on $S6_NODE, as the host's iptables-save shows it:"
+  s6_filter | grep -E -- '(-j KUBE-FIREWALL|^-A KUBE-FIREWALL)' | show
+  ok "the mark match is gone: $S6_BROKEN_RULE"
+  traffic=$(s6_traffic)
+  [ "$traffic" = "dead dead dead" ] ||
+    fail "after the incident the node's traffic should be dead (apiserver via Service, direct, loopback): $traffic"
+  ok "the node's traffic is dead: apiserver (Service and direct) and loopback time out"
+
+  # (e) what nfguard and Kubernetes report.
+  wait_for 180 "Node $S6_NODE to go NotReady" s6_not_ready
+  ok "Node $S6_NODE is NotReady ($(get node "$S6_NODE" '{.status.conditions[?(@.type=="Ready")].reason}')) $((SECONDS - t0)) s after the pod was created"
+  wait_for 180 "the profile of $S6_NODE to turn stale" s6_stale
+  ok "profile $S6_NODE: Fresh=Unknown HeartbeatStale ($((SECONDS - t0)) s): $(condition "$S6_NODE" Fresh message)"
+  s6_record "the node cut off"
+  if [ -n "$(nfguard_taints "$S6_NODE")" ]; then
+    ok "nfguard taint while cut off: $(nfguard_taints "$S6_NODE")"
+  else
+    say "note: no nfguard taint while the node is cut off: its reporter cannot write the hazard, and a stale heartbeat does not taint (Kubernetes' node.kubernetes.io/unreachable taints keep new pods away)"
+  fi
+
+  # (f) repair, in two steps: first the jumps (the node is reachable again,
+  # the corrupted chain still there for nfguard to report), then the chain.
+  # kube-proxy (>= 1.27) owns KUBE-FIREWALL too and rewrites the whole chain
+  # at its first sync after the outage, erasing the evidence: whichever of
+  # the two comes first decides what nfguard can still show.
+  input="*filter"$'\n'
+  while read -r n p; do
+    [ -n "$n" ] && input+="-D $n -j KUBE-FIREWALL"$'\n'
+  done < <(s6_jumps)
+  node_exec_in "$S6_NODE" iptables-restore -w --noflush <<<"${input}COMMIT"$'\n'
+  reconnected=$(date -u +%s)
+  traffic=$(s6_traffic)
+  [ "$traffic" = "ok ok ok" ] || fail "without the jumps to KUBE-FIREWALL the node's traffic should work again: $traffic"
+  ok "repair 1: the jumps from INPUT and OUTPUT deleted: traffic works again"
+  s6_race "$reconnected"
+  s6_restore_firewall
+  if s6_rule_present "$S6_MARK_RULE"; then fail "the seeded rule is still there after the repair"; fi
+  ok "repair 2: the seeded chain removed, KUBE-FIREWALL and its jumps as before the scenario:"
+  { s6_filter | grep -E -- '(-j KUBE-FIREWALL|^-A KUBE-FIREWALL)' || echo "(no KUBE-FIREWALL)"; } | show
+  kubectl -n "$ns" delete pod incident --grace-period=1 --wait=true --timeout=120s >/dev/null
+  repaired=$(date -u +%s)
+  wait_for 240 "$S6_NODE Ready, freshly profiled, Healthy, untainted" s6_recovered "$repaired"
+  say "the reporter's log on $S6_NODE (warnings only, its default level) from the outage:"
+  kubectl -n "$NS" logs "$(kubectl -n "$NS" get pods -l app.kubernetes.io/component=reporter \
+    --field-selector "spec.nodeName=$S6_NODE" -o jsonpath='{.items[0].metadata.name}')" 2>&1 |
+    sed 's/\x1b\[[0-9;]*m//g' | tail -n 12 | show
+  ok "Node $S6_NODE Ready, profile probed at $(nnp "$S6_NODE" '{.status.lastProbeTime}') Fresh and Healthy, nfguard's taint removed ($((SECONDS - t0)) s after the incident began; repair to recovery ${WAITED} s)"
+}
+
+# nfguard's Tainted/Untainted events on the Node since EPOCH: "time reason note".
+s6_taint_events() { # SINCE
+  local since=$1 t reason note
+  while IFS='|' read -r t reason note; do
+    [ -n "$t" ] && [ "$(epoch "$t")" -ge "$since" ] && echo "$t $reason $note"
+  done < <(kubectl get events.v1.events.k8s.io -A --field-selector "regarding.name=$S6_NODE,regarding.kind=Node" \
+    -o jsonpath='{range .items[?(@.reportingController=="nfguard-controller")]}{.eventTime}|{.reason}|{.note}{"\n"}{end}' 2>/dev/null |
+    grep -E '\|(Tainted|Untainted)\|' | sort)
+  true
+}
+
+# After the node is reachable again, until nfguard has told what it saw:
+# either the degraded taint is on (Healthy=False FirewallUnconditionalDrop),
+# or the controller's events show it was added (and removed again when the
+# chain was rewritten), or the chain was rewritten and the reporter wrote the
+# clean state without the hazard ever reaching the API.
+s6_race() { # RECONNECTED (epoch)
+  local since=$1 deadline=$((SECONDS + 150)) healed="" wrote="" settled="" now t ev
+  while [ "$SECONDS" -lt "$deadline" ]; do
+    now=$(date -u +%s)
+    if s6_degraded; then
+      ok "nfguard reports it: profile $S6_NODE Healthy=False FirewallUnconditionalDrop, Node tainted $(nfguard_taints "$S6_NODE") ($((now - since)) s after the node came back)"
+      s6_record "reachable again, the corrupted KUBE-FIREWALL still present"
+      return 0
+    fi
+    if [ -z "$healed" ] && ! s6_corrupted; then
+      healed=$((now - since))
+    fi
+    t=$(nnp "$S6_NODE" '{.status.lastProbeTime}')
+    if [ -z "$wrote" ] && [ "$(epoch "$t")" -ge "$since" ]; then
+      wrote=$((now - since))
+    fi
+    ev=$(s6_taint_events "$since")
+    if grep -q ' Tainted added nfguard.io/netfilter-degraded=FirewallUnconditionalDrop:NoSchedule' <<<"$ev" &&
+      { [ -z "$healed" ] || grep -q ' Untainted ' <<<"$ev"; }; then
+      ok "nfguard reported it once the node came back: the controller's events on Node $S6_NODE:"
+      show <<<"$ev"
+      if [ -n "$healed" ]; then
+        say "KUBE-FIREWALL was rewritten ~${healed} s after the node came back (kube-proxy owns the chain since 1.27 and rewrites it on its first sync), so the cause cleared and the taint went again"
+      fi
+      s6_record "reachable again"
+      return 0
+    fi
+    if [ -n "$healed" ] && [ -n "$wrote" ] && [ "$(epoch "$t")" -ge $((since + healed)) ]; then
+      # Give the controller a moment to publish what it saw, then decide.
+      if [ -z "$settled" ]; then
+        settled=$((SECONDS + 5))
+      elif [ "$SECONDS" -ge "$settled" ]; then
+        s6_record "reachable again, KUBE-FIREWALL already rewritten"
+        skip "nfguard's degraded taint cannot be shown in this run: KUBE-FIREWALL was rewritten (kube-proxy) ~${healed} s after the node came back, before the reporter's first write after the outage (~${wrote} s, it was backing off) could carry the hazard; it never reached the API"
+        return 0
+      fi
+    fi
+    sleep 1
+  done
+  fail "within 150 s of the node coming back nfguard neither reported the corrupted chain nor a fresh state (healed after ${healed:-?} s, reporter wrote after ${wrote:-?} s): $WHY"
+}
+
+s6_restore_heartbeat() { # VALUE (empty: the variable was not set)
+  local rc=0
+  if [ -n "$1" ]; then
+    kubectl -n "$NS" set env daemonset/nfguard-reporter "NFGUARD_HEARTBEAT_SECONDS=$1" >/dev/null || rc=1
+  else
+    kubectl -n "$NS" set env daemonset/nfguard-reporter NFGUARD_HEARTBEAT_SECONDS- >/dev/null || rc=1
+  fi
+  kubectl -n "$NS" rollout status daemonset/nfguard-reporter --timeout=240s >/dev/null || rc=1
+  return "$rc"
+}
+
+# ---- 7. RBAC and the reporter's admission policy ---------------------------------------------
+s7_rbac() {
+  local c pod sa restarts logs a b pod_a token kc server ca who val other out applied
+  for c in reporter controller webhook; do
+    while read -r pod sa restarts; do
+      [ -n "$pod" ] || continue
+      [ "$sa" = "nfguard-$c" ] || fail "pod $pod runs as ServiceAccount '$sa', not nfguard-$c"
+      logs=$(kubectl -n "$NS" logs "$pod" --all-containers 2>&1)
+      if [ "${restarts:-0}" != 0 ]; then
+        logs+=$'\n'$(kubectl -n "$NS" logs "$pod" --all-containers --previous 2>&1 || true)
+      fi
+      if grep -i 'forbidden' <<<"$logs" >/dev/null; then
+        fail "pod $pod logged Forbidden errors: $(grep -i forbidden <<<"$logs" | head -n 5)"
+      fi
+      ok "$pod runs as ServiceAccount $sa; its log has no Forbidden"
+    done < <(kubectl -n "$NS" get pods -l "app.kubernetes.io/component=$c" \
+      -o jsonpath='{range .items[*]}{.metadata.name} {.spec.serviceAccountName} {.status.containerStatuses[0].restartCount}{"\n"}{end}')
+    [ -n "$(kubectl -n "$NS" get pods -l "app.kubernetes.io/component=$c" -o name)" ] || fail "no $c pod"
+  done
+
+  a=${NODES[0]}
+  b=${NODES[1]}
+  pod_a=$(kubectl -n "$NS" get pods -l app.kubernetes.io/component=reporter --field-selector "spec.nodeName=$a" \
+    -o jsonpath='{.items[0].metadata.name}')
+  [ -n "$pod_a" ] || fail "no reporter pod on $a"
+  token=$(kubectl -n "$NS" create token nfguard-reporter --bound-object-kind Pod \
+    --bound-object-name "$pod_a" --duration=10m)
+  kc=$(mktemp)
+  defer rm -f "$kc"
+  server=$(kubectl config view --minify --raw -o jsonpath='{.clusters[0].cluster.server}')
+  ca=$(kubectl config view --minify --raw -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')
+  if [ -z "$ca" ]; then
+    ca=$(base64 -w0 <"$(kubectl config view --minify --raw -o jsonpath='{.clusters[0].cluster.certificate-authority}')")
+  fi
+  cat >"$kc" <<EOF
+apiVersion: v1
+kind: Config
+clusters: [{name: e2e, cluster: {server: "$server", certificate-authority-data: "$ca"}}]
+users: [{name: reporter, user: {token: "$token"}}]
+contexts: [{name: e2e, context: {cluster: e2e, user: reporter}}]
+current-context: e2e
+EOF
+  who=$(kubectl --kubeconfig "$kc" auth whoami \
+    -o jsonpath='{.status.userInfo.username} {.status.userInfo.extra.authentication\.kubernetes\.io/node-name[0]}')
+  [ "$who" = "system:serviceaccount:$NS:nfguard-reporter $a" ] ||
+    fail "the token bound to $pod_a should authenticate as nfguard-reporter on node $a, got: $who"
+  ok "a token bound to reporter pod $pod_a authenticates as $who (node-name claim)"
+
+  val=$(nnp "$b" '{.status.probeIntervalSeconds}')
+  [ -n "$val" ] || fail "profile $b has no probeIntervalSeconds to patch"
+  other=$((val + 1))
+  if out=$(kubectl --kubeconfig "$kc" patch nodenetfilterprofile "$b" --subresource=status --type=merge \
+    -p "{\"status\":{\"probeIntervalSeconds\":$other}}" --dry-run=server 2>&1); then
+    fail "node $a's reporter token may patch node $b's profile status: $out"
+  fi
+  s7_refused "$out" "$b" "merge patch of $b's status"
+  if out=$(kubectl --kubeconfig "$kc" patch nodenetfilterprofile "$b" --subresource=status --type=merge \
+    -p "{\"status\":{\"probeIntervalSeconds\":$val}}" 2>&1); then
+    fail "node $a's reporter token may patch node $b's profile status (unchanged value): $out"
+  fi
+  s7_refused "$out" "$b" "merge patch (unchanged value, not dry-run) of $b's status"
+  applied="apiVersion: nfguard.io/v1alpha1
+kind: NodeNetfilterProfile
+metadata: {name: $b}
+status: {probeIntervalSeconds: $other}"
+  # As the reporter itself would apply it (its field manager, taking the fields over).
+  if out=$(kubectl --kubeconfig "$kc" apply --server-side --subresource=status --field-manager=nfguard-reporter \
+    --force-conflicts --dry-run=server -f - <<<"$applied" 2>&1); then
+    fail "node $a's reporter token may server-side apply node $b's profile status: $out"
+  fi
+  s7_refused "$out" "$b" "server-side apply of $b's status"
+
+  val=$(nnp "$a" '{.status.probeIntervalSeconds}')
+  other=$((val + 1))
+  out=$(kubectl --kubeconfig "$kc" patch nodenetfilterprofile "$a" --subresource=status --type=merge \
+    -p "{\"status\":{\"probeIntervalSeconds\":$other}}" --dry-run=server 2>&1) ||
+    fail "the reporter token of node $a may not patch its own profile's status: $out"
+  ok "the same token may patch $a's own profile status (server dry-run): $out"
+  out=$(kubectl --kubeconfig "$kc" patch nodenetfilterprofile "$a" --subresource=status --type=merge \
+    -p "{\"status\":{\"probeIntervalSeconds\":$val}}" 2>&1) ||
+    fail "the reporter token of node $a may not patch its own profile's status (unchanged value): $out"
+  ok "the same token may patch $a's own profile status (unchanged value): $out"
+}
+
+s7_refused() { # OUTPUT NODE WHAT
+  grep -qF "ValidatingAdmissionPolicy 'nfguard-reporter-own-node'" <<<"$1" ||
+    fail "$3 was refused, but not by the ValidatingAdmissionPolicy nfguard-reporter-own-node: $1"
+  grep -qF "the nfguard reporter may write only the NodeNetfilterProfile named after its own node, not $2" <<<"$1" ||
+    fail "$3 was refused without the policy's message: $1"
+  ok "$3 refused: $1"
+}
+
+# ---- 8. leader election ---------------------------------------------------------------------
+S8_REPLICAS=""
+s8_holder() { kubectl -n "$NS" get lease nfguard-controller -o jsonpath='{.spec.holderIdentity}' 2>/dev/null || true; }
+s8_controller_pods() {
+  kubectl -n "$NS" get pods -l app.kubernetes.io/component=controller \
+    -o jsonpath='{range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status} {.metadata.deletionTimestamp}{"\n"}{end}'
+}
+s8_two_ready() {
+  local ready holder
+  ready=$(s8_controller_pods | awk '$2 == "True" && $3 == "" { print $1 }')
+  holder=$(s8_holder)
+  WHY="ready: $(tr '\n' ' ' <<<"$ready"); holder: $holder"
+  [ "$(grep -c . <<<"$ready")" = 2 ] && grep -qxF "$holder" <<<"$ready"
+}
+s8_holder_is() {
+  WHY="holder: $(s8_holder)"
+  [ "$(s8_holder)" = "$1" ]
+}
+s8_metric() { # POD NAME: a metric's value through the apiserver's pod proxy (empty if unreachable)
+  kubectl get --raw "/api/v1/namespaces/$NS/pods/$1:9090/proxy/metrics" 2>/dev/null |
+    awk -v m="$2" '$1 == m { print $2; exit }'
+}
+# Write markers in the controller's log (src/controller/{apply,run,cli}.rs).
+S8_WRITES='node labels updated|nfguard taint changed|orphaned profiles deleted|reconcile failed|leading: reconciling nodes|safety brake'
+
+s8_restore() { # NFGUARD_LOG (empty: was not set) REPLICAS
+  local log=$1 replicas=$2 rc=0
+  if [ -n "$log" ]; then
+    kubectl -n "$NS" set env deployment/nfguard-controller "NFGUARD_LOG=$log" >/dev/null || rc=1
+  else
+    kubectl -n "$NS" set env deployment/nfguard-controller NFGUARD_LOG- >/dev/null || rc=1
+  fi
+  kubectl -n "$NS" scale deployment/nfguard-controller --replicas="$replicas" >/dev/null || rc=1
+  kubectl -n "$NS" rollout status deployment/nfguard-controller --timeout=240s >/dev/null || rc=1
+  return "$rc"
+}
+
+s8_leader_election() {
+  local log_before leader standby holder t0 took logs head events transitions r
+  S8_REPLICAS=$(get deployment nfguard-controller '{.spec.replicas}' -n "$NS")
+  log_before=$(get deployment nfguard-controller '{.spec.template.spec.containers[0].env[?(@.name=="NFGUARD_LOG")].value}' -n "$NS")
+  defer s8_restore "$log_before" "$S8_REPLICAS"
+  # info shows taking the lease and leading; the lease module's debug line
+  # "lease held by another replica" shows a replica standing by.
+  kubectl -n "$NS" set env deployment/nfguard-controller 'NFGUARD_LOG=info,nfguard::controller::lease=debug' >/dev/null
+  kubectl -n "$NS" scale deployment/nfguard-controller --replicas=2 >/dev/null
+  kubectl -n "$NS" rollout status deployment/nfguard-controller --timeout=240s >/dev/null
+  wait_for 120 "two Ready controller replicas, one holding the Lease" s8_two_ready
+  say "controller replicas: $S8_REPLICAS -> 2 (log level info, lease debug)"
+  leader=$(s8_holder)
+  standby=$(s8_controller_pods | awk -v l="$leader" '$2 == "True" && $3 == "" && $1 != l { print $1 }')
+  ok "Lease nfguard-controller held by $leader; $standby stands by"
+  transitions=$(get lease nfguard-controller '{.spec.leaseTransitions}' -n "$NS")
+
+  # The standby must not have written anything.
+  sleep 5
+  logs=$(s8_logs "$standby")
+  grep -q 'nfguard controller starting' <<<"$logs" || fail "$standby's log lacks its start line: $logs"
+  grep -q 'lease held by another replica' <<<"$logs" || fail "$standby's log does not show it standing by: $logs"
+  if grep -E "$S8_WRITES|taking the lease" <<<"$logs"; then
+    fail "the standby $standby led or wrote while $leader held the Lease"
+  fi
+  ok "$standby's log: started, 'lease held by another replica' $(grep -c 'lease held by another replica' <<<"$logs") times, no lease taken, no write"
+  events=$(kubectl get events.v1.events.k8s.io -A -o jsonpath='{range .items[*]}{.reportingInstance}{"\n"}{end}' | grep -cxF "$standby" || true)
+  [ "$events" = 0 ] || fail "the standby $standby published $events events"
+  ok "no event reported by $standby"
+  r=$(s8_metric "$standby" nfguard_controller_leader)
+  if [ -n "$r" ]; then
+    [ "$r" = 0 ] || fail "$standby's nfguard_controller_leader is $r while standing by"
+    r=$(s8_metric "$standby" nfguard_controller_reconcile_duration_seconds_count)
+    [ "${r:-0}" = 0 ] || fail "$standby reconciled $r node(s) while standing by"
+    ok "$standby's metrics: nfguard_controller_leader 0, no reconcile"
+  else
+    skip "the controller's metrics are not reachable through the apiserver's pod proxy here"
+  fi
+
+  # Delete the leader at once (the kubelet still sends SIGTERM, on which the
+  # leader releases the Lease). The replica holding it next must be one that
+  # was not leading: the standby, or the Deployment's replacement if that
+  # starts quickly enough to win the race for a released Lease.
+  t0=$SECONDS
+  kubectl -n "$NS" delete pod "$leader" --grace-period=0 --force >/dev/null 2>&1
+  wait_for 30 "another replica to take the Lease over from $leader" s8_holder_moved "$leader"
+  took=$((SECONDS - t0))
+  holder=$(s8_holder)
+  if [ "$holder" = "$standby" ]; then
+    ok "the standby $standby holds the Lease ${took} s after $leader was deleted (limit: lease 15 s + retry 2 s, allowed 30 s; leaseTransitions $transitions -> $(get lease nfguard-controller '{.spec.leaseTransitions}' -n "$NS"))"
+  else
+    ok "the replacement replica $holder holds the Lease ${took} s after $leader was deleted: it won the race for the released Lease against the standby $standby (leaseTransitions $transitions -> $(get lease nfguard-controller '{.spec.leaseTransitions}' -n "$NS"))"
+  fi
+  wait_for 30 "$holder to log that it leads" s8_logged "$holder" 'leading: reconciling nodes'
+  logs=$(s8_logs "$holder")
+  head=$(awk '/taking the lease/ { exit } { print }' <<<"$logs")
+  grep -q 'taking the lease' <<<"$logs" || fail "$holder leads without having logged 'taking the lease': $logs"
+  if grep -E "$S8_WRITES" <<<"$head"; then
+    fail "$holder wrote before it took the Lease"
+  fi
+  ok "$holder's log: nothing written before '$(grep -m1 'taking the lease' <<<"$logs" | sed -E 's/^[^ ]+ +//')', then '$(grep -m1 'leading: reconciling nodes' <<<"$logs" | sed -E 's/^[^ ]+ +//')'"
+  if grep -q 'taking the lease from=None' <<<"$logs"; then
+    say "($leader released the Lease on SIGTERM, so it was taken over at the next attempt, not after expiry)"
+  fi
+  if [ "$holder" != "$standby" ]; then
+    sleep 5
+    logs=$(s8_logs "$standby")
+    if grep -E "$S8_WRITES|taking the lease" <<<"$logs"; then
+      fail "the standby $standby led or wrote although $holder holds the Lease"
+    fi
+    [ "$(s8_holder)" = "$holder" ] || fail "the Lease moved on from $holder to $(s8_holder)"
+    ok "the standby $standby still stands by and has written nothing"
+  fi
+  r=$(s8_metric "$holder" nfguard_controller_leader)
+  if [ -n "$r" ]; then
+    [ "$r" = 1 ] || fail "$holder leads but its nfguard_controller_leader is $r"
+    ok "$holder's nfguard_controller_leader is 1"
+  fi
+}
+s8_holder_moved() { # OLD
+  local h
+  h=$(s8_holder)
+  WHY="holder: ${h:-none}"
+  [ -n "$h" ] && [ "$h" != "$1" ]
+}
+s8_logged() { # POD TEXT
+  s8_logs "$1" | grep -qF "$2"
+}
+# A controller's log without terminal colour codes.
+s8_logs() { kubectl -n "$NS" logs "$1" 2>/dev/null | sed 's/\x1b\[[0-9;]*m//g'; }
+
+# ---- 9. the webhook down -------------------------------------------------------------------
+s9_no_endpoints() {
+  local e p
+  e=$(kubectl -n "$NS" get endpointslices -l kubernetes.io/service-name=nfguard-webhook \
+    -o jsonpath='{range .items[*].endpoints[*]}{.addresses[0]}{" "}{end}' 2>/dev/null)
+  p=$(kubectl -n "$NS" get pods -l app.kubernetes.io/component=webhook -o name 2>/dev/null)
+  WHY="endpoints: ${e:-none}; pods: $(tr '\n' ' ' <<<"$p")"
+  [ -z "${e// /}" ] && [ -z "$p" ]
+}
+pod_yaml() { # NAME IMAGE
+  cat <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: $1}
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 1
+  tolerations: [{operator: Exists}]
+  containers:
+    - name: cni
+      image: $2
+      command: ["sleep", "infinity"]
+      securityContext: {capabilities: {add: ["NET_ADMIN"]}}
+YAML
+}
+s9_restore() { # FAILURE_POLICY REPLICAS
+  local rc=0
+  kubectl patch validatingwebhookconfiguration nfguard --type=json \
+    -p="[{\"op\":\"replace\",\"path\":\"/webhooks/0/failurePolicy\",\"value\":\"$1\"}]" >/dev/null || rc=1
+  kubectl -n "$NS" scale deployment/nfguard-webhook --replicas="$2" >/dev/null || rc=1
+  kubectl -n "$NS" rollout status deployment/nfguard-webhook --timeout=240s >/dev/null || rc=1
+  return "$rc"
+}
+
+s9_webhook_down() {
+  local ns=nfguard-e2e-s9 policy replicas timeout ca t0 took out
+  policy=$(get validatingwebhookconfiguration nfguard '{.webhooks[0].failurePolicy}')
+  timeout=$(get validatingwebhookconfiguration nfguard '{.webhooks[0].timeoutSeconds}')
+  ca=$(get validatingwebhookconfiguration nfguard '{.webhooks[0].clientConfig.caBundle}')
+  replicas=$(get deployment nfguard-webhook '{.spec.replicas}' -n "$NS")
+  [ "$policy" = Ignore ] || fail "the webhook's failurePolicy is $policy, the shipped default is Ignore"
+  scenario_ns "$ns"
+  defer s9_restore "$policy" "$replicas"
+  kubectl -n "$NS" scale deployment/nfguard-webhook --replicas=0 >/dev/null
+  wait_for 120 "no webhook pod and no endpoint" s9_no_endpoints
+  ok "nfguard-webhook scaled $replicas -> 0: no endpoints"
+
+  t0=$(date +%s%N)
+  out=$(pod_yaml unchecked "$IMG_COMPATIBLE" | kubectl -n "$ns" create -f - 2>&1) ||
+    fail "with failurePolicy Ignore and the webhook down, creating the pod failed: $out"
+  took=$((($(date +%s%N) - t0) / 1000000))
+  [ "$took" -le $(((timeout + 5) * 1000)) ] ||
+    fail "the admission took $took ms, more than timeoutSeconds $timeout + 5 s"
+  ok "failurePolicy Ignore: a hostNetwork + NET_ADMIN pod is admitted unchecked in $took ms (timeoutSeconds $timeout): $out"
+  kubectl -n "$ns" delete pod unchecked --grace-period=0 --force >/dev/null 2>&1
+
+  kubectl patch validatingwebhookconfiguration nfguard --type=json \
+    -p='[{"op":"replace","path":"/webhooks/0/failurePolicy","value":"Fail"}]' >/dev/null
+  t0=$(date +%s%N)
+  if out=$(pod_yaml refused "$IMG_COMPATIBLE" | kubectl -n "$ns" create -f - 2>&1); then
+    fail "with failurePolicy Fail and the webhook down, the pod was admitted: $out"
+  fi
+  took=$((($(date +%s%N) - t0) / 1000000))
+  grep -qF 'failed calling webhook "validate.nfguard.io"' <<<"$out" ||
+    fail "refused, but without the webhook failure message: $out"
+  [ "$took" -le $(((timeout + 5) * 1000)) ] || fail "the refusal took $took ms, more than timeoutSeconds $timeout + 5 s"
+  ok "failurePolicy Fail: refused in $took ms: $out"
+
+  s9_restore "$policy" "$replicas"
+  [ "$(get validatingwebhookconfiguration nfguard '{.webhooks[0].failurePolicy}')" = "$policy" ] ||
+    fail "failurePolicy was not restored to $policy"
+  [ "$(get validatingwebhookconfiguration nfguard '{.webhooks[0].clientConfig.caBundle}')" = "$ca" ] ||
+    fail "the caBundle changed or vanished when the webhook came back"
+  ok "failurePolicy $policy again, $replicas webhook replicas Ready, caBundle still set (unchanged)"
+  if out=$(pod_yaml incident "$IMG_INCIDENT" | kubectl -n "$ns" create --dry-run=server -f - 2>&1); then
+    fail "the webhook is back but the incident pod is admitted: $out"
+  fi
+  grep -qF 'admission webhook "validate.nfguard.io" denied the request' <<<"$out" ||
+    fail "the webhook is back but does not deny the incident pod: $out"
+  ok "the gate is back: the incident pod is denied again (server dry-run)"
+}
+
+# ---- main --------------------------------------------------------------------------------
+case "$PROVIDER" in
+  kind) command -v docker >/dev/null || fail "NFGUARD_E2E_PROVIDER=kind needs docker" ;;
+  local) [ -x "$REPO/e2e/local-cluster.sh" ] || fail "NFGUARD_E2E_PROVIDER=local needs e2e/local-cluster.sh" ;;
+  *) fail "NFGUARD_E2E_PROVIDER must be kind or local, not '${PROVIDER}'" ;;
+esac
+[ -n "$REGISTRY" ] || fail "NFGUARD_E2E_REGISTRY_PULL is not set"
+[ -n "${KUBECONFIG:-}" ] || fail "KUBECONFIG is not set"
+command -v kubectl >/dev/null || fail "kubectl is not on PATH"
+for n in ${NFGUARD_E2E_ONLY:-}; do
+  [[ " $ALL_SCENARIOS " == *" $n "* ]] || fail "NFGUARD_E2E_ONLY: no scenario $n (1-9)"
+done
+for e in ${NFGUARD_E2E_EXPECT_BACKENDS:-}; do
+  [[ "$e" == ?*=?* ]] || fail "NFGUARD_E2E_EXPECT_BACKENDS: '$e' is not NODE=BACKEND"
+  EXPECT[${e%%=*}]=${e#*=}
+done
+say "provider $PROVIDER, registry $REGISTRY, $(kubectl version 2>/dev/null | tr '\n' ' ')"
+
+run_scenario 1 "a NodeNetfilterProfile per node, owned by its Node, with its backend" s1_profiles
+run_scenario 2 "the incident DaemonSet (iptables-nft 1.8.7) is denied" s2_incident_denied
+run_scenario 3 "a compatible DaemonSet (1.8.11, iptables-wrapper) runs on every node" s3_compatible_runs
+run_scenario 4 "a legacy-only image is allowed only where the rules are legacy" s4_legacy_only
+run_scenario 5 "restarting the reporter keeps every profile" s5_reporter_restart
+run_scenario 6 "the incident for real: an old reader's save/restore on an nft node" s6_incident
+run_scenario 7 "RBAC: own ServiceAccounts; a reporter cannot write another node's profile" s7_rbac
+run_scenario 8 "two controller replicas: hand-over without double writes" s8_leader_election
+run_scenario 9 "the webhook down: failurePolicy Ignore, then Fail" s9_webhook_down
+
+CURRENT=finished
+echo "$PASSED passed, 0 failed"
