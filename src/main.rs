@@ -61,8 +61,10 @@ enum Inspect {
 
 fn init_logging(format: LogFormat, filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| "warn".into());
+    // Colours only on a terminal: `kubectl logs` shows escape codes verbatim.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Plain => builder.init(),

@@ -19,10 +19,7 @@ fn cluster_mode_builds_a_tls_client_and_fails_cleanly() {
         }
     });
     let ca = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
-    let ca_pem = base64::Engine::encode(
-        &base64::engine::general_purpose::STANDARD,
-        ca.cert.pem(),
-    );
+    let ca_pem = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, ca.cert.pem());
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     std::fs::write(

@@ -119,7 +119,9 @@ pub fn next_spec(
             Some(MicroTime(now))
         },
         renew_time: Some(MicroTime(now)),
-        lease_transitions: Some(if ours || previous_holder.is_none() {
+        // As client-go counts: every change of holder, including taking over
+        // a released Lease (empty holder); only a brand-new Lease starts at 0.
+        lease_transitions: Some(if ours || current.is_none() {
             transitions
         } else {
             transitions.saturating_add(1)
@@ -354,6 +356,20 @@ mod tests {
         assert_eq!(renewed.lease_transitions, Some(5));
         assert_eq!(renewed.acquire_time, Some(MicroTime(now)));
         assert_eq!(renewed.renew_time, Some(MicroTime(later)));
+    }
+
+    #[test]
+    fn taking_a_released_lease_counts_a_transition_a_new_one_does_not() {
+        let now = ts("2026-01-01T00:01:00Z");
+        let released = LeaseSpec {
+            holder_identity: Some(String::new()),
+            lease_transitions: Some(4),
+            ..Default::default()
+        };
+        let taken = next_spec(Some(&released), "a", now, Duration::from_secs(15));
+        assert_eq!(taken.lease_transitions, Some(5));
+        let created = next_spec(None, "a", now, Duration::from_secs(15));
+        assert_eq!(created.lease_transitions, Some(0));
     }
 
     #[test]
