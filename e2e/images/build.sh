@@ -44,21 +44,29 @@ is_elf() { # FILE (a builtin read: this runs for every file of a release)
   [ "$magic" = $'\x7fELF' ]
 }
 
+# first_link BASE PATH: whether a component of PATH is a symlink under BASE
+# ("" for this machine); the first such is left in LINK (the path up to and
+# including it) and REST (what follows it).
+first_link() {
+  local base=$1 comp
+  LINK="" REST=${2#/}
+  while [ -n "$REST" ]; do
+    comp=${REST%%/*}
+    if [ "$comp" = "$REST" ]; then REST=""; else REST=${REST#*/}; fi
+    LINK=$LINK/$comp
+    [ -L "$base$LINK" ] && return 0
+  done
+  return 1
+}
+
 # copy_host ROOT PATH: puts this machine's file PATH into ROOT under the same
 # path, recreating every symlink met on the way (usrmerge's /lib -> usr/lib,
 # /lib64/ld-linux-x86-64.so.2 -> ..., soname -> real file), so the image
 # resolves PATH to the same bytes as this machine.
 copy_host() {
-  local root=$1 path=$2 prefix rest comp target hops=0
-  while :; do
-    prefix="" rest=${path#/}
-    while [ -n "$rest" ]; do
-      comp=${rest%%/*}
-      if [ "$comp" = "$rest" ]; then rest=""; else rest=${rest#*/}; fi
-      prefix=$prefix/$comp
-      [ -L "$prefix" ] && break
-    done
-    [ -L "$prefix" ] || break
+  local root=$1 path=$2 prefix rest target hops=0
+  while first_link "" "$path"; do
+    prefix=$LINK rest=$REST
     target=$(readlink "$prefix")
     if [ ! -L "$root$prefix" ]; then
       [ ! -e "$root$prefix" ] || die "$prefix is a symlink here but already a file or directory in the image"
@@ -80,16 +88,9 @@ copy_host() {
 # resolve ROOT PATH: PATH with every symlink inside ROOT followed (absolute
 # targets taken relative to ROOT, as in the container).
 resolve() {
-  local root=$1 path=$2 prefix rest comp target hops=0
-  while :; do
-    prefix="" rest=${path#/}
-    while [ -n "$rest" ]; do
-      comp=${rest%%/*}
-      if [ "$comp" = "$rest" ]; then rest=""; else rest=${rest#*/}; fi
-      prefix=$prefix/$comp
-      [ -L "$root$prefix" ] && break
-    done
-    [ -L "$root$prefix" ] || break
+  local root=$1 path=$2 prefix rest target hops=0
+  while first_link "$root" "$path"; do
+    prefix=$LINK rest=$REST
     target=$(readlink "$root$prefix")
     case $target in /*) ;; *) target=${prefix%/*}/$target ;; esac
     path=$(realpath -m -s "$target${rest:+/$rest}")
