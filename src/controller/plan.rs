@@ -116,6 +116,26 @@ pub struct PlannedEvent {
     pub target: EventTarget,
 }
 
+/// The event action for a condition's new status. kube-runtime's recorder
+/// folds events with the same type, reason and action on one object into a
+/// series for six minutes and keeps only the first note, so one action for
+/// every condition change hid e.g. `Healthy True -> False` behind the
+/// `Fresh` change before it (seen on a real cluster).
+fn condition_action(type_: &str, status: &str) -> &'static str {
+    match (type_, status) {
+        (conditions::FRESH, "True") => "SetFreshTrue",
+        (conditions::FRESH, "False") => "SetFreshFalse",
+        (conditions::FRESH, _) => "SetFreshUnknown",
+        (conditions::HEALTHY, "True") => "SetHealthyTrue",
+        (conditions::HEALTHY, "False") => "SetHealthyFalse",
+        (conditions::HEALTHY, _) => "SetHealthyUnknown",
+        (conditions::CONSISTENT, "True") => "SetConsistentTrue",
+        (conditions::CONSISTENT, "False") => "SetConsistentFalse",
+        (conditions::CONSISTENT, _) => "SetConsistentUnknown",
+        _ => "UpdateStatus",
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct NodePlan {
     pub node: String,
@@ -377,7 +397,7 @@ pub fn plan_node(facts: &NodeFacts<'_>) -> NodePlan {
                 events.push(PlannedEvent {
                     warning: c.status != "True",
                     reason: "ConditionChanged",
-                    action: "UpdateStatus",
+                    action: condition_action(&c.type_, &c.status),
                     note: format!(
                         "{} {} -> {} ({}): {}",
                         c.type_,
@@ -821,6 +841,33 @@ mod tests {
             .filter(|p| p.events.iter().any(|e| e.reason == "TaintWithheld"))
             .count();
         assert_eq!((tainted, withheld), (2, 18));
+    }
+
+    #[test]
+    fn each_condition_change_is_an_event_of_its_own_action() {
+        let nodes = [node(0)];
+        let profiles = [degraded_profile(0)];
+        let images = ImageResolutions::new();
+        let plans = plan_all(&ClusterFacts {
+            nodes: &nodes,
+            profiles: &profiles,
+            pods: &[],
+            policies: &[],
+            images: &images,
+            now: "2026-01-01T00:01:00Z".parse().unwrap(),
+        });
+        let actions: Vec<&str> = plans[0]
+            .events
+            .iter()
+            .filter(|e| e.reason == "ConditionChanged")
+            .map(|e| e.action)
+            .collect();
+        // First sight: all three conditions appear, each under its own action,
+        // so the event recorder cannot fold one into another's series.
+        assert_eq!(
+            actions,
+            ["SetFreshTrue", "SetHealthyFalse", "SetConsistentTrue"]
+        );
     }
 
     #[test]
