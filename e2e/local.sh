@@ -13,12 +13,13 @@ log() { printf 'e2e-local: %s\n' "$*" >&2; }
 
 # What the cluster must not change in the machine's own namespaces.
 machine_state() {
-  ip netns list | sort
-  grep -E 'nsfs|nfguard|kubelet|containerd' /proc/self/mountinfo | awk '{print $5}' | sort
-  ip -o link show | awk -F': ' '{print $2}' | sort
-  ip -4 route show table all | sort
-  iptables-legacy-save 2>/dev/null | grep -v '^#' | sed 's/\[[0-9]*:[0-9]*\]//'
-  nft list ruleset 2>/dev/null
+  # Each line may legitimately find nothing (grep's exit 1): never fatal here.
+  ip netns list | sort || true
+  grep -E 'nsfs|nfguard|kubelet|containerd' /proc/self/mountinfo | awk '{print $5}' | sort || true
+  ip -o link show | awk -F': ' '{print $2}' | sort || true
+  ip -4 route show table all | sort || true
+  iptables-legacy-save 2>/dev/null | grep -v '^#' | sed 's/\[[0-9]*:[0-9]*\]//' || true
+  nft list ruleset 2>/dev/null || true
   pgrep -a -f 'kube-apiserver|kubelet|kube-proxy|containerd|etcd --data-dir|docker-registry' || true
 }
 
