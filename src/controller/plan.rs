@@ -843,20 +843,27 @@ mod tests {
         assert_eq!((tainted, withheld), (2, 18));
     }
 
-    #[test]
-    fn each_condition_change_is_an_event_of_its_own_action() {
+    /// The plan for one degraded node, no pods and no policy, a minute
+    /// after its last heartbeat.
+    fn one_degraded_node_plan() -> NodePlan {
         let nodes = [node(0)];
         let profiles = [degraded_profile(0)];
         let images = ImageResolutions::new();
-        let plans = plan_all(&ClusterFacts {
+        plan_all(&ClusterFacts {
             nodes: &nodes,
             profiles: &profiles,
             pods: &[],
             policies: &[],
             images: &images,
             now: "2026-01-01T00:01:00Z".parse().unwrap(),
-        });
-        let actions: Vec<&str> = plans[0]
+        })
+        .remove(0)
+    }
+
+    #[test]
+    fn each_condition_change_is_an_event_of_its_own_action() {
+        let plan = one_degraded_node_plan();
+        let actions: Vec<&str> = plan
             .events
             .iter()
             .filter(|e| e.reason == "ConditionChanged")
@@ -872,18 +879,7 @@ mod tests {
 
     #[test]
     fn no_policy_no_taint_but_labels_and_conditions() {
-        let nodes = [node(0)];
-        let profiles = [degraded_profile(0)];
-        let images = ImageResolutions::new();
-        let plans = plan_all(&ClusterFacts {
-            nodes: &nodes,
-            profiles: &profiles,
-            pods: &[],
-            policies: &[],
-            images: &images,
-            now: "2026-01-01T00:01:00Z".parse().unwrap(),
-        });
-        let p = &plans[0];
+        let p = &one_degraded_node_plan();
         assert!(p.taints.taints.is_none() && p.taints.changes.is_empty());
         assert!(p.label_patch.is_some());
         let status = p.status.as_ref().unwrap();
