@@ -11,7 +11,9 @@ cache="${NFGUARD_E2E_CACHE:-/var/cache/nfguard-e2e}"
 kube_version="$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ {print $2}' "$mod/go.mod")"
 etcd_version="$(awk '$1 == "go.etcd.io/etcd/server/v3" {print $2}' "$mod/go.mod")"
 if [ -z "$kube_version" ] || [ -z "$etcd_version" ]; then echo "build-kube.sh: cannot read the pins in $mod/go.mod" >&2; exit 1; fi
-key="$(cat "$mod/go.mod" "$mod/go.sum" | sha256sum | cut -c1-12)"
+# RECIPE changes with the build flags below, so a changed recipe rebuilds.
+RECIPE=2
+key="$( (echo "$RECIPE"; cat "$mod/go.mod" "$mod/go.sum") | sha256sum | cut -c1-12)"
 out="$cache/kube-$kube_version-$key"
 bins=(etcd kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubectl kubelet)
 
