@@ -173,7 +173,13 @@ pub fn render(report: &super::Report, format: Format, max_nodes: usize) -> anyho
 }
 
 pub async fn run(args: Args) -> anyhow::Result<u8> {
-    let report = execute(&args, Env::default()).await?;
+    run_with(args, Env::default()).await
+}
+
+/// `run` with injected dependencies (`kubectl nfguard check` passes the
+/// client it built from `--context`).
+pub async fn run_with(args: Args, env: Env) -> anyhow::Result<u8> {
+    let report = execute(&args, env).await?;
     print!("{}", render(&report, args.output, args.max_nodes)?);
     Ok(report.exit_code())
 }
