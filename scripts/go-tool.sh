@@ -3,8 +3,9 @@
 # proxy and prints the directory holding them. Each tool set is a module in
 # tools/NAME: go.mod names the binaries with `tool` lines and pins every
 # module they need (go.sum); an optional tools/NAME/ldflags adds link flags
-# (version stamps). The build is cached outside the work tree, keyed by those
-# files, so a second run returns at once.
+# (version stamps), an optional tools/NAME/tags build tags (to leave out
+# code whose modules the proxy does not serve). The build is cached outside
+# the work tree, keyed by those files, so a second run returns at once.
 #   usage: scripts/go-tool.sh NAME     e.g. PATH="$(scripts/go-tool.sh helm):$PATH"
 set -euo pipefail
 name="${1:?usage: scripts/go-tool.sh NAME}"
@@ -14,7 +15,9 @@ cache="${NFGUARD_E2E_CACHE:-/var/cache/nfguard-e2e}"
 
 ldflags="-s -w"
 [ -f "$mod/ldflags" ] && ldflags="$ldflags $(tr '\n' ' ' < "$mod/ldflags")"
-key="$(cat "$mod/go.mod" "$mod/go.sum" <(echo "$ldflags") | sha256sum | cut -c1-12)"
+tags=""
+[ -f "$mod/tags" ] && tags="$(paste -sd, "$mod/tags")"
+key="$(cat "$mod/go.mod" "$mod/go.sum" <(echo "$ldflags${tags:+ tags=$tags}") | sha256sum | cut -c1-12)"
 out="$cache/tools/$name-$key"
 mapfile -t pkgs < <(awk '$1 == "tool" {print $2}' "$mod/go.mod")
 [ ${#pkgs[@]} -gt 0 ] || { echo "go-tool.sh: $mod/go.mod names no tool" >&2; exit 2; }
@@ -28,7 +31,7 @@ cd "$mod"
 start=$SECONDS
 for p in "${pkgs[@]}"; do
   echo "go-tool.sh: building $p" >&2
-  GOFLAGS=-mod=readonly CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$out.tmp/$(basename "$p")" "$p"
+  GOFLAGS=-mod=readonly CGO_ENABLED=0 go build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$out.tmp/$(basename "$p")" "$p"
 done
 rm -rf "$out"; mv "$out.tmp" "$out"
 echo "go-tool.sh: built in $((SECONDS - start)) s into $out" >&2
