@@ -22,7 +22,9 @@ out="$cache/tools/$name-$key"
 mapfile -t pkgs < <(awk '$1 == "tool" {print $2}' "$mod/go.mod")
 [ ${#pkgs[@]} -gt 0 ] || { echo "go-tool.sh: $mod/go.mod names no tool" >&2; exit 2; }
 
-have_all() { for p in "${pkgs[@]}"; do [ -x "$out/$(basename "$p")" ] || return 1; done; }
+# The binary's name, as `go install` names it: a /vN major-version suffix is skipped.
+bin_name() { local b; b="$(basename "$1")"; [[ $b =~ ^v[0-9]+$ ]] && b="$(basename "$(dirname "$1")")"; echo "$b"; }
+have_all() { for p in "${pkgs[@]}"; do [ -x "$out/$(bin_name "$p")" ] || return 1; done; }
 if have_all; then echo "$out"; exit 0; fi
 
 command -v go >/dev/null || { echo "go-tool.sh: needs Go (with access to the Go module proxy)" >&2; exit 2; }
@@ -31,7 +33,7 @@ cd "$mod"
 start=$SECONDS
 for p in "${pkgs[@]}"; do
   echo "go-tool.sh: building $p" >&2
-  GOFLAGS=-mod=readonly CGO_ENABLED=0 go build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$out.tmp/$(basename "$p")" "$p"
+  GOFLAGS=-mod=readonly CGO_ENABLED=0 go build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$out.tmp/$(bin_name "$p")" "$p"
 done
 rm -rf "$out"; mv "$out.tmp" "$out"
 echo "go-tool.sh: built in $((SECONDS - start)) s into $out" >&2
