@@ -5,16 +5,19 @@ invariants of docs/install.md (least privilege, non-root, the reporter's
 single capability, the webhook's failure policy, ...).
 
 Usage: check_manifests.py RENDERED.yaml [docs/install.md]
+NFGUARD_NAMESPACE: the namespace nfguard was rendered for (default
+nfguard-system; the Helm chart's check renders another release namespace).
 (with the doc, its RBAC table must equal the rendered RBAC)
 Prints one line per violation and exits 1 if there is any, else 0.
 """
 import copy
+import os
 import sys
 
 import jsonschema
 import yaml
 
-NS = "nfguard-system"
+NS = os.environ.get("NFGUARD_NAMESPACE", "nfguard-system")
 IMAGE_REPO = "ghcr.io/nfguard/nfguard"
 CLUSTER_SCOPED = {
     "Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding",
@@ -404,7 +407,7 @@ def check_reporter_policy_cel(objs):
         ("reporter token without node claim", request(reporter, "w1", {}), True, False),
         ("reporter token without extra", request(reporter, "w1"), True, False),
         ("controller is not constrained", request(f"system:serviceaccount:{NS}:nfguard-controller", "w2"), False, None),
-        ("reporter of another namespace is not this one", request("system:serviceaccount:other:nfguard-reporter", "w1"), False, None),
+        ("reporter of another namespace is not this one", request(f"system:serviceaccount:{NS}-elsewhere:nfguard-reporter", "w1"), False, None),
     ]
     for what, ctx, applies, allowed in cases:
         try:

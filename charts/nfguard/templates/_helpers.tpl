@@ -1,0 +1,79 @@
+{{/* The image of every component; the tag defaults to the chart's appVersion. */}}
+{{- define "nfguard.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{/*
+The labels of one component (call with the component's name). Only the two
+labels manifests/ uses: the selectors, the webhook Service and the
+PodDisruptionBudget depend on them, and a default render stays identical to
+manifests/ (no Helm-only labels to strip when comparing).
+*/}}
+{{- define "nfguard.labels" -}}
+app.kubernetes.io/name: nfguard
+app.kubernetes.io/component: {{ . }}
+{{- end -}}
+
+{{/*
+Environment entries every container gets after its own: the log settings
+(only when set) and the component's extraEnv.
+Call with (dict "root" $ "component" .Values.<component>).
+*/}}
+{{- define "nfguard.extraEnv" -}}
+{{- with .root.Values.log.level }}
+- name: NFGUARD_LOG
+  value: {{ . | quote }}
+{{- end }}
+{{- with .root.Values.log.format }}
+- name: NFGUARD_LOG_FORMAT
+  value: {{ . | quote }}
+{{- end }}
+{{- with .component.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/*
+Pod placement and pull secrets; each field only when set, so defaults add
+nothing. Call with (dict "root" $ "component" .Values.<component>).
+*/}}
+{{- define "nfguard.podPlacement" -}}
+{{- with .root.Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .component.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with .component.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .component.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .component.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* The value of --metrics-listen. */}}
+{{- define "nfguard.metricsListen" -}}
+0.0.0.0:{{ .Values.metrics.port }}
+{{- end -}}
+
+{{/*
+The webhook's own answer deadline in seconds: NFGUARD_TIMEOUT from
+webhook.extraEnv when given there, else the binary's default (8).
+*/}}
+{{- define "nfguard.webhookDeadline" -}}
+{{- $deadline := "8" -}}
+{{- range .Values.webhook.extraEnv -}}
+{{- if eq .name "NFGUARD_TIMEOUT" -}}
+{{- $deadline = .value -}}
+{{- end -}}
+{{- end -}}
+{{- $deadline -}}
+{{- end -}}
