@@ -51,7 +51,8 @@ pub struct Args {
     /// Read the facts from the cluster (in-cluster config or the default kubeconfig).
     #[arg(long, env = "NFGUARD_CLUSTER")]
     pub cluster: bool,
-    /// Output format.
+    /// Output format: text, json, yaml, or for CI junit (XML test report),
+    /// github (Actions workflow commands), sarif (SARIF 2.1.0).
     #[arg(
         short = 'o',
         long,
@@ -59,10 +60,33 @@ pub struct Args {
         value_enum,
         default_value = "text"
     )]
-    pub output: Format,
+    pub output: CheckFormat,
     /// Node names listed per reason in text output.
     #[arg(long, env = "NFGUARD_MAX_NODES", default_value_t = 10)]
     pub max_nodes: usize,
+}
+
+/// `check`'s own formats: the shared ones plus those only a gate needs, so
+/// other subcommands never accept `-o junit` and print something else.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum CheckFormat {
+    Json,
+    Yaml,
+    #[default]
+    Text,
+    Junit,
+    Github,
+    Sarif,
+}
+
+impl From<Format> for CheckFormat {
+    fn from(f: Format) -> Self {
+        match f {
+            Format::Json => CheckFormat::Json,
+            Format::Yaml => CheckFormat::Yaml,
+            Format::Text => CheckFormat::Text,
+        }
+    }
 }
 
 /// Injectable dependencies (tests pass a fake resolver or a mock client).
@@ -103,7 +127,10 @@ pub async fn gather(args: &Args, client: Option<kube::Client>) -> anyhow::Result
     let manifests = load::load_manifests(&args.files)?;
     let mut inputs = Inputs {
         workloads: manifests.workloads,
+        sources: manifests.sources,
         notes: manifests.notes,
+        note_files: manifests.note_files,
+        files: args.files.clone(),
         default_platform: args.platform_default.clone(),
         ..Inputs::default()
     };
@@ -165,8 +192,20 @@ pub async fn execute(args: &Args, env: Env) -> anyhow::Result<super::Report> {
 }
 
 /// The report in the requested format.
-pub fn render(report: &super::Report, format: Format, max_nodes: usize) -> anyhow::Result<String> {
-    Ok(match render_structured(report, format)? {
+pub fn render(
+    report: &super::Report,
+    format: impl Into<CheckFormat>,
+    max_nodes: usize,
+) -> anyhow::Result<String> {
+    let shared = match format.into() {
+        CheckFormat::Json => Format::Json,
+        CheckFormat::Yaml => Format::Yaml,
+        CheckFormat::Text => Format::Text,
+        CheckFormat::Junit => return Ok(super::junit::render(report, max_nodes)),
+        CheckFormat::Github => return Ok(super::github::render(report, max_nodes)),
+        CheckFormat::Sarif => return super::sarif::render(report, max_nodes),
+    };
+    Ok(match render_structured(report, shared)? {
         Some(s) => s,
         None => report.to_text(max_nodes),
     })

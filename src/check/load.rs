@@ -2,6 +2,8 @@
 //! YAML or JSON, `List` kinds flattened, `-` for stdin) with errors that name
 //! the file, the document and the field.
 
+use super::outline::Outline;
+use super::positions::{self, ObjectSource};
 use crate::api::{NetfilterPolicy, NodeNetfilterProfile};
 use crate::compat::evaluate::{Workload, WorkloadError};
 use k8s_openapi::api::core::v1::Node;
@@ -71,6 +73,8 @@ pub struct Doc {
     pub path: String,
     /// 1-based document number within the file (List items share their List's number).
     pub doc: usize,
+    /// The index within its List for a List's item.
+    pub item: Option<usize>,
     pub value: Value,
 }
 
@@ -107,24 +111,41 @@ pub fn read_input(path: &str) -> Result<String, LoadError> {
     })
 }
 
+/// JSON (an object or an array of them) rather than a YAML stream.
+pub fn is_json(text: &str) -> bool {
+    let trimmed = text.trim_start();
+    trimmed.starts_with('{') || trimmed.starts_with('[')
+}
+
 /// Parse a JSON document or a YAML stream into documents; empty YAML
 /// documents are dropped and `*List` kinds are flattened into their items.
 pub fn parse_documents(path: &str, text: &str) -> Result<Vec<Doc>, LoadError> {
-    let trimmed = text.trim_start();
+    parse_counted(path, text).map(|(docs, _)| docs)
+}
+
+/// [`parse_documents`] and how many documents the text holds (empty ones
+/// and whole Lists counted once), which source positions are checked against.
+fn parse_counted(path: &str, text: &str) -> Result<(Vec<Doc>, usize), LoadError> {
     let mut raw: Vec<(usize, Value)> = Vec::new();
-    if trimmed.starts_with('{') || trimmed.starts_with('[') {
+    let mut count = 0;
+    if is_json(text) {
         let v: Value = serde_json::from_str(text).map_err(|error| LoadError::Json {
             path: path.to_string(),
             error,
         })?;
         match v {
             Value::Array(items) => {
+                count = items.len();
                 raw.extend(items.into_iter().enumerate().map(|(i, v)| (i + 1, v)))
             }
-            v => raw.push((1, v)),
+            v => {
+                count = 1;
+                raw.push((1, v))
+            }
         }
     } else {
         for (i, de) in serde_yaml::Deserializer::from_str(text).enumerate() {
+            count = i + 1;
             let v = Value::deserialize_yaml(de).map_err(|error| LoadError::Yaml {
                 path: path.to_string(),
                 doc: i + 1,
@@ -146,7 +167,7 @@ pub fn parse_documents(path: &str, text: &str) -> Result<Vec<Doc>, LoadError> {
         if kind.ends_with("List")
             && let Some(Value::Array(items)) = v.get("items")
         {
-            for item in items {
+            for (i, item) in items.iter().enumerate() {
                 if item.get("kind").and_then(Value::as_str).is_none() {
                     return Err(LoadError::NotAnObject {
                         path: path.to_string(),
@@ -156,6 +177,7 @@ pub fn parse_documents(path: &str, text: &str) -> Result<Vec<Doc>, LoadError> {
                 out.push(Doc {
                     path: path.to_string(),
                     doc,
+                    item: Some(i),
                     value: item.clone(),
                 });
             }
@@ -164,10 +186,11 @@ pub fn parse_documents(path: &str, text: &str) -> Result<Vec<Doc>, LoadError> {
         out.push(Doc {
             path: path.to_string(),
             doc,
+            item: None,
             value: v,
         });
     }
-    Ok(out)
+    Ok((out, count))
 }
 
 trait DeserializeYaml: Sized {
@@ -296,18 +319,29 @@ pub fn load_policies(path: &Path) -> Result<Vec<NetfilterPolicy>, LoadError> {
 /// Workloads from manifest files; other kinds come back as notes.
 pub struct Manifests {
     pub workloads: Vec<Workload>,
+    /// Where each workload is (same order as `workloads`).
+    pub sources: Vec<ObjectSource>,
     /// "skipped ConfigMap/kube-system/x (FILE): not a workload kind".
     pub notes: Vec<String>,
+    /// The file each note is about (same order as `notes`).
+    pub note_files: Vec<String>,
 }
 
 pub fn load_manifests(files: &[String]) -> Result<Manifests, LoadError> {
     let mut workloads = Vec::new();
+    let mut sources = Vec::new();
     let mut notes = Vec::new();
+    let mut note_files = Vec::new();
     for f in files {
         let text = read_input(f)?;
-        for d in parse_documents(f, &text)? {
+        let (docs, count) = parse_counted(f, &text)?;
+        let outlines = positions::file_outlines(&text, is_json(&text), count);
+        for d in docs {
             match Workload::from_value(&d.value) {
-                Ok(Some(w)) => workloads.push(w),
+                Ok(Some(w)) => {
+                    sources.push(source_of(f, &d, &w, outlines.as_deref()));
+                    workloads.push(w);
+                }
                 Ok(None) => {
                     let kind = d.value.get("kind").and_then(Value::as_str).unwrap_or("?");
                     let name = d
@@ -319,6 +353,7 @@ pub fn load_manifests(files: &[String]) -> Result<Manifests, LoadError> {
                         "skipped {kind}/{name} ({f}, document {}): not a workload kind",
                         d.doc
                     ));
+                    note_files.push(f.clone());
                 }
                 Err(error) => {
                     return Err(LoadError::Workload {
@@ -340,5 +375,28 @@ pub fn load_manifests(files: &[String]) -> Result<Manifests, LoadError> {
             },
         });
     }
-    Ok(Manifests { workloads, notes })
+    Ok(Manifests {
+        workloads,
+        sources,
+        notes,
+        note_files,
+    })
+}
+
+/// The workload's file (None for stdin) and, when the scanner finds it, its lines.
+fn source_of(file: &str, d: &Doc, w: &Workload, outlines: Option<&[Outline]>) -> ObjectSource {
+    let kind = w.kind.as_str();
+    let name = d.value.pointer("/metadata/name").and_then(Value::as_str);
+    let located = outlines
+        .and_then(|docs| positions::object_outline(docs, d.doc, d.item, kind, name))
+        .map(|o| positions::locate(o, w.kind));
+    let (line, containers) = match located {
+        Some((line, containers)) => (Some(line), containers),
+        None => (None, Vec::new()),
+    };
+    ObjectSource {
+        file: (file != "-").then(|| file.to_string()),
+        line,
+        containers,
+    }
 }

@@ -2,11 +2,19 @@
 //! live cluster), resolves the images that matter, and runs the very same
 //! pure `compat::evaluate` the webhook and controller use.
 
+pub mod classes;
 pub mod cli;
 pub mod cluster;
+pub mod github;
+pub mod junit;
 pub mod load;
+pub mod outline;
+pub mod positions;
 pub mod report;
 pub mod resolve;
+pub mod sarif;
+#[cfg(test)]
+mod test_data;
 
 use crate::api::{NetfilterPolicy, NodeNetfilterProfile};
 use crate::compat::evaluate::{
@@ -39,6 +47,12 @@ pub struct Inputs {
     pub default_platform: String,
     /// Notes to show (skipped documents, ...).
     pub notes: Vec<String>,
+    /// The file each note is about (same order as `notes`; may be empty).
+    pub note_files: Vec<String>,
+    /// Where each workload is (same order as `workloads`; may be empty).
+    pub sources: Vec<positions::ObjectSource>,
+    /// The manifest files, in the order given.
+    pub files: Vec<String>,
 }
 
 /// How image look-ups are run.
@@ -84,14 +98,19 @@ pub async fn check(inputs: &Inputs, opts: &ResolveOptions) -> Result<Report, Che
         .workloads
         .iter()
         .zip(&plans)
-        .map(|(w, plan)| {
+        .enumerate()
+        .map(|(i, (w, plan))| {
             let d = evaluate(&EvalInput {
                 workload: w,
                 candidates: &plan.candidates,
                 images: &images,
                 policy: &plan.policy,
             });
-            ObjectResult::new(w.object_ref(), d)
+            ObjectResult {
+                source: inputs.sources.get(i).cloned(),
+                nodes: classes::candidate_nodes(&plan.candidates),
+                ..ObjectResult::new(w.object_ref(), d)
+            }
         })
         .collect();
     let verdict = results
@@ -103,5 +122,7 @@ pub async fn check(inputs: &Inputs, opts: &ResolveOptions) -> Result<Report, Che
         verdict,
         results,
         notes: inputs.notes.clone(),
+        note_files: inputs.note_files.clone(),
+        files: inputs.files.clone(),
     })
 }

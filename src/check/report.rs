@@ -1,5 +1,8 @@
-//! The check report: JSON (a contract for CI pipelines) and text.
+//! The check report: JSON (a contract for CI pipelines) and text. What only
+//! the CI formats need (source lines, candidate nodes) is kept out of JSON.
 
+use super::classes::CandidateNode;
+use super::positions::ObjectSource;
 use crate::compat::evaluate::{Decision, Reason, Verdict};
 use serde::Serialize;
 
@@ -11,6 +14,12 @@ pub struct Report {
     pub results: Vec<ObjectResult>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// The file each note is about (same order as `notes`).
+    #[serde(skip)]
+    pub note_files: Vec<String>,
+    /// The manifest files, in the order given.
+    #[serde(skip)]
+    pub files: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -22,6 +31,12 @@ pub struct ObjectResult {
     pub reasons: Vec<Reason>,
     pub candidate_nodes: usize,
     pub containers_in_scope: usize,
+    /// Where the object is; None when not loaded from a file.
+    #[serde(skip)]
+    pub source: Option<ObjectSource>,
+    /// Every candidate node with its class label (reasons name only some).
+    #[serde(skip)]
+    pub nodes: Vec<CandidateNode>,
 }
 
 impl ObjectResult {
@@ -32,6 +47,8 @@ impl ObjectResult {
             reasons: d.reasons,
             candidate_nodes: d.candidate_nodes,
             containers_in_scope: d.containers_in_scope,
+            source: None,
+            nodes: Vec::new(),
         }
     }
 }
