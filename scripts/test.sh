@@ -42,6 +42,10 @@ scripts/fetch-iptables.sh "$NFGUARD_FIXTURES/iptables"
 # Privileged tests must run here, never skip silently.
 export NFGUARD_REQUIRE_PRIVILEGED=1
 
+# krew's manifest validator and installer for tests/plugin_krew.rs.
+NFGUARD_KREW_TOOLS="$(scripts/go-tool.sh krew)"
+export NFGUARD_KREW_TOOLS
+
 cargo build --locked --all-targets
 
 # The e2e scenarios on a real cluster built from Kubernetes' sources

@@ -421,6 +421,13 @@ async fn labels_conditions_and_writers_applied() {
         text.contains("nfguard_controller_nodes{backend=\"nft\"} 1"),
         "{text}"
     );
+    // The conditions just written, per node (alerts name the node).
+    assert!(
+        text.contains(
+            "nfguard_controller_node_condition{node=\"n1\",condition=\"Healthy\",status=\"True\"} 1"
+        ),
+        "{text}"
+    );
 }
 
 #[tokio::test]
@@ -448,12 +455,21 @@ async fn in_sync_node_costs_only_reads() {
             list("NetfilterPolicy", "nfguard.io/v1alpha1", vec![])
         }),
     ]);
-    let (ctx, _) = make_ctx(client, std::slice::from_ref(&n1), ImageResolutions::new());
+    let (ctx, metrics) = make_ctx(client, std::slice::from_ref(&n1), ImageResolutions::new());
     let plan = reconcile_node(&n1, &ctx).await.unwrap();
     assert!(plan.status.is_none() && plan.label_patch.is_none());
     drop(ctx);
     let (_, events) = finish(task).await;
     assert!(events.is_empty(), "{:?}", event_reasons(&events));
+    // Nothing written: the metrics take the profile's (in-sync) conditions.
+    let text = metrics.encode();
+    for line in [
+        "nfguard_controller_node_condition{node=\"n1\",condition=\"Fresh\",status=\"True\"} 1",
+        "nfguard_controller_node_condition{node=\"n1\",condition=\"Fresh\",status=\"Unknown\"} 0",
+        "nfguard_controller_node_last_probe_timestamp_seconds{node=\"n1\"} 1772366370",
+    ] {
+        assert!(text.contains(line), "{line} in {text}");
+    }
 }
 
 #[tokio::test]
@@ -494,7 +510,7 @@ async fn labels_removed_when_the_profile_goes_away() {
             (200, c.body.clone())
         }),
     ]);
-    let (ctx, _) = make_ctx(client, std::slice::from_ref(&n1), ImageResolutions::new());
+    let (ctx, metrics) = make_ctx(client, std::slice::from_ref(&n1), ImageResolutions::new());
     reconcile_node(&n1, &ctx).await.unwrap();
     drop(ctx);
     let (_, events) = finish(task).await;
@@ -505,6 +521,15 @@ async fn labels_removed_when_the_profile_goes_away() {
             ("LabelsUpdated".to_string(), "Node".to_string()),
             ("Untainted".into(), "Node".into())
         ]
+    );
+    let text = metrics.encode();
+    assert!(
+        text.contains("nfguard_controller_nodes_without_profile 1\n"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("node=\"n1\""),
+        "no per-node series without a profile: {text}"
     );
 }
 

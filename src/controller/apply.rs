@@ -3,7 +3,9 @@
 //! controller's status fields, and events on the Node and the profile.
 
 use super::FIELD_MANAGER;
-use super::metrics::{Change, Metrics, Stage, StageLabel, TaintChangeLabel, TaintLabel};
+use super::metrics::{
+    Change, Metrics, NodeObservation, Stage, StageLabel, TaintChangeLabel, TaintLabel,
+};
 use super::plan::{EventTarget, NodePlan, PlannedEvent};
 use super::taints::TaintChange;
 use crate::api::NodeNetfilterProfile;
@@ -141,7 +143,7 @@ impl Applier<'_> {
             self.publish(e, &node_ref, profile_ref.as_ref()).await;
         }
         self.metrics
-            .observe_node(&name, plan.backend, &plan.hazards);
+            .observe_node(&name, &NodeObservation::of(profile, plan));
         Ok(())
     }
 

@@ -1,8 +1,17 @@
 //! Prometheus metrics with bounded labels: backends (5 values), hazard codes
-//! (a fixed enum), taint keys (2), error stages (5). Never a node name.
+//! (a fixed enum), taint keys (2), error stages (5), condition types (3) and
+//! statuses (3), host iptables versions (the releases the nodes run: a
+//! handful). Two per-node families carry a `node` label: an alert on a
+//! degraded or stale node must name it, and there are as many of those
+//! series as the cluster has Nodes (the bound kube-state-metrics' per-node
+//! series live with too): `node_condition` (9 per node with a profile) and
+//! `node_last_probe_timestamp_seconds` (1 per node with a heartbeat).
 
-use crate::api::ActiveBackend;
+use super::conditions::{CONSISTENT, FRESH, HEALTHY};
+use super::plan::NodePlan;
+use crate::api::{ActiveBackend, NodeNetfilterProfile};
 use crate::compat::HazardCode;
+use k8s_openapi::jiff::Timestamp;
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -23,8 +32,25 @@ pub struct HazardLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VersionLabel {
+    pub version: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TaintLabel {
     pub taint: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NodeLabel {
+    pub node: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NodeConditionLabel {
+    pub node: String,
+    pub condition: &'static str,
+    pub status: &'static str,
 }
 
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
@@ -56,10 +82,71 @@ pub struct TaintChangeLabel {
 }
 
 const BACKENDS: [&str; 5] = ["nft", "legacy", "mixed", "none", "unknown"];
+/// The condition types the controller writes, and their statuses.
+const CONDITIONS: [&str; 3] = [FRESH, HEALTHY, CONSISTENT];
+const STATUSES: [&str; 3] = ["True", "False", "Unknown"];
+
+/// What one reconcile learned about a node (kept in memory, never a label
+/// except the node name of the per-node families).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeObservation {
+    pub backend: Option<ActiveBackend>,
+    /// The host's iptables release (`status.iptables.version`).
+    pub iptables_version: Option<String>,
+    pub hazards: Vec<HazardCode>,
+    /// Whether the node has a NodeNetfilterProfile at all.
+    pub has_profile: bool,
+    /// (type, status) of the profile's conditions after the reconcile.
+    pub conditions: Vec<(String, String)>,
+    /// The reporter's last probe (`lastProbeTime`), Unix seconds.
+    pub last_probe: Option<i64>,
+}
+
+impl NodeObservation {
+    /// The node as the plan leaves it: the conditions the plan writes, or
+    /// (when it writes none) the profile's, which are then already in sync.
+    pub fn of(profile: Option<&NodeNetfilterProfile>, plan: &NodePlan) -> Self {
+        let current = profile.and_then(|p| p.status.as_ref());
+        let conditions = plan
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .or_else(|| current.and_then(|s| s.conditions.as_ref()))
+            .map(|cs| {
+                cs.iter()
+                    .map(|c| (c.type_.clone(), c.status.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let last_probe = current
+            .and_then(|s| s.last_probe_time.as_deref())
+            .and_then(|t| t.trim().parse::<Timestamp>().ok())
+            .map(|t| t.as_second());
+        NodeObservation {
+            backend: plan.backend,
+            iptables_version: current
+                .and_then(|s| s.iptables.as_ref())
+                .and_then(|i| i.version)
+                .map(|v| v.to_string()),
+            hazards: plan.hazards.clone(),
+            has_profile: profile.is_some(),
+            conditions,
+            last_probe,
+        }
+    }
+
+    fn status_of(&self, condition: &str) -> Option<&str> {
+        self.conditions
+            .iter()
+            .find(|(t, _)| t == condition)
+            .map(|(_, s)| s.as_str())
+    }
+}
 
 pub struct Metrics {
     registry: Registry,
     pub nodes_by_backend: Family<BackendLabel, Gauge>,
+    pub nodes_by_version: Family<VersionLabel, Gauge>,
     pub nodes_by_hazard: Family<HazardLabel, Gauge>,
     pub reconcile_duration: Histogram,
     pub reconcile_errors: Family<StageLabel, Counter>,
@@ -68,8 +155,12 @@ pub struct Metrics {
     pub taint_changes: Family<TaintChangeLabel, Counter>,
     pub orphans_deleted: Counter,
     pub leader: Gauge,
-    /// Per-node facts behind the gauges (memory only, never a label).
-    nodes: Mutex<HashMap<String, (Option<ActiveBackend>, Vec<HazardCode>)>>,
+    pub nodes_without_profile: Gauge,
+    /// 1 for a node's current condition status, 0 for the other two.
+    pub node_condition: Family<NodeConditionLabel, Gauge>,
+    pub node_last_probe: Family<NodeLabel, Gauge>,
+    /// Per-node facts behind the gauges.
+    nodes: Mutex<HashMap<String, NodeObservation>>,
 }
 
 impl Default for Metrics {
@@ -83,6 +174,7 @@ impl Metrics {
         let mut registry = Registry::with_prefix("nfguard_controller");
         let m = Metrics {
             nodes_by_backend: Family::default(),
+            nodes_by_version: Family::default(),
             nodes_by_hazard: Family::default(),
             reconcile_duration: Histogram::new(exponential_buckets(0.001, 2.0, 14)),
             reconcile_errors: Family::default(),
@@ -91,6 +183,9 @@ impl Metrics {
             taint_changes: Family::default(),
             orphans_deleted: Counter::default(),
             leader: Gauge::default(),
+            nodes_without_profile: Gauge::default(),
+            node_condition: Family::default(),
+            node_last_probe: Family::default(),
             nodes: Mutex::new(HashMap::new()),
             registry: Registry::default(),
         };
@@ -98,6 +193,11 @@ impl Metrics {
             "nodes",
             "Nodes by the backend holding their rules",
             m.nodes_by_backend.clone(),
+        );
+        registry.register(
+            "nodes_by_iptables_version",
+            "Nodes by the release of the host's iptables (unknown: not probed)",
+            m.nodes_by_version.clone(),
         );
         registry.register(
             "nodes_with_hazard",
@@ -139,6 +239,21 @@ impl Metrics {
             "1 while this replica holds the lease",
             m.leader.clone(),
         );
+        registry.register(
+            "nodes_without_profile",
+            "Nodes that have no NodeNetfilterProfile (no reporter has written one)",
+            m.nodes_without_profile.clone(),
+        );
+        registry.register(
+            "node_condition",
+            "1 for the current status of each NodeNetfilterProfile condition, 0 for the others",
+            m.node_condition.clone(),
+        );
+        registry.register(
+            "node_last_probe_timestamp_seconds",
+            "Unix time of the reporter's last probe of the node (lastProbeTime)",
+            m.node_last_probe.clone(),
+        );
         for b in BACKENDS {
             let _ = m
                 .nodes_by_backend
@@ -147,10 +262,11 @@ impl Metrics {
         Metrics { registry, ..m }
     }
 
-    /// Record a node's backend and hazards, refreshing the gauges.
-    pub fn observe_node(&self, node: &str, backend: Option<ActiveBackend>, hazards: &[HazardCode]) {
+    /// Record what a reconcile learned about a node, refreshing the gauges.
+    pub fn observe_node(&self, node: &str, seen: &NodeObservation) {
         let mut nodes = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
-        nodes.insert(node.to_string(), (backend, hazards.to_vec()));
+        self.publish_node(node, Some(seen));
+        nodes.insert(node.to_string(), seen.clone());
         self.refresh(&nodes);
     }
 
@@ -158,24 +274,95 @@ impl Metrics {
     pub fn forget_node(&self, node: &str) {
         let mut nodes = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
         if nodes.remove(node).is_some() {
+            self.publish_node(node, None);
             self.refresh(&nodes);
         }
     }
 
-    fn refresh(&self, nodes: &HashMap<String, (Option<ActiveBackend>, Vec<HazardCode>)>) {
-        let mut by_backend: HashMap<&str, i64> = BACKENDS.iter().map(|b| (*b, 0)).collect();
-        let mut by_hazard: HashMap<String, i64> = HashMap::new();
-        for (backend, hazards) in nodes.values() {
-            *by_backend
-                .entry(backend.map_or("unknown", |b| b.as_str()))
-                .or_default() += 1;
-            for h in hazards {
-                *by_hazard.entry(h.to_string()).or_default() += 1;
+    /// Forget every node not in `existing` (the orphan sweep's Node list:
+    /// catches deletions this replica did not see, e.g. while standing by).
+    pub fn retain_nodes(&self, existing: &std::collections::HashSet<String>) {
+        let mut nodes = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
+        let gone: Vec<String> = nodes
+            .keys()
+            .filter(|n| !existing.contains(*n))
+            .cloned()
+            .collect();
+        for n in &gone {
+            nodes.remove(n);
+            self.publish_node(n, None);
+        }
+        if !gone.is_empty() {
+            self.refresh(&nodes);
+        }
+    }
+
+    /// The per-node series of one node (None: remove them). Only this
+    /// node's series are touched, so a reconcile costs O(1) here.
+    fn publish_node(&self, node: &str, seen: Option<&NodeObservation>) {
+        for condition in CONDITIONS {
+            let current = seen.and_then(|s| s.status_of(condition));
+            for status in STATUSES {
+                let labels = NodeConditionLabel {
+                    node: node.to_string(),
+                    condition,
+                    status,
+                };
+                match current {
+                    Some(c) => {
+                        self.node_condition
+                            .get_or_create(&labels)
+                            .set(i64::from(c == status));
+                    }
+                    None => {
+                        self.node_condition.remove(&labels);
+                    }
+                }
             }
         }
+        let labels = NodeLabel {
+            node: node.to_string(),
+        };
+        match seen.and_then(|s| s.last_probe) {
+            Some(t) => {
+                self.node_last_probe.get_or_create(&labels).set(t);
+            }
+            None => {
+                self.node_last_probe.remove(&labels);
+            }
+        }
+    }
+
+    fn refresh(&self, nodes: &HashMap<String, NodeObservation>) {
+        let mut by_backend: HashMap<&str, i64> = BACKENDS.iter().map(|b| (*b, 0)).collect();
+        let mut by_version: HashMap<&str, i64> = HashMap::new();
+        let mut by_hazard: HashMap<String, i64> = HashMap::new();
+        let mut without_profile = 0;
+        for seen in nodes.values() {
+            *by_backend
+                .entry(seen.backend.map_or("unknown", |b| b.as_str()))
+                .or_default() += 1;
+            *by_version
+                .entry(seen.iptables_version.as_deref().unwrap_or("unknown"))
+                .or_default() += 1;
+            for h in &seen.hazards {
+                *by_hazard.entry(h.to_string()).or_default() += 1;
+            }
+            without_profile += i64::from(!seen.has_profile);
+        }
+        self.nodes_without_profile.set(without_profile);
         for (b, n) in by_backend {
             self.nodes_by_backend
                 .get_or_create(&BackendLabel { backend: b.into() })
+                .set(n);
+        }
+        // Versions no node runs any more go away.
+        self.nodes_by_version.clear();
+        for (version, n) in by_version {
+            self.nodes_by_version
+                .get_or_create(&VersionLabel {
+                    version: version.to_string(),
+                })
                 .set(n);
         }
         // Codes no node has any more drop to 0 (the label set stays bounded by the enum).
@@ -200,17 +387,36 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::{Condition, NodeNetfilterProfileStatus};
+
+    fn seen(backend: Option<ActiveBackend>, hazards: &[HazardCode]) -> NodeObservation {
+        NodeObservation {
+            backend,
+            hazards: hazards.to_vec(),
+            has_profile: true,
+            ..Default::default()
+        }
+    }
+
+    fn conditions(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(t, s)| (t.to_string(), s.to_string()))
+            .collect()
+    }
 
     #[test]
     fn gauges_follow_the_nodes_seen() {
         let m = Metrics::new();
         m.observe_node(
             "a",
-            Some(ActiveBackend::Nft),
-            &[HazardCode::FirewallUnconditionalDrop],
+            &seen(
+                Some(ActiveBackend::Nft),
+                &[HazardCode::FirewallUnconditionalDrop],
+            ),
         );
-        m.observe_node("b", Some(ActiveBackend::Nft), &[]);
-        m.observe_node("c", None, &[]);
+        m.observe_node("b", &seen(Some(ActiveBackend::Nft), &[]));
+        m.observe_node("c", &seen(None, &[]));
         let text = m.encode();
         assert!(
             text.contains("nfguard_controller_nodes{backend=\"nft\"} 2"),
@@ -226,7 +432,7 @@ mod tests {
             ),
             "{text}"
         );
-        m.observe_node("a", Some(ActiveBackend::Legacy), &[]);
+        m.observe_node("a", &seen(Some(ActiveBackend::Legacy), &[]));
         m.forget_node("c");
         let text = m.encode();
         assert!(
@@ -242,5 +448,133 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("FirewallUnconditionalDrop\"} 1"), "{text}");
+    }
+
+    #[test]
+    fn conditions_are_one_for_the_current_status_and_zero_for_the_others() {
+        let m = Metrics::new();
+        let mut a = seen(Some(ActiveBackend::Nft), &[]);
+        a.iptables_version = Some("1.8.9".into());
+        a.conditions = conditions(&[("Fresh", "Unknown"), ("Healthy", "False")]);
+        a.last_probe = Some(1_700_000_000);
+        m.observe_node("a", &a);
+        let text = m.encode();
+        for (condition, status, value) in [
+            ("Fresh", "Unknown", 1),
+            ("Fresh", "True", 0),
+            ("Fresh", "False", 0),
+            ("Healthy", "False", 1),
+            ("Healthy", "True", 0),
+        ] {
+            let line = format!(
+                "nfguard_controller_node_condition{{node=\"a\",condition=\"{condition}\",status=\"{status}\"}} {value}\n"
+            );
+            assert!(text.contains(&line), "{line} in {text}");
+        }
+        assert!(
+            !text.contains("condition=\"Consistent\""),
+            "not reported: {text}"
+        );
+        assert!(
+            text.contains("nfguard_controller_nodes_by_iptables_version{version=\"1.8.9\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "nfguard_controller_node_last_probe_timestamp_seconds{node=\"a\"} 1700000000\n"
+            ),
+            "{text}"
+        );
+        // A status change flips the values in place; a node that goes away
+        // takes its series with it.
+        a.conditions = conditions(&[("Fresh", "True")]);
+        a.last_probe = None;
+        m.observe_node("a", &a);
+        let text = m.encode();
+        assert!(
+            text.contains("node_condition{node=\"a\",condition=\"Fresh\",status=\"True\"} 1"),
+            "{text}"
+        );
+        assert!(!text.contains("condition=\"Healthy\""), "{text}");
+        assert!(!text.contains("last_probe_timestamp_seconds{"), "{text}");
+        m.forget_node("a");
+        assert!(!m.encode().contains("node=\"a\""), "{}", m.encode());
+    }
+
+    #[test]
+    fn nodes_without_profile_are_counted_and_vanished_nodes_pruned() {
+        let m = Metrics::new();
+        m.observe_node("bare", &NodeObservation::default());
+        let mut p = seen(Some(ActiveBackend::Nft), &[]);
+        p.conditions = conditions(&[("Healthy", "True")]);
+        m.observe_node("profiled", &p);
+        assert!(
+            m.encode()
+                .contains("nfguard_controller_nodes_without_profile 1\n"),
+            "{}",
+            m.encode()
+        );
+        m.retain_nodes(&["bare".to_string()].into_iter().collect());
+        let text = m.encode();
+        assert!(!text.contains("node=\"profiled\""), "{text}");
+        assert!(
+            text.contains("nfguard_controller_nodes{backend=\"nft\"} 0"),
+            "{text}"
+        );
+        m.retain_nodes(&Default::default());
+        assert!(
+            m.encode()
+                .contains("nfguard_controller_nodes_without_profile 0\n"),
+            "{}",
+            m.encode()
+        );
+    }
+
+    fn condition(type_: &str, status: &str) -> Condition {
+        Condition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: "R".into(),
+            message: String::new(),
+            last_transition_time: String::new(),
+            observed_generation: None,
+        }
+    }
+
+    #[test]
+    fn an_observation_takes_the_conditions_the_plan_writes_else_the_profiles() {
+        let mut profile = NodeNetfilterProfile::new("n1", Default::default());
+        profile.status = Some(NodeNetfilterProfileStatus {
+            last_probe_time: Some("2026-03-01T12:00:00Z".into()),
+            iptables: Some(crate::compat::IptablesFacts {
+                version: Some("1.8.7".parse().unwrap()),
+                ..Default::default()
+            }),
+            conditions: Some(vec![condition("Healthy", "True")]),
+            ..Default::default()
+        });
+        let mut plan = NodePlan {
+            backend: Some(ActiveBackend::Legacy),
+            hazards: vec![HazardCode::MixedBackends],
+            ..Default::default()
+        };
+        let o = NodeObservation::of(Some(&profile), &plan);
+        assert_eq!(o.conditions, conditions(&[("Healthy", "True")]));
+        assert_eq!(o.last_probe, Some(1_772_366_400));
+        assert_eq!(o.backend, Some(ActiveBackend::Legacy));
+        assert_eq!(o.iptables_version.as_deref(), Some("1.8.7"));
+        assert_eq!(o.hazards, vec![HazardCode::MixedBackends]);
+        assert!(o.has_profile);
+        plan.status = Some(NodeNetfilterProfileStatus {
+            conditions: Some(vec![condition("Healthy", "False")]),
+            ..Default::default()
+        });
+        let o = NodeObservation::of(Some(&profile), &plan);
+        assert_eq!(o.conditions, conditions(&[("Healthy", "False")]));
+        profile.status.as_mut().unwrap().last_probe_time = Some("yesterday".into());
+        assert_eq!(NodeObservation::of(Some(&profile), &plan).last_probe, None);
+        let bare = NodeObservation::of(None, &NodePlan::default());
+        assert!(!bare.has_profile);
+        assert!(bare.conditions.is_empty());
     }
 }

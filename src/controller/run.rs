@@ -167,7 +167,7 @@ pub async fn run_controller(
         client: client.clone(),
         images,
         clock,
-        metrics,
+        metrics: metrics.clone(),
         recorder,
         nodes: store,
         tainted: Mutex::new(HashMap::new()),
@@ -197,11 +197,16 @@ pub async fn run_controller(
         .with_config(ControllerConfig::default().concurrency(1))
         .graceful_shutdown_on(stop)
         .run(reconcile, error_policy, ctx)
-        .for_each(|res| async move {
+        .for_each(|res| {
             match res {
                 Ok((obj, _)) => tracing::debug!(node = %obj.name, "reconciled"),
+                // A deleted Node is scheduled once more and found gone.
+                Err(kube::runtime::controller::Error::ObjectNotFound(obj)) => {
+                    metrics.forget_node(&obj.name)
+                }
                 Err(e) => tracing::debug!(error = %e, "controller"),
             }
+            std::future::ready(())
         })
         .await;
 }
@@ -233,6 +238,7 @@ pub async fn sweep_orphans(client: &kube::Client, metrics: &Metrics) -> Result<u
         .into_iter()
         .filter_map(|n| n.metadata.name)
         .collect();
+    metrics.retain_nodes(&names);
     let mut deleted = 0;
     for o in orphans(&listed, &names) {
         let dp = DeleteParams {
