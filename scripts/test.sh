@@ -35,6 +35,12 @@ command -v cargo-nextest >/dev/null || cargo install --locked cargo-nextest
 python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
   kubernetes-validate==1.37.0 jsonschema==4.26.0 PyYAML==6.0.3 common-expression-language==0.10.0
 
+# promtool and kustomize for tests/monitoring.rs (alert rules, dashboard,
+# monitoring/ kustomization): built once from the Go module proxy.
+NFGUARD_PROMTOOL="$(scripts/go-tool.sh promtool)/promtool"
+NFGUARD_KUSTOMIZE="$(scripts/go-tool.sh kustomize)/kustomize"
+export NFGUARD_PROMTOOL NFGUARD_KUSTOMIZE
+
 # Real iptables releases 1.8.7 / 1.8.9 / 1.8.11 from Debian's archive.
 export NFGUARD_FIXTURES="${NFGUARD_FIXTURES:-$PWD/target/fixtures}"
 scripts/fetch-iptables.sh "$NFGUARD_FIXTURES/iptables"
