@@ -2,7 +2,6 @@
 //! prober, the nf_tables notification socket, the API (or a file sink) and
 //! the metrics server into `run::run_loop`.
 
-use super::core::Backoff;
 use super::metrics::{Metrics, router};
 use super::nft_watch::NftWatcher;
 use super::prober::NodeProber;
@@ -68,9 +67,8 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
         poll: Duration::from_secs(args.poll_seconds),
         debounce_quiet: Duration::from_millis(args.debounce_ms),
         debounce_max: Duration::from_millis(args.debounce_ms.saturating_mul(3).max(1)),
-        backoff: Backoff::default(),
-        write_timeout: Duration::from_secs(30),
         once: args.once,
+        ..LoopConfig::default()
     };
     let metrics = Metrics::new((args.poll_seconds as i64) * 3 + 60);
 

@@ -93,6 +93,7 @@ pub struct SendState {
     last_sent_at: Option<Instant>,
     pending: Option<NodeNetfilterProfileStatus>,
     failures: u32,
+    failed_at: Option<Instant>,
     retry_at: Option<Instant>,
     started: Instant,
 }
@@ -106,6 +107,7 @@ impl SendState {
             last_sent_at: None,
             pending: None,
             failures: 0,
+            failed_at: None,
             retry_at: None,
             started,
         }
@@ -131,6 +133,13 @@ impl SendState {
             Some(last) => !same_facts(last, &status),
         };
         if changed || self.heartbeat_due(now) {
+            let new_facts = self
+                .pending
+                .as_ref()
+                .is_none_or(|p| !same_facts(p, &status));
+            if new_facts {
+                self.hurry_retry();
+            }
             self.pending = Some(status);
         } else if self
             .pending
@@ -152,6 +161,16 @@ impl SendState {
         }
     }
 
+    /// New facts arrived while a write backs off: the back-off protects the
+    /// API from retrying the same write, but a node that just changed (often
+    /// one recovering from an outage it caused itself) should not wait up to
+    /// a minute to say so. Retry one base delay after the last failure.
+    fn hurry_retry(&mut self) {
+        if let (Some(failed), Some(retry)) = (self.failed_at, self.retry_at) {
+            self.retry_at = Some(retry.min(failed + self.backoff.base));
+        }
+    }
+
     /// The write of `to_send` succeeded.
     pub fn on_sent(&mut self, now: Instant) {
         if let Some(p) = self.pending.take() {
@@ -159,6 +178,7 @@ impl SendState {
         }
         self.last_sent_at = Some(now);
         self.failures = 0;
+        self.failed_at = None;
         self.retry_at = None;
     }
 
@@ -166,6 +186,7 @@ impl SendState {
     pub fn on_failed(&mut self, now: Instant, jitter: f64) -> Duration {
         self.failures = self.failures.saturating_add(1);
         let d = self.backoff.delay(self.failures, jitter);
+        self.failed_at = Some(now);
         self.retry_at = Some(now + d);
         d
     }
@@ -327,6 +348,35 @@ mod tests {
         s.on_sent(t);
         assert_eq!(s.failures(), 0);
         assert_eq!(s.next_wake(), t + HB);
+    }
+
+    #[test]
+    fn new_facts_during_a_long_back_off_retry_one_base_after_the_failure() {
+        let t0 = Instant::now();
+        let mut s = SendState::new(HB, Backoff::default(), t0);
+        s.on_probe(status(1, "a"), t0);
+        for _ in 0..6 {
+            s.on_failed(t0, 0.0);
+        }
+        assert_eq!(
+            s.next_wake(),
+            t0 + Duration::from_secs(16),
+            "6th failure: 32 s * 0.5"
+        );
+        // The same facts again (a heartbeat or poll) keep the back-off.
+        s.on_probe(status(1, "b"), t0 + Duration::from_millis(300));
+        assert_eq!(s.next_wake(), t0 + Duration::from_secs(16));
+        // A changed ruleset brings the retry forward to failure + base.
+        s.on_probe(status(2, "c"), t0 + Duration::from_millis(400));
+        assert_eq!(s.next_wake(), t0 + Duration::from_secs(1));
+        assert!(s.to_send(t0 + Duration::from_millis(900)).is_none());
+        assert!(s.to_send(t0 + Duration::from_secs(1)).is_some());
+        // A change noticed later than that retries at once, never earlier
+        // than now.
+        let t1 = t0 + Duration::from_secs(3);
+        s.on_failed(t1, 0.0);
+        s.on_probe(status(3, "d"), t1 + Duration::from_secs(2));
+        assert!(s.retry_due(t1 + Duration::from_secs(2)));
     }
 
     #[test]

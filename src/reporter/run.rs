@@ -52,7 +52,7 @@ impl Default for LoopConfig {
             debounce_quiet: Duration::from_millis(100),
             debounce_max: Duration::from_millis(300),
             backoff: Backoff::default(),
-            write_timeout: Duration::from_secs(30),
+            write_timeout: Duration::from_secs(10),
             once: false,
         }
     }
