@@ -1,7 +1,8 @@
 //! `--self-signed` against kube's mock client: Secret creation, the
 //! two-replicas race (409 AlreadyExists -> read and use the winner's),
-//! rotation guarded by resourceVersion, and the caBundle patch. Each step
-//! asserts method, path and body of what the webhook sends.
+//! rotation guarded by resourceVersion, the caBundle patch, and the Secret's
+//! owner (the webhook configuration, read first). Each step asserts method,
+//! path and body of what the webhook sends.
 
 use base64::Engine;
 use http::{Method, Request, Response};
@@ -46,12 +47,17 @@ fn ok(v: Value) -> Response<Body> {
         .unwrap()
 }
 
+/// The Secret as the webhook makes it (owned by the webhook configuration).
 fn secret_json(m: &Material, rv: &str) -> Value {
     let b = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
     json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
-        "metadata": {"name": "nfguard-webhook-tls", "namespace": "nfguard-system", "resourceVersion": rv},
+        "metadata": {"name": "nfguard-webhook-tls", "namespace": "nfguard-system", "resourceVersion": rv,
+            "ownerReferences": [{"apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingWebhookConfiguration", "name": "nfguard", "uid": VWC_UID}]},
         "data": {"ca.crt": b(&m.ca_pem), "tls.crt": b(&m.cert_pem), "tls.key": b(&m.key_pem)}})
 }
+
+const VWC_UID: &str = "0b1c2d3e-0000-4000-8000-00000000f00d";
 
 fn vwc_json(ca: Option<&str>) -> Value {
     let mut cc = json!({"service": {"name": "nfguard-webhook", "namespace": "nfguard-system", "path": "/validate", "port": 443}});
@@ -59,7 +65,7 @@ fn vwc_json(ca: Option<&str>) -> Value {
         cc["caBundle"] = json!(base64::engine::general_purpose::STANDARD.encode(ca));
     }
     json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
-    "metadata": {"name": "nfguard"},
+    "metadata": {"name": "nfguard", "uid": VWC_UID},
     "webhooks": [
         {"name": "workloads.nfguard.io", "clientConfig": cc.clone(), "sideEffects": "None", "admissionReviewVersions": ["v1"], "failurePolicy": "Ignore"},
         {"name": "pods.nfguard.io", "clientConfig": cc, "sideEffects": "None", "admissionReviewVersions": ["v1"], "failurePolicy": "Ignore"}
@@ -118,10 +124,18 @@ async fn creates_secret_and_patches_ca_bundle() {
             async move { bootstrap::bootstrap_once(&client, &c, SystemTime::now()).await },
         );
 
+    let (_, send) = expect(&mut h, Method::GET, VWC_PATH).await;
+    send.send_response(ok(vwc_json(None)));
     let (_, send) = expect(&mut h, Method::GET, SECRET_PATH).await;
     send.send_response(status(404, "NotFound"));
     let (created, send) = expect(&mut h, Method::POST, SECRETS_PATH).await;
     assert_eq!(created["type"], "kubernetes.io/tls");
+    assert_eq!(
+        created["metadata"]["ownerReferences"],
+        json!([{"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+                "name": "nfguard", "uid": VWC_UID}]),
+        "owned by the webhook configuration, so deleting nfguard deletes it"
+    );
     assert_eq!(created["metadata"]["name"], "nfguard-webhook-tls");
     let ca = decode(&created, "ca.crt");
     let cert = decode(&created, "tls.crt");
@@ -136,8 +150,6 @@ async fn creates_secret_and_patches_ca_bundle() {
         ]
     );
     send.send_response(ok(created.clone()));
-    let (_, send) = expect(&mut h, Method::GET, VWC_PATH).await;
-    send.send_response(ok(vwc_json(None)));
     let (patch, send) = expect(&mut h, Method::PATCH, VWC_PATH).await;
     let want_b64 = base64::engine::general_purpose::STANDARD.encode(&ca);
     assert_eq!(
@@ -164,13 +176,6 @@ async fn losing_the_creation_race_uses_the_winners_certificate() {
             async move { bootstrap::bootstrap_once(&client, &c, SystemTime::now()).await },
         );
 
-    let (_, send) = expect(&mut h, Method::GET, SECRET_PATH).await;
-    send.send_response(status(404, "NotFound"));
-    let (ours, send) = expect(&mut h, Method::POST, SECRETS_PATH).await;
-    assert_ne!(decode(&ours, "tls.crt"), winner.cert_pem);
-    send.send_response(status(409, "AlreadyExists"));
-    let (_, send) = expect(&mut h, Method::GET, SECRET_PATH).await;
-    send.send_response(ok(secret_json(&winner, "42")));
     let (_, send) = expect(&mut h, Method::GET, VWC_PATH).await;
     // The winner already patched webhook 0; only webhook 1 needs it.
     let mut vwc = vwc_json(Some(&winner.ca_pem));
@@ -179,6 +184,13 @@ async fn losing_the_creation_race_uses_the_winners_certificate() {
         .unwrap()
         .remove("caBundle");
     send.send_response(ok(vwc));
+    let (_, send) = expect(&mut h, Method::GET, SECRET_PATH).await;
+    send.send_response(status(404, "NotFound"));
+    let (ours, send) = expect(&mut h, Method::POST, SECRETS_PATH).await;
+    assert_ne!(decode(&ours, "tls.crt"), winner.cert_pem);
+    send.send_response(status(409, "AlreadyExists"));
+    let (_, send) = expect(&mut h, Method::GET, SECRET_PATH).await;
+    send.send_response(ok(secret_json(&winner, "42")));
     let (patch, send) = expect(&mut h, Method::PATCH, VWC_PATH).await;
     assert_eq!(
         patch,
@@ -200,10 +212,10 @@ async fn current_secret_and_bundle_send_no_writes() {
         tokio::spawn(
             async move { bootstrap::bootstrap_once(&client, &c, SystemTime::now()).await },
         );
-    let (_, send) = expect(&mut h, Method::GET, SECRET_PATH).await;
-    send.send_response(ok(secret_json(&existing, "7")));
     let (_, send) = expect(&mut h, Method::GET, VWC_PATH).await;
     send.send_response(ok(vwc_json(Some(&existing.ca_pem))));
+    let (_, send) = expect(&mut h, Method::GET, SECRET_PATH).await;
+    send.send_response(ok(secret_json(&existing, "7")));
     let (m, _) = task.await.unwrap().unwrap();
     assert_eq!(m, existing);
     // No further request (no PATCH, no PUT).
@@ -226,9 +238,15 @@ async fn rotates_before_expiry_keeping_the_old_ca_in_the_bundle() {
         tokio::spawn(
             async move { bootstrap::bootstrap_once(&client, &c, SystemTime::now()).await },
         );
+    let (_, send) = expect(&mut h, Method::GET, VWC_PATH).await;
+    send.send_response(ok(vwc_json(Some(&old.ca_pem))));
     let (_, send) = expect(&mut h, Method::GET, SECRET_PATH).await;
     send.send_response(ok(secret_json(&old, "100")));
     let (put, send) = expect(&mut h, Method::PUT, SECRET_PATH).await;
+    assert_eq!(
+        put["metadata"]["ownerReferences"][0]["uid"], VWC_UID,
+        "the rotated Secret keeps its owner"
+    );
     assert_eq!(
         put["metadata"]["resourceVersion"], "100",
         "guarded by resourceVersion"
@@ -238,8 +256,6 @@ async fn rotates_before_expiry_keeping_the_old_ca_in_the_bundle() {
     assert_eq!(bundle.matches("BEGIN CERTIFICATE").count(), 2);
     assert_ne!(decode(&put, "tls.crt"), old.cert_pem);
     send.send_response(ok(put.clone()));
-    let (_, send) = expect(&mut h, Method::GET, VWC_PATH).await;
-    send.send_response(ok(vwc_json(Some(&old.ca_pem))));
     let (patch, send) = expect(&mut h, Method::PATCH, VWC_PATH).await;
     assert_eq!(
         patch[0]["value"],
@@ -266,14 +282,14 @@ async fn rotation_conflict_reads_the_other_replicas_rotation() {
         tokio::spawn(
             async move { bootstrap::bootstrap_once(&client, &c, SystemTime::now()).await },
         );
+    let (_, send) = expect(&mut h, Method::GET, VWC_PATH).await;
+    send.send_response(ok(vwc_json(Some(&theirs.ca_pem))));
     let (_, send) = expect(&mut h, Method::GET, SECRET_PATH).await;
     send.send_response(ok(secret_json(&old, "5")));
     let (_, send) = expect(&mut h, Method::PUT, SECRET_PATH).await;
     send.send_response(status(409, "Conflict"));
     let (_, send) = expect(&mut h, Method::GET, SECRET_PATH).await;
     send.send_response(ok(secret_json(&theirs, "6")));
-    let (_, send) = expect(&mut h, Method::GET, VWC_PATH).await;
-    send.send_response(ok(vwc_json(Some(&theirs.ca_pem))));
     let (m, _) = task.await.unwrap().unwrap();
     assert_eq!(m, theirs);
 }
@@ -287,6 +303,8 @@ async fn garbage_in_the_secret_is_replaced() {
         tokio::spawn(
             async move { bootstrap::bootstrap_once(&client, &c, SystemTime::now()).await },
         );
+    let (_, send) = expect(&mut h, Method::GET, VWC_PATH).await;
+    send.send_response(ok(vwc_json(None)));
     let (_, send) = expect(&mut h, Method::GET, SECRET_PATH).await;
     send.send_response(ok(json!({"apiVersion": "v1", "kind": "Secret",
         "metadata": {"name": "nfguard-webhook-tls", "namespace": "nfguard-system", "resourceVersion": "9"},
@@ -297,7 +315,49 @@ async fn garbage_in_the_secret_is_replaced() {
         1
     );
     send.send_response(ok(put.clone()));
-    let (_, send) = expect(&mut h, Method::GET, VWC_PATH).await;
+    let (patch, send) = expect(&mut h, Method::PATCH, VWC_PATH).await;
+    assert_eq!(
+        patch[0]["value"],
+        base64::engine::general_purpose::STANDARD.encode(decode(&put, "ca.crt"))
+    );
     send.send_response(ok(vwc_json(Some(&decode(&put, "ca.crt")))));
     task.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn an_ownerless_current_secret_gets_its_owner_and_keeps_its_certificate() {
+    let (svc, mut h) = mock::pair::<Request<Body>, Response<Body>>();
+    let client = kube::Client::new(svc, "default");
+    let c = cfg();
+    // Made by an nfguard that did not set owners yet.
+    let existing = bootstrap::generate(&cfg(), SystemTime::now(), None).unwrap();
+    let task =
+        tokio::spawn(
+            async move { bootstrap::bootstrap_once(&client, &c, SystemTime::now()).await },
+        );
+    let (_, send) = expect(&mut h, Method::GET, VWC_PATH).await;
+    send.send_response(ok(vwc_json(Some(&existing.ca_pem))));
+    let (_, send) = expect(&mut h, Method::GET, SECRET_PATH).await;
+    let mut ownerless = secret_json(&existing, "11");
+    ownerless["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("ownerReferences");
+    send.send_response(ok(ownerless));
+    let (put, send) = expect(&mut h, Method::PUT, SECRET_PATH).await;
+    assert_eq!(
+        put["metadata"]["resourceVersion"], "11",
+        "guarded by resourceVersion"
+    );
+    assert_eq!(put["metadata"]["ownerReferences"][0]["uid"], VWC_UID);
+    assert_eq!(
+        decode(&put, "tls.crt"),
+        existing.cert_pem,
+        "the same certificate"
+    );
+    send.send_response(ok(put.clone()));
+    let (m, _) = task.await.unwrap().unwrap();
+    assert_eq!(m, existing);
+    // The caBundle is current: no PATCH.
+    drop(h);
 }

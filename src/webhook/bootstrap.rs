@@ -9,11 +9,18 @@
 //! replica rotated first, read and use its result). The caBundle carries the
 //! new CA and the previous one until the latter expires, so replicas still on
 //! the old certificate stay trusted until they pick up the new Secret.
+//!
+//! The Secret is owned by the ValidatingWebhookConfiguration whose caBundle it
+//! feeds: nfguard's install never lists the Secret (the webhook makes it), so
+//! without the owner `helm uninstall` would leave it behind; with it, deleting
+//! the configuration garbage-collects the Secret. A Secret made by an older
+//! nfguard gets the owner at the next bootstrap.
 
 use super::tls::{self, Loaded, TlsError};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use rcgen::{
@@ -154,7 +161,12 @@ impl Material {
         })
     }
 
-    fn to_secret(&self, cfg: &Config, resource_version: Option<String>) -> Secret {
+    fn to_secret(
+        &self,
+        cfg: &Config,
+        resource_version: Option<String>,
+        owner: Option<&OwnerReference>,
+    ) -> Secret {
         let data: BTreeMap<String, ByteString> = [
             ("ca.crt", &self.ca_pem),
             ("tls.crt", &self.cert_pem),
@@ -178,6 +190,7 @@ impl Material {
                     .into(),
                 ),
                 resource_version,
+                owner_references: owner.map(|o| vec![o.clone()]),
                 ..Default::default()
             },
             type_: Some("kubernetes.io/tls".into()),
@@ -185,6 +198,26 @@ impl Material {
             ..Default::default()
         }
     }
+}
+
+/// The Secret's owner: the webhook configuration (None when the API server
+/// did not say its name and uid).
+pub fn owner_of(vwc: &ValidatingWebhookConfiguration) -> Option<OwnerReference> {
+    Some(OwnerReference {
+        api_version: "admissionregistration.k8s.io/v1".into(),
+        kind: "ValidatingWebhookConfiguration".into(),
+        name: vwc.metadata.name.clone()?,
+        uid: vwc.metadata.uid.clone()?,
+        ..Default::default()
+    })
+}
+
+fn owned_by(s: &Secret, owner: &OwnerReference) -> bool {
+    s.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.uid == owner.uid)
 }
 
 /// The first CA of a bundle, if still valid at `now` (kept through a rotation).
@@ -220,11 +253,12 @@ fn is_status(e: &kube::Error, code: u16) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == code)
 }
 
-/// The Secret's material, created or rotated as needed. `gen` is passed in so
-/// tests control what is generated.
+/// The Secret's material, created or rotated as needed, owned by `owner`.
+/// `gen` is passed in so tests control what is generated.
 pub async fn ensure_secret(
     api: &Api<Secret>,
     cfg: &Config,
+    owner: Option<&OwnerReference>,
     now: SystemTime,
     generate_fn: &(dyn Fn(Option<&str>) -> Result<Material, rcgen::Error> + Sync),
 ) -> Result<(Material, Loaded), BootstrapError> {
@@ -236,7 +270,7 @@ pub async fn ensure_secret(
     let Some(existing) = existing else {
         let m = generate_fn(None)?;
         return match api
-            .create(&PostParams::default(), &m.to_secret(cfg, None))
+            .create(&PostParams::default(), &m.to_secret(cfg, None, owner))
             .await
         {
             Ok(_) => {
@@ -258,9 +292,23 @@ pub async fn ensure_secret(
         };
     };
     let current = Material::from_secret(&existing).and_then(|m| m.load().ok().map(|l| (m, l)));
+    let rv = existing.metadata.resource_version.clone();
     if let Some((m, l)) = &current
         && rotate_at(cfg, l).is_some_and(|t| t > now)
     {
+        if let Some(o) = owner
+            && !owned_by(&existing, o)
+        {
+            // Same certificate, now with its owner (guarded by resourceVersion).
+            match api
+                .replace(name, &PostParams::default(), &m.to_secret(cfg, rv, owner))
+                .await
+            {
+                Ok(_) => tracing::info!(secret = name, "the certificate Secret now has its owner"),
+                Err(e) if is_status(&e, 409) => return read_back(api, name).await,
+                Err(e) => return Err(api_err("replacing Secret", name)(e)),
+            }
+        }
         return Ok((m.clone(), l.clone()));
     }
     // Due (or unusable): rotate, guarded by resourceVersion.
@@ -268,9 +316,8 @@ pub async fn ensure_secret(
         .as_ref()
         .and_then(|(m, _)| current_ca_if_valid(&m.ca_pem, now));
     let m = generate_fn(prev_ca.as_deref())?;
-    let rv = existing.metadata.resource_version.clone();
     match api
-        .replace(name, &PostParams::default(), &m.to_secret(cfg, rv))
+        .replace(name, &PostParams::default(), &m.to_secret(cfg, rv, owner))
         .await
     {
         Ok(_) => {
@@ -303,18 +350,16 @@ async fn read_back(api: &Api<Secret>, name: &str) -> Result<(Material, Loaded), 
     Ok((m, l))
 }
 
-/// Put `ca_pem` into every webhook's clientConfig.caBundle of the
-/// ValidatingWebhookConfiguration (a JSON patch; nothing sent when current).
+/// Put `ca_pem` into every webhook's clientConfig.caBundle of `vwc`, the
+/// ValidatingWebhookConfiguration as just read (a JSON patch; nothing sent
+/// when current).
 pub async fn patch_ca_bundle(
     api: &Api<ValidatingWebhookConfiguration>,
+    vwc: &ValidatingWebhookConfiguration,
     name: &str,
     ca_pem: &str,
 ) -> Result<bool, BootstrapError> {
-    let vwc = api
-        .get(name)
-        .await
-        .map_err(api_err("reading ValidatingWebhookConfiguration", name))?;
-    let hooks = vwc.webhooks.unwrap_or_default();
+    let hooks = vwc.webhooks.as_deref().unwrap_or_default();
     if hooks.is_empty() {
         return Err(BootstrapError::NoWebhooks(name.into()));
     }
@@ -343,19 +388,26 @@ pub async fn patch_ca_bundle(
     Ok(true)
 }
 
-/// Bootstrap once: Secret (create/race/rotate) then caBundle.
+/// Bootstrap once: read the webhook configuration (the Secret's owner), the
+/// Secret (create/race/rotate/adopt), then the caBundle.
 pub async fn bootstrap_once(
     client: &kube::Client,
     cfg: &Config,
     now: SystemTime,
 ) -> Result<(Material, Loaded), BootstrapError> {
+    let name = cfg.webhook_config_name.as_str();
+    let vwcs: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let vwc = vwcs
+        .get(name)
+        .await
+        .map_err(api_err("reading ValidatingWebhookConfiguration", name))?;
+    let owner = owner_of(&vwc);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &cfg.namespace);
     let gen_cfg = cfg.clone();
-    let (m, l) = ensure_secret(&secrets, cfg, now, &move |prev| {
+    let (m, l) = ensure_secret(&secrets, cfg, owner.as_ref(), now, &move |prev| {
         generate(&gen_cfg, now, prev)
     })
     .await?;
-    let vwcs: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    patch_ca_bundle(&vwcs, &cfg.webhook_config_name, &m.ca_pem).await?;
+    patch_ca_bundle(&vwcs, &vwc, name, &m.ca_pem).await?;
     Ok((m, l))
 }
