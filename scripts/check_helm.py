@@ -304,6 +304,10 @@ def check_values(chart_path, values_path, defaults_path):
         expect("ServiceMonitor selects the metrics Service",
                all(svc["metadata"]["labels"].get(k) == x for k, x in sm["spec"]["selector"]["matchLabels"].items()), True)
         expect("metrics Service port", svc["spec"]["ports"][0]["port"], values["metrics"]["port"])
+        relabel = sm["spec"]["endpoints"][0].get("relabelings", [])
+        expect("ServiceMonitor job label (nfguard-<component>)",
+               [(r.get("sourceLabels"), r.get("replacement")) for r in relabel if r.get("targetLabel") == "job"],
+               [(["__meta_kubernetes_pod_label_app_kubernetes_io_component"], "nfguard-$1")])
         for c in COMPONENTS:
             labels = workload(by_key, c, ns)["spec"]["template"]["metadata"]["labels"]
             expect(f"metrics Service selects the {c} pods",

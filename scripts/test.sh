@@ -31,9 +31,16 @@ fi
 
 command -v cargo-nextest >/dev/null || cargo install --locked cargo-nextest
 
-# Offline manifest validation (scripts/check-install.sh): pinned PyPI packages.
+# Offline manifest validation (scripts/check-install.sh) and the JUnit/SARIF
+# schema checks of tests/check_ci_*.rs: pinned PyPI packages.
 python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
-  kubernetes-validate==1.37.0 jsonschema==4.26.0 PyYAML==6.0.3 common-expression-language==0.10.0
+  kubernetes-validate==1.37.0 jsonschema==4.26.0 PyYAML==6.0.3 common-expression-language==0.10.0 \
+  xmlschema==4.3.2 elementpath==5.1.4
+
+# helm for the chart's checks (tests/install_helm.rs) and the e2e's Helm
+# install: built once from the Go module proxy (scripts/go-tool.sh; needs Go).
+NFGUARD_HELM="$(scripts/go-tool.sh helm)/helm"
+export NFGUARD_HELM
 
 # promtool and kustomize for tests/monitoring.rs (alert rules, dashboard,
 # monitoring/ kustomization): built once from the Go module proxy.
