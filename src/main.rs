@@ -2,7 +2,7 @@
 //! live in its own module (`<module>::cli`); this file parses, sets up logging
 //! and maps results to exit codes (0 ok, 1 policy denial, 2 error).
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -21,9 +21,9 @@ struct Cli {
         default_value = "plain"
     )]
     log_format: LogFormat,
-    /// Log filter (tracing EnvFilter syntax), e.g. "info,nfguard=debug".
-    #[arg(long, global = true, env = "NFGUARD_LOG", default_value = "warn")]
-    log: String,
+    /// Log filter (tracing EnvFilter syntax), e.g. "info,nfguard=debug" [default: warn].
+    #[arg(long, global = true, env = "NFGUARD_LOG")]
+    log: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -40,7 +40,9 @@ enum Command {
     #[command(subcommand)]
     Inspect(Inspect),
     /// Policy gate: would these manifests be safe on these nodes?
-    Check(nfguard::check::cli::Args),
+    Check(nfguard::plugin::CheckArgs),
+    /// Every node's netfilter profile, hazards, taints and writers, from the cluster.
+    Status(nfguard::status::cli::Args),
     /// DaemonSet: probe this node and keep its NodeNetfilterProfile current.
     Reporter(nfguard::reporter::cli::Args),
     /// Deployment: conditions, labels, taints, writer inventory, clean-up.
@@ -59,6 +61,16 @@ enum Inspect {
     Node(nfguard::node::cli::Args),
 }
 
+/// The log filter unless `--log` says: `status` and `check` print a failed
+/// API call as their one-line error, so kube-client's own error log of the
+/// same failure would only be a second, noisier line.
+fn default_log_filter(command: &Command) -> &'static str {
+    match command {
+        Command::Status(_) | Command::Check(_) => "warn,kube_client=off",
+        _ => "warn",
+    }
+}
+
 fn init_logging(format: LogFormat, filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| "warn".into());
     // Colours only on a terminal: `kubectl logs` shows escape codes verbatim.
@@ -72,9 +84,23 @@ fn init_logging(format: LogFormat, filter: &str) {
     }
 }
 
+/// Parse argv; installed as `kubectl-nfguard`, the CLI is kubectl's plugin.
+fn parse(plugin: bool) -> Cli {
+    let mut command = Cli::command();
+    if plugin {
+        command = nfguard::plugin::adapt_command(command);
+    }
+    Cli::from_arg_matches(&command.get_matches()).unwrap_or_else(|e| e.exit())
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    init_logging(cli.log_format, &cli.log);
+    let plugin = nfguard::plugin::invoked_as_plugin(std::env::args_os().next().as_deref());
+    let cli = parse(plugin);
+    let filter = cli
+        .log
+        .clone()
+        .unwrap_or_else(|| default_log_filter(&cli.command).to_string());
+    init_logging(cli.log_format, &filter);
     // kube-client and reqwest enable rustls with different crypto backends
     // (ring and aws-lc-rs), so rustls cannot choose one by itself and the
     // first TLS client (every in-cluster kube client) would panic. Name ring,
@@ -94,7 +120,8 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Inspect(Inspect::Image(args)) => nfguard::registry::cli::run(args).await,
             Command::Inspect(Inspect::Node(args)) => nfguard::node::cli::run(args).await,
-            Command::Check(args) => nfguard::check::cli::run(args).await,
+            Command::Check(args) => nfguard::plugin::run_check(args, plugin).await,
+            Command::Status(args) => nfguard::status::cli::run(args).await,
             Command::Reporter(args) => nfguard::reporter::cli::run(args).await,
             Command::Controller(args) => nfguard::controller::cli::run(args).await,
             Command::Webhook(args) => nfguard::webhook::cli::run(args).await,

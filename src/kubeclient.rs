@@ -1,0 +1,87 @@
+//! A kube client the way kubectl picks one: `--kubeconfig` (else KUBECONFIG,
+//! else ~/.kube/config), `--context` (else the current context), in-cluster
+//! config as the fallback when there is no kubeconfig and no context asked
+//! for. The server's URL is kept so errors can name it.
+
+use std::path::{Path, PathBuf};
+
+/// The standard kubectl flags nfguard's cluster-reading commands accept.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ClusterArgs {
+    /// Path to the kubeconfig file (default: KUBECONFIG, then ~/.kube/config, then in-cluster).
+    #[arg(long, env = "NFGUARD_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (default: its current context).
+    #[arg(long, env = "NFGUARD_CONTEXT")]
+    pub context: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("reading kubeconfig {path}: {source}")]
+    ReadKubeconfig {
+        path: PathBuf,
+        source: kube::config::KubeconfigError,
+    },
+    #[error("kubeconfig {origin}: {source}")]
+    Kubeconfig {
+        origin: String,
+        source: kube::config::KubeconfigError,
+    },
+    #[error("no cluster configuration (no kubeconfig and not running in a pod): {0}")]
+    Infer(#[source] kube::config::InferConfigError),
+    #[error("client for {server}: {source}")]
+    Client { server: String, source: kube::Error },
+}
+
+/// A client and the API server it talks to.
+pub struct Connection {
+    pub client: kube::Client,
+    /// The API server's URL, without a trailing slash.
+    pub server: String,
+}
+
+/// Build a client from an explicit kubeconfig and/or context, else infer one.
+pub async fn connect(
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+) -> Result<Connection, ConnectError> {
+    let options = kube::config::KubeConfigOptions {
+        context: context.map(str::to_string),
+        ..Default::default()
+    };
+    let config = match (kubeconfig, context) {
+        (Some(path), _) => {
+            let kc = kube::config::Kubeconfig::read_from(path).map_err(|source| {
+                ConnectError::ReadKubeconfig {
+                    path: path.to_path_buf(),
+                    source,
+                }
+            })?;
+            kube::Config::from_custom_kubeconfig(kc, &options)
+                .await
+                .map_err(|source| ConnectError::Kubeconfig {
+                    origin: path.display().to_string(),
+                    source,
+                })?
+        }
+        // A context only exists in a kubeconfig: no in-cluster fallback.
+        (None, Some(_)) => kube::Config::from_kubeconfig(&options)
+            .await
+            .map_err(|source| ConnectError::Kubeconfig {
+                origin: "(KUBECONFIG or ~/.kube/config)".into(),
+                source,
+            })?,
+        (None, None) => kube::Config::infer().await.map_err(ConnectError::Infer)?,
+    };
+    let server = config
+        .cluster_url
+        .to_string()
+        .trim_end_matches('/')
+        .to_string();
+    let client = kube::Client::try_from(config).map_err(|source| ConnectError::Client {
+        server: server.clone(),
+        source,
+    })?;
+    Ok(Connection { client, server })
+}

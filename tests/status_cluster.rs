@@ -1,0 +1,191 @@
+//! `nfguard status` against kube's mock client: which requests it sends
+//! (method and path; not the exact query string), that it follows
+//! `continue` tokens, and what each kind of API failure reads like.
+
+use http::{Method, Request, Response};
+use kube::client::Body;
+use nfguard::status::cli::report_from;
+use nfguard::status::fetch::{FetchError, list};
+use serde_json::json;
+use std::time::Duration;
+
+type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+
+const PROFILES: &str = "/apis/nfguard.io/v1alpha1/nodenetfilterprofiles";
+const NODES: &str = "/api/v1/nodes";
+const SERVER: &str = "https://api.example:6443";
+
+fn mock() -> (kube::Client, Handle) {
+    let (svc, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    (kube::Client::new(svc, "default"), handle)
+}
+
+fn page(
+    kind: &str,
+    api_version: &str,
+    items: serde_json::Value,
+    cont: Option<&str>,
+) -> serde_json::Value {
+    json!({"apiVersion": api_version, "kind": format!("{kind}List"),
+           "metadata": {"continue": cont.unwrap_or("")}, "items": items})
+}
+
+fn profile(name: &str, backend: &str) -> serde_json::Value {
+    json!({"apiVersion": "nfguard.io/v1alpha1", "kind": "NodeNetfilterProfile",
+           "metadata": {"name": name}, "spec": {"nodeName": name},
+           "status": {"iptables": {"version": "1.8.9", "backend": backend, "evidence": []},
+                      "activeBackend": backend}})
+}
+
+fn node(name: &str) -> serde_json::Value {
+    json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})
+}
+
+fn respond(
+    send: tower_test::mock::SendResponse<Response<Body>>,
+    status: u16,
+    body: &serde_json::Value,
+) {
+    send.send_response(
+        Response::builder()
+            .status(status)
+            .header("content-type", "application/json")
+            .body(Body::from(serde_json::to_vec(body).unwrap()))
+            .unwrap(),
+    );
+}
+
+/// Answer the expected requests in order: (path, expected continue token, status, body).
+fn serve(
+    mut handle: Handle,
+    expected: Vec<(&'static str, Option<&'static str>, u16, serde_json::Value)>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        for (path, token, status, body) in expected {
+            let (req, send) = handle.next_request().await.expect("request expected");
+            assert_eq!(req.method(), Method::GET);
+            assert_eq!(req.uri().path(), path);
+            let query = req.uri().query().unwrap_or_default().to_string();
+            match token {
+                Some(t) => assert!(query.contains(&format!("continue={t}")), "{query}"),
+                None => assert!(!query.contains("continue="), "{query}"),
+            }
+            respond(send, status, &body);
+        }
+    })
+}
+
+#[tokio::test]
+async fn lists_profiles_then_nodes_following_continue_tokens() {
+    let (client, handle) = mock();
+    let server = serve(
+        handle,
+        vec![
+            (
+                PROFILES,
+                None,
+                200,
+                page(
+                    "NodeNetfilterProfile",
+                    "nfguard.io/v1alpha1",
+                    json!([profile("n2", "legacy")]),
+                    Some("p2"),
+                ),
+            ),
+            (
+                PROFILES,
+                Some("p2"),
+                200,
+                page(
+                    "NodeNetfilterProfile",
+                    "nfguard.io/v1alpha1",
+                    json!([profile("n1", "nft")]),
+                    None,
+                ),
+            ),
+            (
+                NODES,
+                None,
+                200,
+                page(
+                    "Node",
+                    "v1",
+                    json!([node("n2"), node("n1"), node("n3")]),
+                    None,
+                ),
+            ),
+        ],
+    );
+    let report = report_from(&client, SERVER, Duration::from_secs(5))
+        .await
+        .unwrap();
+    server.await.unwrap();
+    let rows: Vec<(String, Option<String>)> = report
+        .nodes
+        .iter()
+        .map(|n| (n.name.clone(), n.backend.map(|b| b.to_string())))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("n1".to_string(), Some("nft".to_string())),
+            ("n2".into(), Some("legacy".into())),
+            ("n3".into(), None)
+        ]
+    );
+    assert_eq!(report.summary.without_profile, 1);
+}
+
+#[tokio::test]
+async fn missing_crd_says_so_and_names_the_server() {
+    let (client, handle) = mock();
+    let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                        "message": "the server could not find the requested resource", "reason": "NotFound", "code": 404});
+    let server = serve(handle, vec![(PROFILES, None, 404, status)]);
+    let err = list(&client, SERVER).await.unwrap_err();
+    server.await.unwrap();
+    assert!(matches!(err, FetchError::NotServed { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.contains(SERVER)
+            && text.contains("nodenetfilterprofiles.nfguard.io")
+            && text.contains("CRDs"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn forbidden_carries_the_api_servers_message() {
+    let (client, handle) = mock();
+    let profiles = page(
+        "NodeNetfilterProfile",
+        "nfguard.io/v1alpha1",
+        json!([]),
+        None,
+    );
+    let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                        "message": "nodes is forbidden: User \"dev\" cannot list resource \"nodes\"",
+                        "reason": "Forbidden", "code": 403});
+    let server = serve(
+        handle,
+        vec![(PROFILES, None, 200, profiles), (NODES, None, 403, status)],
+    );
+    let err = list(&client, SERVER).await.unwrap_err();
+    server.await.unwrap();
+    assert_eq!(
+        err.to_string(),
+        "listing nodes from https://api.example:6443: 403 Forbidden: nodes is forbidden: User \"dev\" cannot list resource \"nodes\""
+    );
+}
+
+#[tokio::test]
+async fn a_silent_server_times_out_with_a_clear_error() {
+    let (client, _handle) = mock(); // never answers
+    let err = report_from(&client, SERVER, Duration::from_secs(1))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "no answer from the API server https://api.example:6443 within 1s"
+    );
+}
