@@ -49,7 +49,7 @@ for spec in "$@"; do
   install -m 0644 "$license" "$stage/$platform/LICENSE"
   # Same bytes for the same inputs: fixed order, owner and times; no gzip name or time.
   tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 \
-    -C "$stage/$platform" -cf - kubectl-nfguard LICENSE | gzip -9n > "$out/$archive"
+    -C "$stage/$platform" -cf - kubectl-nfguard LICENSE | gzip -n > "$out/$archive"
   sum="$(sha256sum "$out/$archive" | cut -d' ' -f1)"
   manifest="${manifest//"@$key@"/"$sum"}"
   echo "$out/$archive $sum"
