@@ -10,6 +10,8 @@
 #   e2e/local-cluster.sh down     stop everything and remove every process,
 #                                 namespace, mount, cgroup and file it made
 #   e2e/local-cluster.sh env      print the export lines of a running cluster
+#   e2e/local-cluster.sh install [kustomize|helm]   install nfguard on the
+#                                 running cluster (after an uninstall)
 #   e2e/local-cluster.sh node NODE CMD...   run CMD inside a node (its network
 #                                 and mount namespace: the node's view)
 #   e2e/local-cluster.sh diagnose print nodes, profiles, pods and component logs
@@ -36,7 +38,9 @@
 # (36443), NFGUARD_E2E_REGISTRY_PORT (35000), NFGUARD_E2E_BINARY (the nfguard
 # binary for the image; default target/release/nfguard, built if missing),
 # NFGUARD_E2E_IMAGE_TAR (a prebuilt nfguard image archive named
-# ghcr.io/nfguard/nfguard:e2e), NFGUARD_E2E_NO_INSTALL=1 (no nfguard).
+# ghcr.io/nfguard/nfguard:e2e), NFGUARD_E2E_NO_INSTALL=1 (no nfguard),
+# NFGUARD_E2E_INSTALL=kustomize|helm (how up installs nfguard: manifests/
+# through an overlay, or charts/nfguard with values; default kustomize).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -476,17 +480,23 @@ ca_bundle_set() {
   [ -n "$(kctl get validatingwebhookconfiguration nfguard -o jsonpath='{.webhooks[0].clientConfig.caBundle}')" ]
 }
 
-install_nfguard() {
-  local overlay="$STATE/overlay" node image=${NFGUARD_E2E_IMAGE_TAR:-}
+# The nfguard image, built once per cluster and imported into every node's
+# containerd (imagePullPolicy Never: never pulled).
+import_nfguard_image() {
+  local node image=${NFGUARD_E2E_IMAGE_TAR:-}
   if [ -z "$image" ]; then
     image="$STATE/nfguard-image.tar"
-    e2e/images/build.sh nfguard "$(nfguard_binary)" "$image" "$NFGUARD_IMAGE"
+    [ -f "$image" ] || e2e/images/build.sh nfguard "$(nfguard_binary)" "$image" "$NFGUARD_IMAGE"
   fi
   for node in "${NODES[@]}"; do
     ctr --address "$STATE/nodes/$node/containerd.sock" -n k8s.io images import "$image" >/dev/null
   done
-  # The README's install, with an overlay for the image (imported into every
-  # node, never pulled) and the test registry, which speaks plain HTTP.
+}
+
+# The README's install, with an overlay for the image (imported, never
+# pulled) and the test registry, which speaks plain HTTP.
+install_kustomize() {
+  local overlay="$STATE/overlay"
   mkdir -p "$overlay"
   cp -r "$REPO/manifests" "$REPO/crds" "$overlay/"
   cat >"$overlay/kustomization.yaml" <<EOF
@@ -513,10 +523,42 @@ EOF
   kctl wait --for=condition=Established --timeout=60s \
     crd/nodenetfilterprofiles.nfguard.io crd/netfilterpolicies.nfguard.io >&2
   kctl apply --server-side -k "$overlay" >&2
+}
+
+helm_bin() { echo "$(scripts/go-tool.sh helm)/helm"; }
+
+# charts/nfguard's install (charts/nfguard/README.md): the namespace made and
+# labelled first; the same image, pull policy and registry setting as values.
+install_helm() {
+  local helm
+  helm=$(helm_bin)
+  cat >"$STATE/helm-values.yaml" <<EOF
+image: {repository: ${NFGUARD_IMAGE%:*}, tag: ${NFGUARD_IMAGE##*:}, pullPolicy: Never}
+controller:
+  extraEnv: [{name: NFGUARD_INSECURE_REGISTRIES, value: "$REGISTRY_PULL"}]
+webhook:
+  extraEnv: [{name: NFGUARD_INSECURE_REGISTRIES, value: "$REGISTRY_PULL"}]
+EOF
+  kctl get namespace nfguard-system >/dev/null 2>&1 || kctl create namespace nfguard-system >&2
+  kctl label namespace nfguard-system --overwrite pod-security.kubernetes.io/enforce=privileged >&2
+  "$helm" --kubeconfig "$STATE/admin.kubeconfig" install nfguard "$REPO/charts/nfguard" \
+    --namespace nfguard-system --values "$STATE/helm-values.yaml" >&2
+}
+
+# install_nfguard [kustomize|helm]: default $NFGUARD_E2E_INSTALL, else kustomize.
+install_nfguard() {
+  local method=${1:-${NFGUARD_E2E_INSTALL:-kustomize}}
+  case "$method" in
+    kustomize | helm) ;;
+    *) die "unknown install method '$method' (NFGUARD_E2E_INSTALL: kustomize or helm)" ;;
+  esac
+  import_nfguard_image
+  "install_$method"
   kctl -n nfguard-system rollout status daemonset/nfguard-reporter --timeout=180s >&2
   kctl -n nfguard-system rollout status deployment/nfguard-controller --timeout=180s >&2
   kctl -n nfguard-system rollout status deployment/nfguard-webhook --timeout=180s >&2
   wait_for 120 "the webhook's caBundle" ca_bundle_set
+  log "nfguard installed with $method"
 }
 
 print_env() {
@@ -525,6 +567,7 @@ print_env() {
   echo "export NFGUARD_E2E_REGISTRY_PULL=$REGISTRY_PULL"
   echo "export NFGUARD_E2E_PROVIDER=local"
   echo "export PATH=$BIN:\$PATH"
+  echo "export NFGUARD_HELM=$(helm_bin)"
 }
 
 up() {
@@ -673,7 +716,8 @@ case "${1:-}" in
   up) up ;;
   down) down ;;
   env) [ -f "$STATE/bin" ] || die "not up"; BIN=$(cat "$STATE/bin"); print_env ;;
+  install) [ -f "$STATE/up" ] || die "not up"; BIN=$(cat "$STATE/bin"); install_nfguard "${2:-}" ;;
   node) [ $# -ge 3 ] || die "usage: $0 node NODE CMD..."; shift; in_node "$@" ;;
   diagnose) diagnose ;;
-  *) echo "usage: $0 up|down|env|node NODE CMD...|diagnose" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|env|install [kustomize|helm]|node NODE CMD...|diagnose" >&2; exit 2 ;;
 esac

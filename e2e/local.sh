@@ -4,6 +4,10 @@
 # print diagnostics on failure, down; then check that the machine is as it was
 # (network namespaces, mounts, the root namespace's links, routes and
 # netfilter rules). scripts/test.sh runs it; it never skips.
+# Both install paths: the scenarios run on the Helm install (charts/nfguard);
+# then helm upgrade and helm uninstall are checked (e2e/helm-lifecycle.sh),
+# nfguard is installed again from manifests/ (kustomize) and scenarios 1 and 2
+# prove that install (docs/e2e.md, "Install paths").
 # Env: KEEP_CLUSTER=1 leaves the cluster up afterwards (no final check);
 #      NFGUARD_E2E_ONLY="1 5" runs only those scenarios.
 set -euo pipefail
@@ -47,7 +51,7 @@ finish() {
 trap finish EXIT
 
 start=$SECONDS
-eval "$(e2e/local-cluster.sh up)"
+eval "$(NFGUARD_E2E_INSTALL=helm e2e/local-cluster.sh up)"
 log "cluster and nfguard ready in $((SECONDS - start)) s"
 
 # The workload images bundling real Debian iptables releases, pushed through
@@ -64,3 +68,16 @@ push legacy:1.8.9-legacy 1.8.9 legacy
 export NFGUARD_E2E_EXPECT_BACKENDS="e2e-nft=nft e2e-legacy=legacy"
 e2e/scenarios.sh
 log "scenarios done after $((SECONDS - start)) s"
+
+# The other half of the install paths (skipped with NFGUARD_E2E_ONLY, which
+# asks for some scenarios only).
+if [ -z "${NFGUARD_E2E_ONLY:-}" ]; then
+  t=$SECONDS
+  e2e/helm-lifecycle.sh upgrade
+  e2e/helm-lifecycle.sh uninstall
+  log "helm upgrade and uninstall checked in $((SECONDS - t)) s"
+  t=$SECONDS
+  e2e/local-cluster.sh install kustomize
+  NFGUARD_E2E_ONLY="1 2" e2e/scenarios.sh
+  log "kustomize install and scenarios 1, 2 in $((SECONDS - t)) s; all done after $((SECONDS - start)) s"
+fi
