@@ -8,7 +8,7 @@ use nfguard::check::cli::{Args, Env, execute, gather};
 use nfguard::check::{ImageResolver, cluster};
 use nfguard::compat::evaluate::Verdict;
 use nfguard::compat::{Backend, ImageProfile, IptablesFacts};
-use nfguard::output::Format;
+use nfguard::check::cli::CheckFormat as Format;
 use serde_json::json;
 use std::sync::Arc;
 

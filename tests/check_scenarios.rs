@@ -7,7 +7,7 @@ use nfguard::check::cli::{Args, Env, execute, render};
 use nfguard::check::{ImageResolver, Report};
 use nfguard::compat::evaluate::Verdict;
 use nfguard::compat::{Backend, ImageProfile, IptablesFacts, Version};
-use nfguard::output::Format;
+use nfguard::check::cli::CheckFormat as Format;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -10,6 +10,10 @@
 //! numbered as serde_yaml numbers them. It never fails: anything it cannot
 //! read stays out of the outline, and callers fall back to coarser lines.
 
+mod flow;
+
+use flow::Flow;
+
 /// Deeper nesting than this is not outlined (the loader has its own limit).
 const MAX_DEPTH: usize = 128;
 
@@ -95,12 +99,7 @@ pub fn yaml_documents(text: &str) -> Vec<Outline> {
 /// the loader makes one document of each.
 pub fn json_documents(text: &str) -> Vec<Outline> {
     let raw: Vec<&str> = text.lines().collect();
-    let mut flow = Flow {
-        raw: &raw,
-        line: 0,
-        col: 0,
-    };
-    let root = flow.value(0);
+    let root = Flow::new(&raw, 0, 0).value(0);
     match root.shape {
         Shape::Seq(items) => items,
         _ => vec![root],
@@ -285,12 +284,7 @@ fn strip_props(mut text: &str) -> &str {
 fn unquote(text: &str) -> String {
     if text.starts_with(['"', '\'']) {
         let one = [text];
-        let mut f = Flow {
-            raw: &one,
-            line: 0,
-            col: 0,
-        };
-        return f.quoted();
+        return Flow::new(&one, 0, 0).quoted();
     }
     text.to_string()
 }
@@ -440,258 +434,13 @@ impl<'a> Block<'a, '_> {
     /// A flow collection starting at byte `col` of line `l`; the block lines
     /// it spans are consumed.
     fn flow(&mut self, l: Line<'a>, col: usize, depth: usize) -> Outline {
-        let mut f = Flow {
-            raw: self.raw,
-            line: l.no - 1,
-            col,
-        };
+        let mut f = Flow::new(self.raw, l.no - 1, col);
         let out = f.value(depth);
-        let last = f.line + 1;
+        let last = f.line() + 1;
         while self.peek().is_some_and(|n| n.no <= last) {
             self.pos += 1;
         }
         out
-    }
-}
-
-// ---- flow collections (and JSON) ----
-
-/// A cursor over raw lines; a line's end reads as `\n`.
-struct Flow<'a, 'r> {
-    raw: &'r [&'a str],
-    line: usize,
-    col: usize,
-}
-
-impl Flow<'_, '_> {
-    fn peek(&self) -> Option<u8> {
-        let l = self.raw.get(self.line)?;
-        Some(l.as_bytes().get(self.col).copied().unwrap_or(b'\n'))
-    }
-
-    fn peek_at(&self, ahead: usize) -> Option<u8> {
-        let l = self.raw.get(self.line)?;
-        Some(l.as_bytes().get(self.col + ahead).copied().unwrap_or(b'\n'))
-    }
-
-    fn bump(&mut self) {
-        let len = self.raw.get(self.line).map_or(0, |l| l.len());
-        if self.col >= len {
-            self.line += 1;
-            self.col = 0;
-        } else {
-            self.col += 1;
-        }
-    }
-
-    fn after_space(&self) -> bool {
-        self.col == 0
-            || self
-                .raw
-                .get(self.line)
-                .and_then(|l| l.as_bytes().get(self.col - 1))
-                .is_some_and(|c| matches!(c, b' ' | b'\t'))
-    }
-
-    fn skip_space(&mut self) {
-        loop {
-            match self.peek() {
-                Some(b' ' | b'\t' | b'\r' | b'\n') => self.bump(),
-                Some(b'#') if self.after_space() => {
-                    self.line += 1;
-                    self.col = 0;
-                }
-                _ => return,
-            }
-        }
-    }
-
-    fn at(&self) -> (usize, usize) {
-        (self.line, self.col)
-    }
-
-    fn value(&mut self, depth: usize) -> Outline {
-        self.skip_space();
-        let line = self.line + 1;
-        if depth > MAX_DEPTH {
-            return Outline::null(line);
-        }
-        let shape = match self.peek() {
-            Some(b'{') => {
-                self.bump();
-                Shape::Map(self.entries(b'}', depth))
-            }
-            Some(b'[') => {
-                self.bump();
-                Shape::Seq(self.items(depth))
-            }
-            Some(b'"' | b'\'') => Shape::Scalar(self.quoted()),
-            Some(_) => Shape::Scalar(self.plain()),
-            None => Shape::Scalar(String::new()),
-        };
-        Outline { line, shape }
-    }
-
-    /// `key: value` pairs up to `close`.
-    fn entries(&mut self, close: u8, depth: usize) -> Vec<Entry> {
-        let mut out = Vec::new();
-        loop {
-            self.skip_space();
-            let start = self.at();
-            match self.peek() {
-                None => break,
-                Some(c) if c == close => {
-                    self.bump();
-                    break;
-                }
-                Some(b',') => {
-                    self.bump();
-                    continue;
-                }
-                Some(b']' | b'}') => {
-                    self.bump(); // mismatched closer: leave this collection
-                    break;
-                }
-                _ => {}
-            }
-            let line = self.line + 1;
-            let key = self.value(depth + 1);
-            self.skip_space();
-            let value = if self.peek() == Some(b':') {
-                self.bump();
-                self.skip_space();
-                match self.peek() {
-                    Some(b',' | b'}' | b']') | None => Outline::null(line),
-                    _ => self.value(depth + 1),
-                }
-            } else {
-                Outline::null(line)
-            };
-            out.push(Entry {
-                key: key.as_str().unwrap_or("").to_string(),
-                line,
-                value,
-            });
-            if self.at() == start {
-                self.bump(); // never loop in place on unexpected input
-            }
-        }
-        out
-    }
-
-    fn items(&mut self, depth: usize) -> Vec<Outline> {
-        let mut out = Vec::new();
-        loop {
-            self.skip_space();
-            let start = self.at();
-            match self.peek() {
-                None => break,
-                Some(b']') => {
-                    self.bump();
-                    break;
-                }
-                Some(b',') => {
-                    self.bump();
-                    continue;
-                }
-                Some(b'}') => {
-                    self.bump();
-                    break;
-                }
-                _ => {}
-            }
-            let mut item = self.value(depth + 1);
-            self.skip_space();
-            // [a: b] is a sequence of single-pair mappings.
-            if self.peek() == Some(b':') {
-                self.bump();
-                let value = self.value(depth + 1);
-                let line = item.line;
-                let key = item.as_str().unwrap_or("").to_string();
-                item = Outline {
-                    line,
-                    shape: Shape::Map(vec![Entry { key, line, value }]),
-                };
-            }
-            out.push(item);
-            if self.at() == start {
-                self.bump();
-            }
-        }
-        out
-    }
-
-    /// A quoted scalar (may span lines); escapes of JSON and YAML decoded.
-    fn quoted(&mut self) -> String {
-        let Some(q) = self.peek() else {
-            return String::new();
-        };
-        self.bump();
-        let mut out: Vec<u8> = Vec::new();
-        while let Some(c) = self.peek() {
-            self.bump();
-            if c == q {
-                if q == b'\'' && self.peek() == Some(b'\'') {
-                    self.bump();
-                    out.push(b'\'');
-                    continue;
-                }
-                break;
-            }
-            if c == b'\\' && q == b'"' {
-                let Some(e) = self.peek() else { break };
-                self.bump();
-                match e {
-                    b'n' => out.push(b'\n'),
-                    b't' => out.push(b'\t'),
-                    b'u' => {
-                        let mut hex = String::new();
-                        for _ in 0..4 {
-                            if let Some(h) = self.peek().filter(u8::is_ascii_hexdigit) {
-                                hex.push(h as char);
-                                self.bump();
-                            }
-                        }
-                        let ch = u32::from_str_radix(&hex, 16)
-                            .ok()
-                            .and_then(char::from_u32)
-                            .unwrap_or('\u{fffd}');
-                        out.extend_from_slice(ch.to_string().as_bytes());
-                    }
-                    other => out.push(other),
-                }
-                continue;
-            }
-            out.push(if c == b'\n' { b' ' } else { c });
-        }
-        String::from_utf8_lossy(&out).into_owned()
-    }
-
-    /// A plain scalar, up to a flow indicator, `: `, ` #` or the line's end.
-    fn plain(&mut self) -> String {
-        let line = self.line;
-        let start = self.col;
-        while let Some(c) = self.peek() {
-            let stop = match c {
-                b'\n' | b',' | b'[' | b']' | b'{' | b'}' => true,
-                b':' => matches!(
-                    self.peek_at(1),
-                    None | Some(b' ' | b'\t' | b'\n' | b',' | b'[' | b']' | b'{' | b'}')
-                ),
-                b'#' => self.after_space(),
-                _ => false,
-            };
-            if stop {
-                break;
-            }
-            self.bump();
-        }
-        let text = self
-            .raw
-            .get(line)
-            .and_then(|l| l.get(start..self.col.min(l.len())))
-            .unwrap_or("");
-        text.trim().to_string()
     }
 }
 

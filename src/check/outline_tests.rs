@@ -223,3 +223,26 @@ fn hostile_input_never_panics_and_terminates() {
     let docs = yaml_documents("\"k\": v\n'q''q': w\n");
     assert_eq!(docs[0].get("q'q").and_then(Outline::as_str), Some("w"));
 }
+
+#[test]
+fn double_quoted_escapes_decode_as_the_parsers_decode_them() {
+    let yaml = "a: \"bel\\a esc\\e nul\\0 x\\x41 u\\u00e9 U\\U0001F600 q\\\" s\\\\ sp\\ \"\n";
+    let parsed: serde_json::Value = serde_yaml::from_str(yaml).unwrap();
+    let docs = yaml_documents(yaml);
+    let a = docs[0].get("a").and_then(Outline::as_str);
+    assert_eq!(a, parsed["a"].as_str());
+    assert_eq!(
+        a,
+        Some("bel\u{7} esc\u{1b} nul\0 xA u\u{e9} U\u{1F600} q\" s\\ sp ")
+    );
+    let json = r#"{"b": ["\uD83D\uDE00 \/ \t\n"]}"#;
+    let parsed: serde_json::Value = serde_json::from_str(json).unwrap();
+    let docs = json_documents(json);
+    let item = docs[0].get("b").unwrap().items()[0].as_str();
+    assert_eq!(item, parsed["b"][0].as_str());
+    assert_eq!(item, Some("\u{1F600} / \t\n"));
+    // A lone surrogate (serde_json refuses it) decodes to U+FFFD, no panic.
+    let lone = json_documents(r#"["\uD83D", "\uD83D\u0041"]"#);
+    assert_eq!(lone[0].as_str(), Some("\u{fffd}"));
+    assert_eq!(lone[1].as_str(), Some("\u{fffd}A"));
+}
