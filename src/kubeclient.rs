@@ -16,22 +16,24 @@ pub struct ClusterArgs {
     pub context: Option<String>,
 }
 
+/// Each message carries its cause's text (kube's config errors already
+/// repeat their own sources in it), so none is chained as a `source`.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
-    #[error("reading kubeconfig {path}: {source}")]
+    #[error("reading kubeconfig {path}: {error}")]
     ReadKubeconfig {
         path: PathBuf,
-        source: kube::config::KubeconfigError,
+        error: kube::config::KubeconfigError,
     },
-    #[error("kubeconfig {origin}: {source}")]
+    #[error("kubeconfig {origin}: {error}")]
     Kubeconfig {
         origin: String,
-        source: kube::config::KubeconfigError,
+        error: kube::config::KubeconfigError,
     },
     #[error("no cluster configuration (no kubeconfig and not running in a pod): {0}")]
-    Infer(#[source] kube::config::InferConfigError),
-    #[error("client for {server}: {source}")]
-    Client { server: String, source: kube::Error },
+    Infer(kube::config::InferConfigError),
+    #[error("client for {server}: {error}")]
+    Client { server: String, error: kube::Error },
 }
 
 /// A client and the API server it talks to.
@@ -52,25 +54,25 @@ pub async fn connect(
     };
     let config = match (kubeconfig, context) {
         (Some(path), _) => {
-            let kc = kube::config::Kubeconfig::read_from(path).map_err(|source| {
+            let kc = kube::config::Kubeconfig::read_from(path).map_err(|error| {
                 ConnectError::ReadKubeconfig {
                     path: path.to_path_buf(),
-                    source,
+                    error,
                 }
             })?;
             kube::Config::from_custom_kubeconfig(kc, &options)
                 .await
-                .map_err(|source| ConnectError::Kubeconfig {
+                .map_err(|error| ConnectError::Kubeconfig {
                     origin: path.display().to_string(),
-                    source,
+                    error,
                 })?
         }
         // A context only exists in a kubeconfig: no in-cluster fallback.
         (None, Some(_)) => kube::Config::from_kubeconfig(&options)
             .await
-            .map_err(|source| ConnectError::Kubeconfig {
+            .map_err(|error| ConnectError::Kubeconfig {
                 origin: "(KUBECONFIG or ~/.kube/config)".into(),
-                source,
+                error,
             })?,
         (None, None) => kube::Config::infer().await.map_err(ConnectError::Infer)?,
     };
@@ -79,9 +81,9 @@ pub async fn connect(
         .to_string()
         .trim_end_matches('/')
         .to_string();
-    let client = kube::Client::try_from(config).map_err(|source| ConnectError::Client {
+    let client = kube::Client::try_from(config).map_err(|error| ConnectError::Client {
         server: server.clone(),
-        source,
+        error,
     })?;
     Ok(Connection { client, server })
 }

@@ -274,7 +274,13 @@ fn unreachable_api_server_is_one_line_naming_it_exit_2() {
         .args(["status", "--context", "nope", "--kubeconfig"])
         .arg(&kc));
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("nope"), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert_eq!(
+        err.matches("context: nope").count(),
+        1,
+        "named once, not repeated by the cause chain: {err}"
+    );
 }
 
 #[test]
