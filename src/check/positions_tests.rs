@@ -57,7 +57,7 @@ fn document_counts_that_disagree_give_no_outlines() {
 }
 
 #[test]
-fn cronjob_containers_of_every_kind() {
+fn cronjob_containers_of_every_kind_at_their_name_key() {
     let text = "kind: CronJob
 metadata: {name: j}
 spec:
@@ -66,7 +66,8 @@ spec:
       template:
         spec:
           initContainers:
-          - name: init
+          - image: busybox
+            name: init
           containers:
           - name: app
           ephemeralContainers:
@@ -82,9 +83,9 @@ spec:
     assert_eq!(
         got,
         vec![
-            (ContainerKind::Init, "init", 9),
-            (ContainerKind::App, "app", 11),
-            (ContainerKind::Ephemeral, "debug", 13),
+            (ContainerKind::Init, "init", 10),
+            (ContainerKind::App, "app", 12),
+            (ContainerKind::Ephemeral, "debug", 14),
         ]
     );
     // The Pod path does not reach a CronJob's template.
