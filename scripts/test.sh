@@ -37,17 +37,6 @@ python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ig
   kubernetes-validate==1.37.0 jsonschema==4.26.0 PyYAML==6.0.3 common-expression-language==0.10.0 \
   xmlschema==4.3.2 elementpath==5.1.4
 
-# helm for the chart's checks (tests/install_helm.rs) and the e2e's Helm
-# install: built once from the Go module proxy (scripts/go-tool.sh; needs Go).
-NFGUARD_HELM="$(scripts/go-tool.sh helm)/helm"
-export NFGUARD_HELM
-
-# promtool and kustomize for tests/monitoring.rs (alert rules, dashboard,
-# monitoring/ kustomization): built once from the Go module proxy.
-NFGUARD_PROMTOOL="$(scripts/go-tool.sh promtool)/promtool"
-NFGUARD_KUSTOMIZE="$(scripts/go-tool.sh kustomize)/kustomize"
-export NFGUARD_PROMTOOL NFGUARD_KUSTOMIZE
-
 # Real iptables releases 1.8.7 / 1.8.9 / 1.8.11 from Debian's archive.
 export NFGUARD_FIXTURES="${NFGUARD_FIXTURES:-$PWD/target/fixtures}"
 scripts/fetch-iptables.sh "$NFGUARD_FIXTURES/iptables"
@@ -55,11 +44,33 @@ scripts/fetch-iptables.sh "$NFGUARD_FIXTURES/iptables"
 # Privileged tests must run here, never skip silently.
 export NFGUARD_REQUIRE_PRIVILEGED=1
 
-# krew's manifest validator and installer for tests/plugin_krew.rs.
-NFGUARD_KREW_TOOLS="$(scripts/go-tool.sh krew)"
-export NFGUARD_KREW_TOOLS
+# The Go tools the tests need, built once from the Go module proxy into
+# /var/cache/nfguard-e2e (scripts/go-tool.sh, e2e/build-kube.sh): helm (the
+# chart's checks, the e2e's Helm install), promtool and kustomize
+# (tests/monitoring.rs), krew's validator and installer (tests/plugin_krew.rs),
+# and Kubernetes itself for the e2e. On a fresh machine that is ~20 min of
+# compiling, so it runs beside the cargo build; cached, it takes a second.
+command -v go >/dev/null || { echo "scripts/test.sh: the tests need Go (helm, promtool, kustomize, krew and Kubernetes are built from Go modules)" >&2; exit 2; }
+go_log="$(mktemp)"
+(
+  for t in helm promtool kustomize krew; do scripts/go-tool.sh "$t"; done
+  if [ "${NFGUARD_E2E:-1}" != 0 ]; then e2e/build-kube.sh; fi
+) >"$go_log" 2>&1 &
+go_pid=$!
 
 cargo build --locked --all-targets
+
+if ! wait "$go_pid"; then
+  cat "$go_log" >&2
+  echo "scripts/test.sh: building the Go tools failed (output above)" >&2
+  exit 2
+fi
+NFGUARD_HELM="$(scripts/go-tool.sh helm)/helm"
+NFGUARD_PROMTOOL="$(scripts/go-tool.sh promtool)/promtool"
+NFGUARD_KUSTOMIZE="$(scripts/go-tool.sh kustomize)/kustomize"
+NFGUARD_KREW_TOOLS="$(scripts/go-tool.sh krew)"
+export NFGUARD_HELM NFGUARD_PROMTOOL NFGUARD_KUSTOMIZE NFGUARD_KREW_TOOLS
+grep -h 'built in' "$go_log" || true
 
 # The e2e scenarios on a real cluster built from Kubernetes' sources
 # (e2e/local.sh; needs Go and the Go module proxy; the build is cached in
@@ -68,7 +79,6 @@ e2e_rc=0
 if [ "${NFGUARD_E2E:-1}" = 0 ]; then
   echo "skipped: the local-cluster e2e scenarios (NFGUARD_E2E=0)"
 else
-  command -v go >/dev/null || { echo "scripts/test.sh: the e2e needs Go (Kubernetes is built from its Go modules)" >&2; exit 2; }
   cargo build --release --locked --bin nfguard
   e2e/local.sh || e2e_rc=$?
 fi
