@@ -269,6 +269,18 @@ fn unreachable_api_server_is_one_line_naming_it_exit_2() {
             "{err}"
         );
     }
+    // kubectl's duration syntax; a bad one is a usage error.
+    let out = run(cmd(&plugin)
+        .args(["status", "--request-timeout", "2m", "--kubeconfig"])
+        .arg(&kc));
+    assert!(
+        text(&out.stderr).contains("cannot reach the API server"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run(cmd(&plugin).args(["status", "--request-timeout", "soon"]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("not a duration such as 30, 30s, 2m or 1h"));
     // An unknown context is an error too, not a fallback.
     let out = run(cmd(&plugin)
         .args(["status", "--context", "nope", "--kubeconfig"])

@@ -116,7 +116,7 @@ async fn lists_profiles_then_nodes_following_continue_tokens() {
             ),
         ],
     );
-    let report = report_from(&client, SERVER, Duration::from_secs(5))
+    let report = report_from(&client, SERVER, Some(Duration::from_secs(5)))
         .await
         .unwrap();
     server.await.unwrap();
@@ -181,7 +181,7 @@ async fn forbidden_carries_the_api_servers_message() {
 #[tokio::test]
 async fn a_silent_server_times_out_with_a_clear_error() {
     let (client, _handle) = mock(); // never answers
-    let err = report_from(&client, SERVER, Duration::from_secs(1))
+    let err = report_from(&client, SERVER, Some(Duration::from_secs(1)))
         .await
         .unwrap_err();
     assert_eq!(

@@ -22,9 +22,29 @@ pub struct Args {
     /// Output format (default: a table).
     #[arg(short = 'o', long, env = "NFGUARD_STATUS_OUTPUT", value_enum)]
     pub output: Option<StatusFormat>,
-    /// Give up on the API server after this many seconds.
-    #[arg(long, env = "NFGUARD_REQUEST_TIMEOUT", default_value_t = 30)]
-    pub request_timeout: u64,
+    /// Give up on the API server after this long, as kubectl's flag: "30",
+    /// "30s", "2m", "1h"; "0" waits forever.
+    #[arg(long, env = "NFGUARD_REQUEST_TIMEOUT", default_value = "30s", value_parser = parse_timeout)]
+    pub request_timeout: Duration,
+}
+
+/// kubectl's `--request-timeout` values: seconds, or a number with s, m or h;
+/// zero means no limit.
+pub fn parse_timeout(raw: &str) -> Result<Duration, String> {
+    let s = raw.trim();
+    let (number, unit) = match s.char_indices().last() {
+        Some((i, c @ ('s' | 'm' | 'h'))) => (&s[..i], c),
+        _ => (s, 's'),
+    };
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("{raw:?} is not a duration such as 30, 30s, 2m or 1h"))?;
+    let secs = match unit {
+        'h' => n.saturating_mul(3600),
+        'm' => n.saturating_mul(60),
+        _ => n,
+    };
+    Ok(Duration::from_secs(secs))
 }
 
 /// The report rendered as asked.
@@ -41,20 +61,23 @@ pub fn render(
     render_structured(report, structured)?.context("rendering the status report")
 }
 
-/// List through `client` (already connected to `server`) and build the report.
+/// List through `client` (already connected to `server`) and build the
+/// report; `timeout` None: no limit.
 pub async fn report_from(
     client: &kube::Client,
     server: &str,
-    timeout: Duration,
+    timeout: Option<Duration>,
 ) -> anyhow::Result<super::StatusReport> {
-    let listed = tokio::time::timeout(timeout, fetch::list(client, server))
-        .await
-        .map_err(|_| {
+    let listing = fetch::list(client, server);
+    let listed = match timeout {
+        None => listing.await?,
+        Some(limit) => tokio::time::timeout(limit, listing).await.map_err(|_| {
             anyhow::anyhow!(
                 "no answer from the API server {server} within {}s",
-                timeout.as_secs()
+                limit.as_secs()
             )
-        })??;
+        })??,
+    };
     let now = k8s_openapi::jiff::Timestamp::now();
     Ok(build_report(&listed.profiles, &listed.nodes, now))
 }
@@ -65,8 +88,27 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
         args.cluster.context.as_deref(),
     )
     .await?;
-    let timeout = Duration::from_secs(args.request_timeout.max(1));
-    let report = report_from(&conn.client, &conn.server, timeout).await?;
+    let limit = Some(args.request_timeout).filter(|t| !t.is_zero());
+    let report = report_from(&conn.client, &conn.server, limit).await?;
     print!("{}", render(&report, args.output)?);
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_timeout_reads_like_kubectls() {
+        let secs = |n| Ok(Duration::from_secs(n));
+        assert_eq!(parse_timeout("30"), secs(30));
+        assert_eq!(parse_timeout("45s"), secs(45));
+        assert_eq!(parse_timeout("2m"), secs(120));
+        assert_eq!(parse_timeout("1h"), secs(3600));
+        assert_eq!(parse_timeout("0"), secs(0), "no limit");
+        assert_eq!(parse_timeout("0s"), secs(0));
+        for bad in ["", "s", "1.5s", "-1", "10d", "soon"] {
+            assert!(parse_timeout(bad).is_err(), "{bad}");
+        }
+    }
 }
