@@ -8,7 +8,7 @@
 # Provider-agnostic: needs KUBECONFIG, kubectl and jq on PATH (e2e/local-cluster.sh up
 # exports KUBECONFIG and its kubectl).
 # Env: NFGUARD_BIN         the binary (default target/release/nfguard)
-#      NFGUARD_E2E_BACKENDS "node=backend ..." that must show; the local
+#      NFGUARD_E2E_EXPECT_BACKENDS "node=backend ..." that must show; the local
 #                          cluster's (e2e-nft=nft e2e-legacy=legacy) by default
 #                          when NFGUARD_E2E_PROVIDER=local
 set -euo pipefail
@@ -22,7 +22,7 @@ bin="${NFGUARD_BIN:-target/release/nfguard}"
 command -v kubectl >/dev/null || fail "kubectl is not on PATH"
 command -v jq >/dev/null || fail "jq is not on PATH"
 [ -n "${KUBECONFIG:-}" ] || fail "KUBECONFIG is not set"
-expected="${NFGUARD_E2E_BACKENDS:-}"
+expected="${NFGUARD_E2E_EXPECT_BACKENDS:-}"
 if [ -z "$expected" ] && [ "${NFGUARD_E2E_PROVIDER:-}" = local ]; then
   expected="e2e-nft=nft e2e-legacy=legacy"
 fi
