@@ -68,6 +68,7 @@ push legacy:1.8.9-legacy 1.8.9 legacy
 export NFGUARD_E2E_EXPECT_BACKENDS="e2e-nft=nft e2e-legacy=legacy"
 e2e/scenarios.sh
 log "scenarios done after $((SECONDS - start)) s"
+e2e/plugin-status.sh
 
 # The other half of the install paths (skipped with NFGUARD_E2E_ONLY, which
 # asks for some scenarios only).

@@ -155,3 +155,11 @@ mapfile -t NODES < <(kubectl get nodes -o jsonpath='{range .items[*]}{.metadata.
 # kind's nodes are containers: scenarios.sh reaches them with docker exec.
 SCENARIOS=1
 NFGUARD_E2E_PROVIDER=kind NFGUARD_E2E_REGISTRY_PULL="${REGISTRY_NAME}:5000" e2e/scenarios.sh
+
+# ---- kubectl nfguard ----------------------------------------------------------------
+# The plugin on the same cluster, with the binary out of the image under test.
+bin_dir="$(mktemp -d)"
+cid="$(docker create "$IMAGE")"
+docker cp "$cid:/usr/local/bin/nfguard" "$bin_dir/nfguard"
+docker rm "$cid" >/dev/null
+NFGUARD_BIN="$bin_dir/nfguard" e2e/plugin-status.sh
