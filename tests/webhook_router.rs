@@ -8,7 +8,7 @@ mod support;
 use axum::body::Body;
 use http::Request;
 use nfguard::check::cli::{Args, Env, execute};
-use nfguard::output::Format;
+use nfguard::check::cli::CheckFormat;
 use serde_json::{Value, json};
 use std::time::Duration;
 use support::*;
@@ -109,7 +109,7 @@ async fn check_verdict(fx: &Fixture, obj: &Value) -> (String, Vec<String>) {
         concurrency: 4,
         kubeconfig: None,
         cluster: false,
-        output: Format::Json,
+        output: CheckFormat::Json,
         max_nodes: 5,
     };
     let report = execute(
