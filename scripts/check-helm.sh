@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Offline checks of the Helm chart charts/nfguard; tests/install_helm.rs runs
 # each step as a test of its own:
-#   lint       helm lint --strict
+#   lint       helm lint --strict, with the defaults and with the custom values
 #   same       the default render (release nfguard, namespace nfguard-system,
 #              CRDs included) equals manifests/ object by object, field by
 #              field (scripts/check_helm.py same; the Namespace is Helm's)
-#   namespace  a render for the release namespace `other`: every namespaced
-#              object, RBAC subject, the webhook's service reference and
-#              own-namespace exclusion, the reporter policy follow it; then
-#              scripts/check_manifests.py's invariants for that namespace
+#   monitoring the chart's copies of the rules and the dashboard are
+#              monitoring/'s (scripts/sync-monitoring.sh --check); with the
+#              three monitoring.*.enabled the render adds exactly the objects
+#              of `kustomize build monitoring/` and changes nothing else
+#   namespace  a render for the release namespace `other`, monitoring
+#              enabled: every namespaced object, RBAC subject, the webhook's
+#              service reference and own-namespace exclusion, the reporter
+#              policy follow it, each PodMonitor selects its component's pods
+#              there; then scripts/check_manifests.py's invariants for it
 #   values     a render with charts/nfguard/ci/custom-values.yaml (every value
 #              changed): the effect of each value; kubernetes-validate
 #              --strict for Kubernetes 1.30 and 1.33; the PodDisruptionBudget
@@ -17,7 +22,8 @@
 #   readme     charts/nfguard/README.md's values table lists every value
 # Usage: scripts/check-helm.sh STEP...   (no STEP: all)
 # helm: $NFGUARD_HELM, else built by scripts/go-tool.sh helm (needs Go; no
-# helm is a failure, never a skip). The Python modules are those of
+# helm is a failure, never a skip); kustomize (step monitoring) likewise from
+# $NFGUARD_KUSTOMIZE or scripts/go-tool.sh kustomize. The Python modules are those of
 # scripts/check-install.sh: without them "skipped: ..." (exit 0), unless
 # NFGUARD_REQUIRE_PRIVILEGED=1 or NFGUARD_REQUIRE_INSTALL_TOOLS=1 (CI).
 # NFGUARD_CHART: another chart directory (the tests check a broken copy fails).
@@ -27,6 +33,8 @@ cd "$(dirname "$0")/.."
 CHART=${NFGUARD_CHART:-charts/nfguard}
 CUSTOM=charts/nfguard/ci/custom-values.yaml
 K8S_VERSIONS=(1.30.0 1.33.0)
+MONITORING_ON=(--set monitoring.podMonitors.enabled=true --set monitoring.prometheusRule.enabled=true
+  --set monitoring.grafanaDashboard.enabled=true)
 PY=${PYTHON:-python3}
 
 die() { echo "check-helm: $*" >&2; exit 1; }
@@ -38,18 +46,19 @@ skip_or_fail() {
   exit 0
 }
 
-find_helm() {
-  if [ -n "${NFGUARD_HELM:-}" ]; then
-    [ -x "$NFGUARD_HELM" ] || die "NFGUARD_HELM=$NFGUARD_HELM is not an executable"
-    HELM=$NFGUARD_HELM
+# find_tool NAME ENV_VAR: the path of a Go tool, from ENV_VAR or go-tool.sh.
+find_tool() {
+  local name=$1 var=$2 dir lock=${NFGUARD_E2E_CACHE:-/var/cache/nfguard-e2e}/tools.lock
+  if [ -n "${!var:-}" ]; then
+    [ -x "${!var}" ] || die "$var=${!var} is not an executable"
+    echo "${!var}"
     return
   fi
-  local dir lock=${NFGUARD_E2E_CACHE:-/var/cache/nfguard-e2e}/tools.lock
   mkdir -p "$(dirname "$lock")"
   # Tests run in parallel: one build at a time (go-tool.sh builds into one place).
-  dir=$(flock "$lock" scripts/go-tool.sh helm) ||
-    die "no helm: scripts/go-tool.sh helm failed (it builds helm with Go from the Go module proxy; install Go or set NFGUARD_HELM)"
-  HELM=$dir/helm
+  dir=$(flock "$lock" scripts/go-tool.sh "$name") ||
+    die "no $name: scripts/go-tool.sh $name failed (it builds $name with Go from the Go module proxy; install Go or set $var)"
+  echo "$dir/$name"
 }
 
 work=$(mktemp -d)
@@ -71,6 +80,7 @@ timed() { # label command...   (keeps the command's exit status)
 
 step_lint() {
   timed "helm lint --strict" "$HELM" lint --strict "$CHART" || die "helm lint --strict $CHART failed"
+  "$HELM" lint --strict "$CHART" -f "$CUSTOM" || die "helm lint --strict $CHART -f $CUSTOM failed"
 }
 
 step_same() {
@@ -80,8 +90,19 @@ step_same() {
     die "the chart's default render differs from manifests/ (above: object and field)"
 }
 
+step_monitoring() {
+  local stale=0
+  NFGUARD_CHART=$CHART scripts/sync-monitoring.sh --check || stale=1
+  template nfguard-system "$work/chart.yaml"
+  template nfguard-system "$work/monitoring-on.yaml" "${MONITORING_ON[@]}"
+  "$KUSTOMIZE" build monitoring >"$work/monitoring.yaml" || die "kustomize build monitoring failed"
+  "$PY" scripts/check_helm.py monitoring "$work/monitoring-on.yaml" "$work/chart.yaml" "$work/monitoring.yaml" ||
+    die "the chart's monitoring differs from \`kustomize build monitoring/\` (above: object and field)"
+  [ "$stale" = 0 ] || die "the chart's copies in $CHART/files/ are stale: run scripts/sync-monitoring.sh"
+}
+
 step_namespace() {
-  template other "$work/other.yaml"
+  template other "$work/other.yaml" "${MONITORING_ON[@]}"
   "$PY" scripts/check_helm.py namespace "$work/other.yaml" other ||
     die "a render for the release namespace other still points somewhere else (above)"
   NFGUARD_NAMESPACE=other "$PY" scripts/check_manifests.py "$work/other.yaml" ||
@@ -99,8 +120,8 @@ step_values() {
   if grep -q '^kind: PodDisruptionBudget' "$work/single.yaml"; then
     die "webhook.replicas=1 still renders a PodDisruptionBudget (minAvailable 1 would block every drain)"
   fi
-  # Built-in kinds against the Kubernetes OpenAPI schemas (the ServiceMonitor
-  # is the Prometheus Operator's: no schema here).
+  # Built-in kinds against the Kubernetes OpenAPI schemas (PodMonitor and
+  # PrometheusRule are the Prometheus Operator's: no schema here).
   "$PY" - "$work/custom.yaml" "$work/builtin.yaml" <<'PYEOF'
 import sys, yaml
 objs = [o for o in yaml.safe_load_all(open(sys.argv[1], encoding="utf-8")) if o]
@@ -140,6 +161,15 @@ step_refuse() {
   refuse_with "webhook.timeoutSeconds=12 with NFGUARD_TIMEOUT=12" \
     "must exceed the webhook's own answer deadline (12 s" --set webhook.timeoutSeconds=12 \
     --set 'webhook.extraEnv[0].name=NFGUARD_TIMEOUT' --set-string 'webhook.extraEnv[0].value=12'
+  refuse_with "the removed metrics.serviceMonitor (now monitoring.podMonitors)" \
+    "additional properties 'serviceMonitor' not allowed" --set metrics.serviceMonitor.enabled=true
+  refuse_with "monitoring.podMonitors.interval=soon" "/monitoring/podMonitors/interval" \
+    --set monitoring.podMonitors.interval=soon
+  refuse_with "monitoring.grafanaDashboard.namespace=Grafana" "/monitoring/grafanaDashboard/namespace" \
+    --set monitoring.grafanaDashboard.namespace=Grafana
+  refuse_with "monitoring.prometheusRule.labels overriding app.kubernetes.io/component" \
+    "monitoring.prometheusRule.labels: app.kubernetes.io/component is a label nfguard sets itself" \
+    --set monitoring.prometheusRule.enabled=true --set 'monitoring.prometheusRule.labels.app\.kubernetes\.io/component=x'
 }
 
 step_readme() {
@@ -148,14 +178,15 @@ step_readme() {
 }
 
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(lint same namespace values refuse readme)
-find_helm
+[ ${#steps[@]} -gt 0 ] || steps=(lint same monitoring namespace values refuse readme)
+HELM=$(find_tool helm NFGUARD_HELM)
 needs_python=0
 for s in "${steps[@]}"; do
   case "$s" in
     lint | refuse) ;;
+    monitoring) needs_python=1; KUSTOMIZE=$(find_tool kustomize NFGUARD_KUSTOMIZE) ;;
     same | namespace | values | readme) needs_python=1 ;;
-    *) die "unknown step $s (lint same namespace values refuse readme)" ;;
+    *) die "unknown step $s (lint same monitoring namespace values refuse readme)" ;;
   esac
 done
 if [ "$needs_python" = 1 ]; then

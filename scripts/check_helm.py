@@ -5,10 +5,16 @@ runs it; tests/install_helm.rs runs that).
   check_helm.py same CHART.yaml KUSTOMIZE.yaml
       the chart's default render equals manifests/ object by object; every
       difference is printed as `Kind namespace/name: field.path: ...`
+  check_helm.py monitoring CHART_ON.yaml CHART.yaml KUSTOMIZE.yaml
+      a render with the three monitoring.*.enabled in nfguard-system adds to
+      the default render (CHART.yaml) exactly the objects of `kustomize build
+      monitoring/`, field by field (the dashboard's JSON byte for byte, the
+      rules' {{ $labels.* }} text verbatim), and changes nothing else
   check_helm.py namespace CHART.yaml NS
-      a render with --namespace NS puts every namespaced object in NS and
-      points every namespace reference (RBAC subjects, the webhook's service
-      and its own-namespace exclusion, the reporter policy) at NS
+      a render with --namespace NS (monitoring enabled) puts every namespaced
+      object in NS and points every namespace reference (RBAC subjects, the
+      webhook's service and its own-namespace exclusion, the reporter policy)
+      at NS; each PodMonitor selects its component's pods in NS
   check_helm.py values CHART.yaml VALUES.yaml DEFAULTS.yaml
       a render with VALUES.yaml shows the effect of every value it sets, and
       VALUES.yaml sets every value of DEFAULTS.yaml (the chart's values.yaml)
@@ -70,29 +76,41 @@ def index(objs, what):
 
 # ---- same: the default render equals manifests/ ---------------------------
 
-def differences(a, b, path=""):
-    """Field paths where a and b differ, with both values (a: manifests/)."""
+def string_difference(a, b):
+    """Where two long strings (a dashboard's JSON) part, briefly."""
+    at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    line = a.count("\n", 0, at) + 1
+    return (f"{len(a)} and {len(b)} characters, first difference at character {at} (line {line}): "
+            f"{a[max(0, at - 20):at + 40]!r} vs {b[max(0, at - 20):at + 40]!r}")
+
+
+def differences(a, b, path="", names=("manifests/", "chart")):
+    """Field paths where a and b differ, with both values (a: manifests/,
+    b: the chart, unless `names` says otherwise)."""
+    left, right = names
     if isinstance(a, dict) and isinstance(b, dict):
         out = []
         for k in sorted(set(a) | set(b), key=str):
             p = f"{path}.{k}" if path else str(k)
             if k not in b:
-                out.append(f"{p}: only in manifests/ ({a[k]!r})")
+                out.append(f"{p}: only in {left} ({a[k]!r})")
             elif k not in a:
-                out.append(f"{p}: only in the chart ({b[k]!r})")
+                out.append(f"{p}: only in the {right} ({b[k]!r})")
             else:
-                out.extend(differences(a[k], b[k], p))
+                out.extend(differences(a[k], b[k], p, names))
         return out
     if isinstance(a, list) and isinstance(b, list):
         if len(a) != len(b):
-            return [f"{path}: {len(a)} items in manifests/, {len(b)} in the chart"]
+            return [f"{path}: {len(a)} items in {left}, {len(b)} in the {right}"]
         out = []
         for i, (x, y) in enumerate(zip(a, b)):
-            out.extend(differences(x, y, f"{path}[{i}]"))
+            out.extend(differences(x, y, f"{path}[{i}]", names))
         return out
     # Typed: "2" (a string) and 2 (a number) are different manifests.
     if type(a) is not type(b) or a != b:
-        return [f"{path}: manifests/ {a!r}, chart {b!r}"]
+        if isinstance(a, str) and isinstance(b, str) and max(len(a), len(b)) > 200:
+            return [f"{path}: {left} and {right} differ: {string_difference(a, b)}"]
+        return [f"{path}: {left} {a!r}, {right} {b!r}"]
     return []
 
 
@@ -113,6 +131,44 @@ def check_same(chart_path, kustomize_path):
         for d in differences(manifests[k], chart[k]):
             fail(f"{ident(k)}: {d}")
     print(f"check_helm: {compared} objects compared, {len(ONLY_IN_MANIFESTS)} left to Helm (the Namespace)")
+
+
+# ---- monitoring: the chart's monitoring equals monitoring/ ------------------
+
+def prometheus_templates(rule):
+    """Annotations of a PrometheusRule that hold Prometheus template text."""
+    return [a for g in rule["spec"]["groups"] for r in g["rules"]
+            for a in r.get("annotations", {}).values() if "{{ $labels." in a]
+
+
+def check_monitoring(on_path, default_path, kustomize_path):
+    on = index(load(on_path), "chart with monitoring")
+    default = index(load(default_path), "chart")
+    want = index(load(kustomize_path), "monitoring/")
+    for k in sorted(set(default) - set(on), key=str):
+        fail(f"{ident(k)}: rendered by default, gone with monitoring enabled")
+    for k in sorted(set(default) & set(on), key=str):
+        for d in differences(default[k], on[k], names=("the default render", "render with monitoring")):
+            fail(f"{ident(k)}: {d}")
+    added = {k: on[k] for k in set(on) - set(default)}
+    for k in sorted(set(want) - set(added), key=str):
+        fail(f"{ident(k)}: in `kustomize build monitoring/`, not rendered by the chart")
+    for k in sorted(set(added) - set(want), key=str):
+        fail(f"{ident(k)}: rendered by the chart with monitoring enabled, not in monitoring/")
+    for k in sorted(set(added) & set(want), key=str):
+        for d in differences(want[k], added[k], names=("monitoring/", "chart")):
+            fail(f"{ident(k)}: {d}")
+    # Equal to kustomize's, and the rules' Prometheus templates survived Helm.
+    rule_key = ("PrometheusRule", "nfguard-system", "nfguard")
+    if rule_key in added and rule_key in want:
+        got, expected = prometheus_templates(added[rule_key]), prometheus_templates(want[rule_key])
+        if not expected or got != expected:
+            fail(f"{ident(rule_key)}: the annotations holding {{{{ $labels.* }}}} differ ({len(got)} in the "
+                 f"chart, {len(expected)} in monitoring/): Helm must pass the rules' text through unevaluated")
+        else:
+            print(f"check_helm: {len(got)} rule annotations keep their {{{{ $labels.* }}}} text verbatim")
+    print(f"check_helm: {len(set(added) & set(want))} monitoring objects compared with monitoring/, "
+          f"{len(set(default) & set(on))} others unchanged")
 
 
 # ---- namespace: every reference follows the release namespace --------------
@@ -151,12 +207,41 @@ def check_namespace(chart_path, ns):
         exprs = [c["expression"] for c in vap["spec"].get("matchConditions", [])]
         if not any(want in e for e in exprs):
             fail(f"ValidatingAdmissionPolicy nfguard-reporter-own-node: spec.matchConditions do not name {want}: {exprs}")
+    check_pod_monitors(by_key, objs, ns)
+    for k in (("PrometheusRule", ns, "nfguard"), ("ConfigMap", ns, "nfguard-grafana-dashboard")):
+        if k not in by_key:
+            fail(f"{ident(k)}: not rendered (render with monitoring enabled)")
     if ns != "nfguard-system":
         text = yaml.safe_dump_all(objs)
         if "nfguard-system" in text:
             lines = [line.strip() for line in text.splitlines() if "nfguard-system" in line]
             fail(f"the default namespace nfguard-system is still spelled in a render for {ns}: {lines[:5]}")
     print(f"check_helm: {len(objs)} objects follow the release namespace {ns}")
+
+
+def check_pod_monitors(by_key, objs, ns):
+    """One PodMonitor per component in NS, each selecting exactly its
+    component's pods there, on a port those pods name."""
+    monitors = {o["metadata"]["name"]: o for o in objs if o["kind"] == "PodMonitor"}
+    expect("PodMonitors", sorted(monitors), sorted(f"nfguard-{c}" for c in COMPONENTS))
+    for name, m in sorted(monitors.items()):
+        spec = m["spec"]
+        where = spec.get("namespaceSelector")
+        if where not in (None, {}, {"matchNames": [ns]}):
+            fail(f"PodMonitor {ns}/{name}: namespaceSelector {where}, not the release namespace {ns}")
+        selector = spec["selector"]
+        if set(selector) != {"matchLabels"}:
+            fail(f"PodMonitor {ns}/{name}: selector {selector} (only matchLabels is checked here)")
+        wanted = selector.get("matchLabels", {})
+        selected = [c for c in COMPONENTS if workload(by_key, c, ns) and all(
+            workload(by_key, c, ns)["spec"]["template"]["metadata"]["labels"].get(k) == v
+            for k, v in wanted.items())]
+        expect(f"PodMonitor {ns}/{name} selects the pods of", selected, [name.removeprefix("nfguard-")])
+        for c in selected:
+            ports = {p.get("name") for p in container(by_key, c, ns).get("ports", [])}
+            for e in spec["podMetricsEndpoints"]:
+                if e.get("port") not in ports:
+                    fail(f"PodMonitor {ns}/{name}: port {e.get('port')!r} is not a port of the {c} container {sorted(ports)}")
 
 
 # ---- values: the effect of every value -------------------------------------
@@ -176,8 +261,8 @@ def leaves(values, prefix=""):
 
 # Maps the templates copy whole (toYaml): tested as one value.
 PASSED_THROUGH = (".resources", "nodeSelector", "affinity", "objectSelector",
-                  "serviceMonitor.labels", "namespaceSelector.matchLabels",
-                  "defaultPolicy.spec")
+                  "podMonitors.labels", "prometheusRule.labels", "grafanaDashboard.labels",
+                  "namespaceSelector.matchLabels", "defaultPolicy.spec")
 
 
 def get(values, path):
@@ -291,32 +376,50 @@ def check_values(chart_path, values_path, defaults_path):
     # `policy` command checks it on a second render.
     checked.add("defaultPolicy.spec")
 
-    sm = by_key.get(("ServiceMonitor", ns, "nfguard"))
-    svc = by_key.get(("Service", ns, "nfguard-metrics"))
-    check("metrics.serviceMonitor.enabled",
-          lambda v: expect("ServiceMonitor and metrics Service rendered", (sm is not None, svc is not None), (v, v)))
-    if sm and svc:
-        check("metrics.serviceMonitor.interval",
-              lambda v: expect("ServiceMonitor interval", sm["spec"]["endpoints"][0]["interval"], v))
-        check("metrics.serviceMonitor.labels",
-              lambda v: expect("ServiceMonitor labels ⊇ serviceMonitor.labels",
-                               {k: sm["metadata"]["labels"].get(k) for k in v}, v))
-        expect("ServiceMonitor selects the metrics Service",
-               all(svc["metadata"]["labels"].get(k) == x for k, x in sm["spec"]["selector"]["matchLabels"].items()), True)
-        expect("metrics Service port", svc["spec"]["ports"][0]["port"], values["metrics"]["port"])
-        relabel = sm["spec"]["endpoints"][0].get("relabelings", [])
-        expect("ServiceMonitor job label (nfguard-<component>)",
-               [(r.get("sourceLabels"), r.get("replacement")) for r in relabel if r.get("targetLabel") == "job"],
-               [(["__meta_kubernetes_pod_label_app_kubernetes_io_component"], "nfguard-$1")])
-        for c in COMPONENTS:
-            labels = workload(by_key, c, ns)["spec"]["template"]["metadata"]["labels"]
-            expect(f"metrics Service selects the {c} pods",
-                   all(labels.get(k) == x for k, x in svc["spec"]["selector"].items()), True)
+    check_monitoring_values(by_key, objs, ns, values, check)
 
     # Every value set here has a check.
     for path in sorted(set(leaves(values)) - checked):
         fail(f"check_helm.py: no check for the value {path}")
     print(f"check_helm: {len(checked)} values checked in a render of {len(objs)} objects")
+
+
+def has_labels(obj, want):
+    """obj's labels include want's non-null ones and none of its null ones
+    (Helm drops a default label set to null)."""
+    labels = obj["metadata"].get("labels", {})
+    return all(labels.get(k) == v if v is not None else k not in labels for k, v in want.items())
+
+
+def check_monitoring_values(by_key, objs, ns, values, check):
+    monitors = [by_key.get(("PodMonitor", ns, f"nfguard-{c}")) for c in COMPONENTS]
+    monitors = [m for m in monitors if m]
+    check("monitoring.podMonitors.enabled",
+          lambda v: expect("PodMonitors rendered", len(monitors), 3 if v else 0))
+    check("monitoring.podMonitors.interval",
+          lambda v: expect("PodMonitor intervals", [e.get("interval") for m in monitors
+                                                    for e in m["spec"]["podMetricsEndpoints"]], [v] * 3))
+    check("monitoring.podMonitors.labels",
+          lambda v: expect("PodMonitors labelled with monitoring.podMonitors.labels",
+                           [has_labels(m, v) for m in monitors], [True] * 3))
+    if monitors:
+        check_pod_monitors(by_key, objs, ns)
+
+    rule = by_key.get(("PrometheusRule", ns, "nfguard"))
+    check("monitoring.prometheusRule.enabled",
+          lambda v: expect("PrometheusRule rendered", rule is not None, v))
+    check("monitoring.prometheusRule.labels",
+          lambda v: expect("PrometheusRule labelled with monitoring.prometheusRule.labels",
+                           rule is not None and has_labels(rule, v), True))
+
+    dashboards = [o for o in objs if (o["kind"], o["metadata"]["name"]) == ("ConfigMap", "nfguard-grafana-dashboard")]
+    check("monitoring.grafanaDashboard.enabled",
+          lambda v: expect("dashboard ConfigMaps rendered", len(dashboards), 1 if v else 0))
+    check("monitoring.grafanaDashboard.namespace",
+          lambda v: expect("dashboard ConfigMap namespace", [d["metadata"].get("namespace") for d in dashboards], [v]))
+    check("monitoring.grafanaDashboard.labels",
+          lambda v: expect("dashboard ConfigMap labelled with monitoring.grafanaDashboard.labels",
+                           [has_labels(d, v) for d in dashboards], [True]))
 
 
 def check_policy(chart_path, values_path):
@@ -347,7 +450,8 @@ def check_readme(defaults_path, readme_path):
 
 
 def main():
-    commands = {"same": (check_same, 2), "namespace": (check_namespace, 2),
+    commands = {"same": (check_same, 2), "monitoring": (check_monitoring, 3),
+                "namespace": (check_namespace, 2),
                 "values": (check_values, 3), "policy": (check_policy, 2),
                 "readme": (check_readme, 2)}
     if len(sys.argv) < 2 or sys.argv[1] not in commands or len(sys.argv) - 2 != commands[sys.argv[1]][1]:

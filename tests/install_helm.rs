@@ -1,10 +1,12 @@
 //! The Helm chart charts/nfguard: each step of scripts/check-helm.sh as a test
-//! of its own (lint, the default render against manifests/, the release
-//! namespace, every value's effect, bad values refused, the README's values
-//! table), plus the chart's CRDs against src/api and a broken copy of the
-//! chart that the comparison must catch, naming object and field.
-//! helm comes from $NFGUARD_HELM or scripts/go-tool.sh (Go): without either
-//! these tests fail.
+//! of its own (lint, the default render against manifests/, the monitoring
+//! render against `kustomize build monitoring/`, the release namespace, every
+//! value's effect, bad values refused, the README's values table), plus the
+//! chart's CRDs against src/api, its copies of monitoring/'s rules and
+//! dashboard against scripts/sync-monitoring.sh, and broken copies of the
+//! chart that the comparisons must catch, naming object and field.
+//! helm (and kustomize) come from $NFGUARD_HELM ($NFGUARD_KUSTOMIZE) or
+//! scripts/go-tool.sh (Go): without either these tests fail.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -52,6 +54,11 @@ fn helm_chart_lints_strict() {
 #[test]
 fn helm_default_render_equals_manifests() {
     step_passes("same");
+}
+
+#[test]
+fn helm_monitoring_equals_kustomize_build_of_monitoring() {
+    step_passes("monitoring");
 }
 
 #[test]
@@ -140,6 +147,120 @@ fn helm_drift_from_manifests_is_named() {
             "the comparison did not name {want:?}: {stdout}"
         );
     }
+}
+
+fn sync_monitoring(chart: Option<&Path>, args: &[&str]) -> Output {
+    let mut cmd = Command::new("bash");
+    cmd.arg(repo().join("scripts/sync-monitoring.sh")).args(args);
+    if let Some(dir) = chart {
+        cmd.env("NFGUARD_CHART", dir);
+    }
+    cmd.output()
+        .unwrap_or_else(|e| panic!("cannot run scripts/sync-monitoring.sh: {e}"))
+}
+
+/// monitoring/ is the one source of the rules and the dashboard; the chart's
+/// files/ holds the copies scripts/sync-monitoring.sh generates from it.
+#[test]
+fn helm_monitoring_files_are_the_generated_copies() {
+    let out = sync_monitoring(None, &["--check"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A stale copy fails naming the command that regenerates it, and that
+/// command makes the check pass again.
+#[test]
+fn helm_stale_monitoring_copy_names_the_sync_command() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let chart = tmp.path().join("nfguard");
+    copy_dir(&repo().join("charts/nfguard"), &chart);
+    let copy = chart.join("files/grafana-dashboard.json");
+    let text = std::fs::read_to_string(&copy).expect("read the dashboard copy");
+    std::fs::write(&copy, text.replacen("\"nfguard\"", "\"nfguard-edited\"", 1)).unwrap();
+    std::fs::remove_file(chart.join("files/prometheus-rules.yaml")).unwrap();
+
+    let out = sync_monitoring(Some(&chart), &["--check"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a stale copy passed: {stderr}");
+    for name in ["grafana-dashboard.json", "prometheus-rules.yaml"] {
+        assert!(
+            stderr.contains(&format!(
+                "files/{name} is not the generated copy of monitoring/{name}: run scripts/sync-monitoring.sh"
+            )),
+            "{name} not named with the command: {stderr}"
+        );
+    }
+
+    let out = sync_monitoring(Some(&chart), &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = sync_monitoring(Some(&chart), &["--check"]);
+    assert!(
+        out.status.success(),
+        "still stale after scripts/sync-monitoring.sh: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dashboard = |dir: &Path| std::fs::read(dir.join("files/grafana-dashboard.json")).unwrap();
+    assert_eq!(
+        dashboard(&chart),
+        std::fs::read(repo().join("monitoring/grafana-dashboard.json")).unwrap()
+    );
+}
+
+/// The monitoring comparison can fail: a chart whose PodMonitors scrape
+/// another path and whose copies of the dashboard and one alert's text
+/// drifted is reported object by object, field by field, and the stale
+/// copies with the command that regenerates them.
+#[test]
+fn helm_monitoring_drift_is_named() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let chart = tmp.path().join("nfguard");
+    copy_dir(&repo().join("charts/nfguard"), &chart);
+    let edit = |file: &str, from: &str, to: &str| {
+        let path = chart.join(file);
+        let text = std::fs::read_to_string(&path).expect("read chart file");
+        assert!(text.contains(from), "{file} no longer contains {from:?}");
+        std::fs::write(&path, text.replacen(from, to, 1)).expect("write chart file");
+    };
+    edit("templates/podmonitors.yaml", "path: /metrics", "path: /metrix");
+    edit(
+        "files/grafana-dashboard.json",
+        "\"refresh\": \"1m\"",
+        "\"refresh\": \"5m\"",
+    );
+    edit(
+        "files/prometheus-rules.yaml",
+        "summary: Node {{ $labels.node }} has a critical netfilter hazard.",
+        "summary: Node {{ $labels.instance }} has a critical netfilter hazard.",
+    );
+    let (out, stdout) = check_helm(&["monitoring"], Some(&chart));
+    if stdout.starts_with("skipped: ") {
+        return;
+    }
+    assert!(!out.status.success(), "a drifted chart passed the comparison");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for want in [
+        "PodMonitor nfguard-system/nfguard-webhook: spec.podMetricsEndpoints[0].path: monitoring/ '/metrics', chart '/metrix'",
+        "ConfigMap nfguard-system/nfguard-grafana-dashboard: data.nfguard.json: monitoring/ and chart differ:",
+        "PrometheusRule nfguard-system/nfguard: spec.groups[0].rules[0].annotations.summary: monitoring/ 'Node {{ $labels.node }} has a critical netfilter hazard.', chart 'Node {{ $labels.instance }}",
+    ] {
+        assert!(
+            stdout.contains(want),
+            "the comparison did not name {want:?}: {stdout}"
+        );
+    }
+    assert!(
+        stderr.contains("files/grafana-dashboard.json is not the generated copy")
+            && stderr.contains("run scripts/sync-monitoring.sh"),
+        "the stale copies were not named with the command: {stderr}"
+    );
 }
 
 /// A missing helm is a failure with the reason, never a skip: a named helm

@@ -77,3 +77,18 @@ webhook.extraEnv when given there, else the binary's default (8).
 {{- end -}}
 {{- $deadline -}}
 {{- end -}}
+
+{{/*
+A monitoring object's extra labels from values, after nfguard.labels; the two
+labels of nfguard.labels cannot be overridden (a duplicate key breaks the
+object). Call with (dict "labels" .Values.monitoring.X.labels "value" "monitoring.X.labels")
+and only when there are labels.
+*/}}
+{{- define "nfguard.extraLabels" -}}
+{{- range $key, $_ := .labels }}
+{{- if has $key (list "app.kubernetes.io/name" "app.kubernetes.io/component") }}
+{{- fail (printf "%s: %s is a label nfguard sets itself and cannot be overridden" $.value $key) }}
+{{- end }}
+{{- end }}
+{{- toYaml .labels }}
+{{- end -}}
