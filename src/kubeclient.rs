@@ -87,3 +87,26 @@ pub async fn connect(
     })?;
     Ok(Connection { client, server })
 }
+
+/// Every object of a cluster-scoped kind, read 500 per page so a large
+/// cluster never answers one huge list.
+pub async fn list_all<K>(client: &kube::Client) -> Result<Vec<K>, kube::Error>
+where
+    K: kube::Resource<Scope = k8s_openapi::ClusterResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let api: kube::Api<K> = kube::Api::all(client.clone());
+    let mut out = Vec::new();
+    let mut params = kube::api::ListParams::default().limit(500);
+    loop {
+        let page = api.list(&params).await?;
+        out.extend(page.items);
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(out),
+        }
+    }
+}

@@ -3,7 +3,6 @@
 
 use crate::api::{NetfilterPolicy, NodeNetfilterProfile};
 use k8s_openapi::api::core::v1::{Namespace, Node};
-use kube::api::{Api, ListParams};
 use std::collections::{BTreeMap, HashMap};
 
 #[derive(Debug, thiserror::Error)]
@@ -32,21 +31,9 @@ where
         + std::fmt::Debug,
     K::DynamicType: Default,
 {
-    let api: Api<K> = Api::all(client.clone());
-    let mut out = Vec::new();
-    let mut params = ListParams::default().limit(500);
-    loop {
-        let page = api
-            .list(&params)
-            .await
-            .map_err(|error| ClusterError::List { what, error })?;
-        out.extend(page.items);
-        match page.metadata.continue_.filter(|c| !c.is_empty()) {
-            Some(token) => params = params.continue_token(&token),
-            None => break,
-        }
-    }
-    Ok(out)
+    crate::kubeclient::list_all(client)
+        .await
+        .map_err(|error| ClusterError::List { what, error })
 }
 
 /// List profiles, nodes (unless `with_nodes` is false: the user gave a file),

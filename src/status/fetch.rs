@@ -3,7 +3,6 @@
 
 use crate::api::NodeNetfilterProfile;
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, ListParams};
 
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
@@ -77,20 +76,9 @@ where
         + std::fmt::Debug,
     K::DynamicType: Default,
 {
-    let api: Api<K> = Api::all(client.clone());
-    let mut out = Vec::new();
-    let mut params = ListParams::default().limit(500);
-    loop {
-        let page = api
-            .list(&params)
-            .await
-            .map_err(|e| classify(server, what, e))?;
-        out.extend(page.items);
-        match page.metadata.continue_.filter(|c| !c.is_empty()) {
-            Some(token) => params = params.continue_token(&token),
-            None => return Ok(out),
-        }
-    }
+    crate::kubeclient::list_all(client)
+        .await
+        .map_err(|e| classify(server, what, e))
 }
 
 /// Every NodeNetfilterProfile, then every Node.
