@@ -13,7 +13,7 @@ use nfguard::compat::evaluate::{
     DEFAULT_PLATFORM, EffectivePolicy, EvalInput, ImageResolutions, Workload, evaluate,
     images_to_resolve, select_candidates,
 };
-use nfguard::compat::{Backend, ImageProfile, IptablesFacts, Version};
+use nfguard::facts::{Backend, ImageProfile, IptablesFacts, Version};
 use serde_json::json;
 use std::hint::black_box;
 

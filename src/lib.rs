@@ -5,6 +5,7 @@ pub mod api;
 pub mod check;
 pub mod compat;
 pub mod controller;
+pub mod facts;
 pub mod inspect;
 pub mod kernel;
 pub mod kubeclient;

@@ -4,11 +4,11 @@
 
 use http::{Method, Request, Response};
 use kube::client::Body;
+use nfguard::check::cli::CheckFormat as Format;
 use nfguard::check::cli::{Args, Env, execute, gather};
 use nfguard::check::{ImageResolver, cluster};
 use nfguard::compat::evaluate::Verdict;
-use nfguard::compat::{Backend, ImageProfile, IptablesFacts};
-use nfguard::check::cli::CheckFormat as Format;
+use nfguard::facts::{Backend, ImageProfile, IptablesFacts};
 use serde_json::json;
 use std::sync::Arc;
 

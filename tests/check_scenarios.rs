@@ -1,13 +1,13 @@
-//! The scenarios through the whole `check` pipeline (files -> load ->
+//! The gate's scenarios through the whole `check` pipeline (files -> load ->
 //! candidates -> image resolution -> evaluate -> report) with profile YAML in
 //! the reporter's contract shape and an injected image resolver standing in
 //! for the registry. tests/check_e2e.rs repeats them with real parts.
 
+use nfguard::check::cli::CheckFormat as Format;
 use nfguard::check::cli::{Args, Env, execute, render};
 use nfguard::check::{ImageResolver, Report};
 use nfguard::compat::evaluate::Verdict;
-use nfguard::compat::{Backend, ImageProfile, IptablesFacts, Version};
-use nfguard::check::cli::CheckFormat as Format;
+use nfguard::facts::{Backend, ImageProfile, IptablesFacts, Version};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

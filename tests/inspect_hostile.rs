@@ -5,7 +5,7 @@
 mod inspect_support;
 
 use inspect_support::*;
-use nfguard::compat::EvidenceSource;
+use nfguard::facts::EvidenceSource;
 use nfguard::inspect::{
     FsError, HostRoot, Layer, LayerError, LayerLimits, Lookup, RootFs, collect,
 };
@@ -238,7 +238,7 @@ fn symlink_loop_in_a_layer_is_reported_not_fatal() {
     );
     let f = collect(&root, &BTreeMap::new()).facts.unwrap();
     assert_eq!(f.backend, None);
-    assert_eq!(f.version, Some(nfguard::compat::Version::new(1, 8, 9)));
+    assert_eq!(f.version, Some(nfguard::facts::Version::new(1, 8, 9)));
 }
 
 #[test]
@@ -338,7 +338,7 @@ fn link_out_of_tracked_paths_is_reported() {
         true,
     );
     let f = collect(&root, &BTreeMap::new()).facts.unwrap();
-    assert_eq!(f.backend, Some(nfguard::compat::Backend::Nft));
+    assert_eq!(f.backend, Some(nfguard::facts::Backend::Nft));
     assert!(
         f.evidence
             .iter()

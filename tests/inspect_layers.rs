@@ -4,7 +4,7 @@
 mod inspect_support;
 
 use inspect_support::*;
-use nfguard::compat::{Backend, EvidenceSource, Version};
+use nfguard::facts::{Backend, EvidenceSource, Version};
 use nfguard::inspect::{Lookup, NodeKind, RootFs, collect};
 use std::collections::BTreeMap;
 

@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use nfguard::check::ImageResolver;
-use nfguard::compat::{Backend, ImageProfile, IptablesFacts, Version};
+use nfguard::facts::{Backend, ImageProfile, IptablesFacts, Version};
 use nfguard::webhook::decisions::DecisionCache;
 use nfguard::webhook::facts::Facts;
 use nfguard::webhook::images::{CacheTtl, FromResolver, ImageCache};

@@ -4,7 +4,7 @@
 //! inventory (`nfguard-controller`). Every status field is optional so each
 //! manager's server-side apply carries only its own fields.
 
-use crate::compat::{Backend, Hazard, IptablesFacts, Version};
+use crate::facts::{Backend, Hazard, IptablesFacts, Version};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

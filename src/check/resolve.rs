@@ -2,8 +2,8 @@
 //! within one overall deadline. The resolver is a trait so everything above
 //! it is testable without a registry.
 
-use crate::compat::ImageProfile;
 use crate::compat::evaluate::{ImageKey, ImageResolutions};
+use crate::facts::ImageProfile;
 use crate::registry::{ImageInspector, Platform};
 use futures::StreamExt;
 use std::sync::Arc;

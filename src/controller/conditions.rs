@@ -8,7 +8,7 @@
 
 use super::clock::rfc3339;
 use crate::api::{ActiveBackend, Condition, NodeNetfilterProfileStatus};
-use crate::compat::Severity;
+use crate::facts::Severity;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 pub const FRESH: &str = "Fresh";
@@ -189,7 +189,7 @@ pub fn conditions(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compat::{Hazard, HazardCode, IptablesFacts};
+    use crate::facts::{Hazard, HazardCode, IptablesFacts};
 
     fn ts(s: &str) -> Timestamp {
         s.parse().unwrap()

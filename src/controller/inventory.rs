@@ -13,7 +13,7 @@
 
 use crate::api::{NodeNetfilterProfileStatus, Writer};
 use crate::compat::evaluate::{ImageKey, ImageResolution, ImageResolutions, has_net_admin};
-use crate::compat::{Backend, Version};
+use crate::facts::{Backend, Version};
 use k8s_openapi::api::core::v1::{Pod, SecurityContext};
 use std::collections::BTreeMap;
 
@@ -222,7 +222,7 @@ pub fn inventory<'a>(
 mod tests {
     use super::*;
     use crate::api::{BackendFacts, BackendsFacts};
-    use crate::compat::{ImageProfile, IptablesFacts};
+    use crate::facts::{ImageProfile, IptablesFacts};
     use serde_json::json;
 
     fn pod(name: &str, host: bool, phase: &str, containers: serde_json::Value) -> Pod {

@@ -65,7 +65,7 @@ pub fn label_patch(
 mod tests {
     use super::*;
     use crate::api::ActiveBackend;
-    use crate::compat::{Backend, IptablesFacts};
+    use crate::facts::{Backend, IptablesFacts};
 
     fn status(
         backend: ActiveBackend,

@@ -10,7 +10,7 @@
 use super::conditions::{CONSISTENT, FRESH, HEALTHY};
 use super::plan::NodePlan;
 use crate::api::{ActiveBackend, NodeNetfilterProfile};
-use crate::compat::HazardCode;
+use crate::facts::HazardCode;
 use k8s_openapi::jiff::Timestamp;
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
 use prometheus_client::metrics::counter::Counter;
@@ -546,7 +546,7 @@ mod tests {
         let mut profile = NodeNetfilterProfile::new("n1", Default::default());
         profile.status = Some(NodeNetfilterProfileStatus {
             last_probe_time: Some("2026-03-01T12:00:00Z".into()),
-            iptables: Some(crate::compat::IptablesFacts {
+            iptables: Some(crate::facts::IptablesFacts {
                 version: Some("1.8.7".parse().unwrap()),
                 ..Default::default()
             }),

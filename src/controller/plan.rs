@@ -14,7 +14,7 @@ use crate::compat::evaluate::{
     Candidate, EXEMPT_ANNOTATION, EffectivePolicy, ImageKey, ImageResolutions, ReasonCode,
     SubjectInput, evaluate_subject, images_to_resolve_for, pod_containers,
 };
-use crate::compat::{HazardCode, Severity};
+use crate::facts::{HazardCode, Severity};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;

@@ -11,7 +11,7 @@
 //! taint, or changing one on an already tainted node, is always allowed.
 
 use crate::api::NetfilterPolicy;
-use crate::compat::HazardCode;
+use crate::facts::HazardCode;
 use k8s_openapi::api::core::v1::Taint;
 
 pub const TAINT_DEGRADED: &str = "nfguard.io/netfilter-degraded";

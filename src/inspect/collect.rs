@@ -12,7 +12,7 @@
 use super::probes::{PackageHit, PackageProbe};
 use super::probes::{apk, binary, command, dpkg, label, rpm};
 use super::rootfs::RootFs;
-use crate::compat::{Backend, Evidence, IptablesFacts, Version};
+use crate::facts::{Backend, Evidence, IptablesFacts, Version};
 use std::collections::BTreeMap;
 
 /// What the probes concluded, and whether layers not yet read could still change it.

@@ -27,9 +27,6 @@ impl<T> Lookup<T> {
             _ => None,
         }
     }
-    pub fn is_unknown(&self) -> bool {
-        matches!(self, Lookup::Unknown)
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

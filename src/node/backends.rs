@@ -1,7 +1,7 @@
 //! Per-backend counts, kubelet's marker chains and the active backend. Pure.
 
 use crate::api::{ActiveBackend, BackendFacts};
-use crate::compat::Backend;
+use crate::facts::Backend;
 use crate::kernel::{Family, RuleSet, Table};
 
 pub const HINT_CHAIN: &str = "KUBE-IPTABLES-HINT";

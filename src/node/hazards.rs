@@ -2,8 +2,8 @@
 
 use super::NodeFacts;
 use super::backends::{backend_facts, has_kube_chains, holds_rules};
-use crate::compat::version::is_known_bad;
-use crate::compat::{Backend, Hazard, HazardCode, Severity, Version};
+use crate::facts::version::is_known_bad;
+use crate::facts::{Backend, Hazard, HazardCode, Severity, Version};
 use crate::kernel::{Expr, Rule, RuleSet, Verdict, render_rule};
 
 /// At most this many FirewallUnconditionalDrop hazards are listed one by one.
@@ -250,7 +250,7 @@ fn probe_failures(facts: &NodeFacts) -> Vec<Hazard> {
 mod tests {
     use super::*;
     use crate::api::BridgeFacts;
-    use crate::compat::IptablesFacts;
+    use crate::facts::IptablesFacts;
     use crate::kernel::{Chain, Family, Table};
 
     fn facts(nft: RuleSet, legacy: RuleSet) -> NodeFacts {

@@ -15,7 +15,7 @@
 //! network-header addresses, `cmp`, `bitwise`, `counter`, verdicts) needs no minimum.
 
 use crate::api::NativeFeature;
-use crate::compat::Version;
+use crate::facts::Version;
 use crate::kernel::{
     Expr, NFT_META_IIFNAME, NFT_META_L4PROTO, NFT_META_MARK, NFT_META_OIFNAME, NFT_PAYLOAD_NETWORK,
     NFT_PAYLOAD_TRANSPORT, Rule, RuleSet,

@@ -14,7 +14,7 @@ pub mod system;
 pub mod text;
 
 use crate::api::{BackendsFacts, BridgeFacts, KernelFacts, NodeNetfilterProfileStatus};
-use crate::compat::IptablesFacts;
+use crate::facts::IptablesFacts;
 use crate::kernel::{self, RuleSet};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -161,9 +161,4 @@ pub fn status_from_facts(facts: &NodeFacts) -> NodeNetfilterProfileStatus {
 /// `ProbeFailed` hazards.
 pub fn probe(cfg: &ProbeConfig) -> NodeNetfilterProfileStatus {
     status_from_facts(&gather(cfg))
-}
-
-/// Convenience: probe with "/proc" and "/sys" and the given node root.
-pub fn probe_host_root(host_root: &Path) -> NodeNetfilterProfileStatus {
-    probe(&ProbeConfig::new(host_root))
 }

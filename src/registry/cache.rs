@@ -3,7 +3,7 @@
 //! digest -> profile, layer digest -> parsed layer (shared base layers are
 //! read once).
 
-use crate::compat::ImageProfile;
+use crate::facts::ImageProfile;
 use crate::inspect::Layer;
 use moka::sync::Cache;
 use std::sync::Arc;

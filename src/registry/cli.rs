@@ -2,7 +2,7 @@
 //! its registry without running it.
 
 use super::{ImageInspector, Platform, RegistryConfig};
-use crate::compat::ImageProfile;
+use crate::facts::ImageProfile;
 use crate::output::{Format, render_structured};
 use std::path::PathBuf;
 use std::time::Duration;

@@ -11,7 +11,7 @@ use super::{
     Credentials, LAYER_CACHE_ENTRIES, MAX_MANIFEST_BYTES, Platform, RegistryConfig, RegistryError,
     TAG_TTL,
 };
-use crate::compat::{ImageProfile, IptablesFacts};
+use crate::facts::{ImageProfile, IptablesFacts};
 use crate::inspect::{self, Layer, LayeredRoot};
 use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::errors::{OciDistributionError, OciErrorCode};

@@ -17,7 +17,7 @@ pub use error::RegistryError;
 pub use fetch::InspectStats;
 pub use manifest_get::MAX_MANIFEST_BYTES;
 
-use crate::compat::ImageProfile;
+use crate::facts::ImageProfile;
 use crate::inspect::LayerLimits;
 use std::path::PathBuf;
 use std::sync::Arc;

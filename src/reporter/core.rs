@@ -6,7 +6,7 @@
 //! drive it with plain `Instant` arithmetic.
 
 use crate::api::NodeNetfilterProfileStatus;
-use crate::compat::{Hazard, HazardCode, Severity};
+use crate::facts::{Hazard, HazardCode, Severity};
 use std::time::Duration;
 use tokio::time::Instant;
 

@@ -7,9 +7,9 @@ pub mod fetch;
 pub mod table;
 
 use crate::api::{ActiveBackend, NodeNetfilterProfile, Writer};
-use crate::compat::{Backend, HazardCode, Severity, Version};
 use crate::controller::conditions::fresh_until;
 use crate::controller::taints::is_nfguard_taint;
+use crate::facts::{Backend, HazardCode, Severity, Version};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;

@@ -18,11 +18,11 @@ use super::images::ImageCache;
 use super::metrics::Metrics;
 pub use super::review::{API_VERSION, Request, ReviewError, parse_review};
 use super::review::{Prepared, error_body, response};
-use crate::compat::Severity;
 use crate::compat::evaluate::{
     Decision, ReasonCode, SubjectInput, Verdict, Workload, WorkloadKind, evaluate_subject,
     images_to_resolve_for, select_candidates,
 };
+use crate::facts::Severity;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;

@@ -5,8 +5,8 @@
 
 use super::metrics::Metrics;
 use crate::check::ImageResolver;
-use crate::compat::ImageProfile;
 use crate::compat::evaluate::{ImageKey, ImageResolutions};
+use crate::facts::ImageProfile;
 use crate::registry::{Credentials, ImageInspector, Platform};
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};

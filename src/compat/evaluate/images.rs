@@ -4,7 +4,7 @@
 use super::candidates::Candidate;
 use super::policy::EffectivePolicy;
 use super::workload::{ContainerFacts, Workload};
-use crate::compat::ImageProfile;
+use crate::facts::ImageProfile;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 

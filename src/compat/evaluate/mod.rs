@@ -37,7 +37,7 @@ pub use workload::{
     pod_containers,
 };
 
-use crate::compat::{Backend, Severity, Version};
+use crate::facts::{Backend, Severity, Version};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

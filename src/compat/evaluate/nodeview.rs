@@ -3,7 +3,7 @@
 //! nft rules (host tools + writer pods), and the live minimum reader.
 
 use crate::api::{ActiveBackend, NodeNetfilterProfileStatus};
-use crate::compat::{Backend, HazardCode, Severity, Version};
+use crate::facts::{Backend, HazardCode, Severity, Version};
 
 /// Who wrote (or reads) a node's rules.
 #[derive(Clone, Copy, Debug)]

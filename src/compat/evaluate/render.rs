@@ -4,8 +4,8 @@ use super::nodeview::{Party, RulesBackend};
 use super::rules::{Finding, Other};
 use super::workload::{ContainerFacts, ContainerKind};
 use super::{Reason, ReasonCode};
-use crate::compat::version::FIRST_NATIVE_WRITER;
-use crate::compat::{Backend, Version};
+use crate::facts::version::FIRST_NATIVE_WRITER;
+use crate::facts::{Backend, Version};
 
 fn party(p: Party<'_>) -> String {
     match p {

@@ -15,8 +15,8 @@ use super::render;
 use super::workload::{ContainerFacts, Scope};
 use super::{Decision, Reason, ReasonCode, SubjectInput, Verdict};
 use crate::api::{PolicyAction, UnresolvedAction};
-use crate::compat::version::{FIRST_NATIVE_WRITER, is_known_bad};
-use crate::compat::{Backend, HazardCode, IptablesFacts, Severity, Version};
+use crate::facts::version::{FIRST_NATIVE_WRITER, is_known_bad};
+use crate::facts::{Backend, HazardCode, IptablesFacts, Severity, Version};
 use std::collections::HashMap;
 
 /// The other party of a finding.

@@ -7,7 +7,7 @@ use crate::api::{
     NodeNetfilterProfile, NodeNetfilterProfileSpec, NodeNetfilterProfileStatus, PolicyAction,
     UnresolvedAction, Writer,
 };
-use crate::compat::{Hazard, HazardCode, ImageProfile, IptablesFacts, Severity};
+use crate::facts::{Hazard, HazardCode, ImageProfile, IptablesFacts, Severity};
 use k8s_openapi::api::core::v1::Node;
 use serde_json::json;
 

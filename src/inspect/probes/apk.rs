@@ -2,7 +2,7 @@
 //! stanzas of `P:` name and `V:` version lines.
 
 use super::{PackageHit, PackageProbe, field, stanzas};
-use crate::compat::EvidenceSource;
+use crate::facts::EvidenceSource;
 use crate::inspect::paths::APK_INSTALLED;
 use crate::inspect::rootfs::RootFs;
 

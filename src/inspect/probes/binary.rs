@@ -4,7 +4,7 @@
 //! 1.8.7 carries only the bare `"1.8.7"` (printed through `"%s v%s (nf_tables)"`).
 
 use super::MAX_BINARY_BYTES;
-use crate::compat::{Backend, Evidence, EvidenceSource, Version};
+use crate::facts::{Backend, Evidence, EvidenceSource, Version};
 use crate::inspect::paths::join;
 use crate::inspect::rootfs::{Lookup, NodeKind, RootFs};
 

@@ -6,7 +6,7 @@
 //! `iptables-wrapper*` -> wrapper.
 
 use super::MAX_BINARY_BYTES;
-use crate::compat::{Backend, Evidence, EvidenceSource};
+use crate::facts::{Backend, Evidence, EvidenceSource};
 use crate::inspect::paths;
 use crate::inspect::rootfs::{Hop, Lookup, NodeKind, RootFs, follow_chain};
 

@@ -3,7 +3,7 @@
 //! named after the package or a hash, so the `Package:` field decides).
 
 use super::{PackageHit, PackageProbe, field_ci as field, stanzas};
-use crate::compat::EvidenceSource;
+use crate::facts::EvidenceSource;
 use crate::inspect::paths::{DPKG_STATUS, DPKG_STATUS_D, join};
 use crate::inspect::rootfs::{Lookup, RootFs};
 

@@ -1,7 +1,7 @@
 //! Image config labels: an explicit declaration, used only for what the
 //! filesystem does not say.
 
-use crate::compat::{Backend, Evidence, EvidenceSource, Version};
+use crate::facts::{Backend, Evidence, EvidenceSource, Version};
 use std::collections::BTreeMap;
 
 pub const VERSION_LABEL: &str = "io.nfguard.iptables.version";

@@ -10,7 +10,7 @@ pub mod label;
 pub mod rpm;
 
 use super::rootfs::{FsError, Lookup, RootFs};
-use crate::compat::{Evidence, EvidenceSource};
+use crate::facts::{Evidence, EvidenceSource};
 
 /// Largest package database read into memory.
 pub const MAX_DB_BYTES: u64 = 64 << 20;

@@ -4,7 +4,7 @@
 //! (tag, type, offset, count), then the data store.
 
 use super::{PackageHit, PackageProbe};
-use crate::compat::EvidenceSource;
+use crate::facts::EvidenceSource;
 use crate::inspect::paths::RPMDB_SQLITE;
 use crate::inspect::rootfs::{Lookup, RootFs};
 

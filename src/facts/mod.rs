@@ -1,0 +1,13 @@
+//! The vocabulary nfguard speaks about iptables: versions, backends, what one
+//! installation (image or host) holds and where that came from, an image's
+//! profile, node hazards. Plain data with parsing, no I/O. The CRD types
+//! (`api`), the verdict engine (`compat`) and every probe use it; it uses
+//! none of them, so the dependencies go one way: facts <- api <- compat.
+
+pub mod hazard;
+pub mod iptables;
+pub mod version;
+
+pub use hazard::{Hazard, HazardCode, Severity};
+pub use iptables::{Backend, Evidence, EvidenceSource, ImageProfile, IptablesFacts};
+pub use version::Version;
