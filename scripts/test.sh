@@ -34,26 +34,27 @@ command -v cargo-nextest >/dev/null || cargo install --locked cargo-nextest
 # Offline manifest validation (scripts/check-install.sh) and the JUnit/SARIF
 # schema checks of tests/check_ci_*.rs: pinned PyPI packages.
 python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
-  kubernetes-validate==1.37.0 jsonschema==4.26.0 PyYAML==6.0.3 common-expression-language==0.10.0 \
-  xmlschema==4.3.2 elementpath==5.1.4
+  -r scripts/test-requirements.txt
 
 # Real iptables releases 1.8.7 / 1.8.9 / 1.8.11 from Debian's archive.
 export NFGUARD_FIXTURES="${NFGUARD_FIXTURES:-$PWD/target/fixtures}"
 scripts/fetch-iptables.sh "$NFGUARD_FIXTURES/iptables"
 
-# Privileged tests must run here, never skip silently.
+# Privileged tests must run here: they are #[ignore]d for plain `cargo test`
+# and run below with --run-ignored all; the install checks' scripts fail
+# rather than skip when a tool is missing.
 export NFGUARD_REQUIRE_PRIVILEGED=1
 
-# The Go tools the tests need, built once from the Go module proxy into
-# /var/cache/nfguard-e2e (scripts/go-tool.sh, e2e/build-kube.sh): helm (the
-# chart's checks, the e2e's Helm install), promtool and kustomize
-# (tests/monitoring.rs), krew's validator and installer (tests/plugin_krew.rs),
-# and Kubernetes itself for the e2e. On a fresh machine that is ~20 min of
-# compiling, so it runs beside the cargo build; cached, it takes a second.
-command -v go >/dev/null || { echo "scripts/test.sh: the tests need Go (helm, promtool, kustomize, krew and Kubernetes are built from Go modules)" >&2; exit 2; }
+# The Go tools the tests need (scripts/go-tools-env.sh: helm, promtool,
+# kustomize, krew, actionlint) and Kubernetes itself for the e2e
+# (e2e/build-kube.sh), built once from the Go module proxy into
+# /var/cache/nfguard-e2e. On a fresh machine that is ~20 min of compiling, so
+# it runs beside the cargo build; cached, it takes a second.
+command -v go >/dev/null || { echo "scripts/test.sh: the tests need Go (helm, promtool, kustomize, krew, actionlint and Kubernetes are built from Go modules)" >&2; exit 2; }
 go_log="$(mktemp)"
+go_env="$(mktemp)"
 (
-  for t in helm promtool kustomize krew; do scripts/go-tool.sh "$t"; done
+  scripts/go-tools-env.sh >"$go_env"
   if [ "${NFGUARD_E2E:-1}" != 0 ]; then e2e/build-kube.sh; fi
 ) >"$go_log" 2>&1 &
 go_pid=$!
@@ -65,11 +66,8 @@ if ! wait "$go_pid"; then
   echo "scripts/test.sh: building the Go tools failed (output above)" >&2
   exit 2
 fi
-NFGUARD_HELM="$(scripts/go-tool.sh helm)/helm"
-NFGUARD_PROMTOOL="$(scripts/go-tool.sh promtool)/promtool"
-NFGUARD_KUSTOMIZE="$(scripts/go-tool.sh kustomize)/kustomize"
-NFGUARD_KREW_TOOLS="$(scripts/go-tool.sh krew)"
-export NFGUARD_HELM NFGUARD_PROMTOOL NFGUARD_KUSTOMIZE NFGUARD_KREW_TOOLS
+# NFGUARD_HELM, NFGUARD_PROMTOOL, NFGUARD_KUSTOMIZE, NFGUARD_KREW_TOOLS, NFGUARD_ACTIONLINT.
+while IFS= read -r line; do export "${line?}"; done <"$go_env"
 grep -h 'built in' "$go_log" || true
 
 # The e2e scenarios on a real cluster built from Kubernetes' sources
@@ -83,8 +81,11 @@ else
   e2e/local.sh || e2e_rc=$?
 fi
 
+# Every test, the #[ignore]d privileged ones too (.config/nextest.toml keeps
+# out the two that have runners of their own: the reporter benchmark and the
+# kind e2e).
 test_rc=0
-cargo nextest run --locked --no-fail-fast "$@" || test_rc=$?
+cargo nextest run --locked --no-fail-fast --run-ignored all "$@" || test_rc=$?
 if [ "$e2e_rc" != 0 ]; then
   echo "scripts/test.sh: the e2e scenarios failed (exit $e2e_rc; output above)" >&2
   exit "$e2e_rc"

@@ -2,8 +2,8 @@
 //! `nfguard inspect node --as-profile` from network namespaces whose rules
 //! the real Debian iptables releases wrote, and images holding the real
 //! releases in a real registry (Debian's docker-registry) on loopback.
-//! Needs root (skipped with a printed line otherwise, unless
-//! NFGUARD_REQUIRE_PRIVILEGED=1) and the fixture releases.
+//! Needs root (the tests are `#[ignore]`d with that reason; scripts/test.sh
+//! runs them) and the fixture releases.
 
 #[path = "support/images.rs"]
 mod images;
@@ -83,9 +83,9 @@ struct World {
 /// rule), host iptables 1.8.9 nft. node-b: legacy rules by 1.8.9 legacy,
 /// host iptables 1.8.9 legacy. Images: 1.8.7 nft (the incident), 1.8.9
 /// wrapper, 1.8.9 legacy, 1.8.11 nft.
-fn world(test: &str) -> Option<World> {
-    let ns_a = Netns::new(&format!("{test}a"))?;
-    let ns_b = Netns::new(&format!("{test}b"))?;
+fn world(test: &str) -> World {
+    let ns_a = Netns::new(&format!("{test}a"));
+    let ns_b = Netns::new(&format!("{test}b"));
     let dir = tempfile::tempdir().unwrap();
     let profiles = dir.path().join("profiles");
     std::fs::create_dir(&profiles).unwrap();
@@ -118,7 +118,7 @@ fn world(test: &str) -> Option<World> {
         let layer = build_layer(&work, &debian_iptables(version, alt), Compression::Gzip);
         push_image(&host, repo, "v1", &[layer], &ImageConfig::default()).reference
     };
-    Some(World {
+    World {
         old_nft: push("kube-router-old", "1.8.7", Alt::Nft),
         wrapper: push("kube-proxy-wrapper", "1.8.9", Alt::Wrapper),
         legacy: push("flannel-legacy", "1.8.9", Alt::Legacy),
@@ -127,7 +127,7 @@ fn world(test: &str) -> Option<World> {
         profiles,
         nodes,
         dir,
-    })
+    }
 }
 
 fn daemonset(name: &str, image: &str, host_network: bool, caps: &str, extra: &str) -> String {
@@ -182,8 +182,9 @@ fn find(v: &Value, code: &str) -> Value {
 }
 
 #[test]
-fn real_profiles_and_images_give_the_issue_verdicts() {
-    let Some(w) = world("chk") else { return };
+#[ignore = "needs root: network namespaces (scripts/test.sh runs it; as root: cargo test -- --include-ignored)"]
+fn real_profiles_and_images_give_the_scenario_verdicts() {
+    let w = world("chk");
 
     // The captured profiles carry what the decision needs.
     let a: nfguard::api::NodeNetfilterProfile =
@@ -311,8 +312,9 @@ fn real_profiles_and_images_give_the_issue_verdicts() {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces (scripts/test.sh runs it; as root: cargo test -- --include-ignored)"]
 fn unreachable_and_stalling_registries_warn_within_the_timeout() {
-    let Some(w) = world("unreach") else { return };
+    let w = world("unreach");
     // A closed loopback port: refused at once.
     let closed = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -105,14 +105,10 @@ fn summary(name: &str, mut ms: Vec<f64>) -> (f64, f64) {
 #[test]
 #[ignore = "benchmark: run scripts/bench-reporter.sh"]
 fn reporter_benchmark() {
-    let Some(bin) = std::env::var_os("NFGUARD_BENCH_BIN") else {
-        println!("skipped: set NFGUARD_BENCH_BIN to a release nfguard (scripts/bench-reporter.sh)");
-        return;
-    };
+    let bin = std::env::var_os("NFGUARD_BENCH_BIN")
+        .expect("set NFGUARD_BENCH_BIN to a release nfguard: run scripts/bench-reporter.sh");
     let bin = bin.into_string().expect("utf-8 path");
-    let Some(ns) = Netns::new("repbench") else {
-        return;
-    };
+    let ns = Netns::new("repbench");
     let base_rules = env_num("NFGUARD_BENCH_RULES", 2000);
     let nft_samples = env_num("NFGUARD_BENCH_SAMPLES", 100);
     let legacy_samples = env_num("NFGUARD_BENCH_LEGACY_SAMPLES", 20);

@@ -4,9 +4,11 @@
 //!
 //! Use from a test file with:
 //! `#[path = "support/netns.rs"] mod netns;`
-//! then `let Some(ns) = netns::Netns::new("tag") else { return };` — `None`
-//! (with a printed "skipped: ..." line) when not root, unless
-//! NFGUARD_REQUIRE_PRIVILEGED=1, which makes it fail instead.
+//! then `let ns = netns::Netns::new("tag");`, in a test marked
+//! `#[ignore = "needs root: network namespaces (scripts/test.sh runs it; as root: cargo test -- --include-ignored)"]`.
+//! Such a test never passes without running: plain `cargo test` lists it as
+//! ignored (with that reason), scripts/test.sh runs it (nextest
+//! `--run-ignored all`), and run without root it fails.
 #![allow(dead_code)]
 
 use std::io::Write;
@@ -31,18 +33,16 @@ pub fn release_dir(release: &str) -> PathBuf {
     fixtures_dir().join("iptables").join(release)
 }
 
-/// True when privileged tests can run here; prints "skipped: ..." and returns
-/// false when not root, or panics when NFGUARD_REQUIRE_PRIVILEGED=1.
-pub fn privileged(test: &str) -> bool {
+/// Panics unless running as root: a privileged test that cannot run fails,
+/// it never passes (see the module comment for how such tests are marked).
+pub fn require_root(test: &str) {
     // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        return true;
+    if unsafe { libc::geteuid() } != 0 {
+        panic!(
+            "{test}: needs root (network namespaces): run scripts/test.sh, \
+             or as root: cargo test -- --include-ignored"
+        );
     }
-    if std::env::var("NFGUARD_REQUIRE_PRIVILEGED").as_deref() == Ok("1") {
-        panic!("{test}: needs root (network namespaces) and NFGUARD_REQUIRE_PRIVILEGED=1 is set");
-    }
-    println!("skipped: {test}: needs root to create network namespaces");
-    false
 }
 
 /// Panics (with the command and its output) unless it exited 0.
@@ -62,11 +62,9 @@ pub struct Netns {
 }
 
 impl Netns {
-    /// A fresh namespace named `nfg-<tag>-<pid>-<n>`; None when skipped (see `privileged`).
-    pub fn new(tag: &str) -> Option<Self> {
-        if !privileged(tag) {
-            return None;
-        }
+    /// A fresh namespace named `nfg-<tag>-<pid>-<n>`; panics when not root.
+    pub fn new(tag: &str) -> Self {
+        require_root(tag);
         let tag: String = tag
             .chars()
             .filter(|c| c.is_ascii_alphanumeric())
@@ -87,7 +85,7 @@ impl Netns {
         let ns = Netns { name };
         // Loopback up, so tests that send traffic inside the namespace can.
         ns.exec_ok(&["ip", "link", "set", "lo", "up"]);
-        Some(ns)
+        ns
     }
 
     /// `ip netns exec NAME`, with an xtables lock of this namespace's own:

@@ -1,0 +1,256 @@
+//! The CI definitions are code too: the GitHub workflows pass actionlint
+//! (with shellcheck on every `run:` block), every file and test target a
+//! step names exists, and both whole-suite runs (scripts/test.sh and the
+//! tests workflow) run the `#[ignore]`d privileged tests as root rather than
+//! leaving them out. See docs/ci.md.
+
+use serde_yaml::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn read(rel: &str) -> String {
+    std::fs::read_to_string(repo().join(rel)).unwrap_or_else(|e| panic!("read {rel}: {e}"))
+}
+
+fn workflows() -> Vec<PathBuf> {
+    let dir = repo().join(".github/workflows");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yml" || e == "yaml"))
+        .collect();
+    files.sort();
+    let names: Vec<_> = files.iter().filter_map(|p| p.file_name()).collect();
+    assert!(
+        names.contains(&"tests.yml".as_ref()) && names.contains(&"e2e.yml".as_ref()),
+        "tests.yml or e2e.yml missing from .github/workflows: {names:?}"
+    );
+    files
+}
+
+fn parse(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).expect("read workflow");
+    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A tool from `$env`, else from PATH; a missing one fails the test.
+fn tool(env: &str, name: &str, how: &str) -> PathBuf {
+    if let Some(p) = std::env::var_os(env) {
+        let p = PathBuf::from(p);
+        assert!(p.is_file(), "{env}={} is not a file", p.display());
+        return p;
+    }
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("{name} not found: set {env} or put it on PATH ({how})"))
+}
+
+#[test]
+fn workflows_pass_actionlint() {
+    let actionlint = tool(
+        "NFGUARD_ACTIONLINT",
+        "actionlint",
+        "export NFGUARD_ACTIONLINT=\"$(scripts/go-tool.sh actionlint)/actionlint\"; scripts/test.sh does",
+    );
+    // actionlint quietly leaves out its shellcheck pass when shellcheck is
+    // missing: name it, so a missing one fails here instead.
+    let shellcheck = tool(
+        "NFGUARD_SHELLCHECK",
+        "shellcheck",
+        "apt-get install shellcheck; scripts/test.sh does",
+    );
+    let out = Command::new(&actionlint)
+        .arg("-no-color")
+        .arg("-shellcheck")
+        .arg(&shellcheck)
+        .args(workflows())
+        .current_dir(repo())
+        .output()
+        .unwrap_or_else(|e| panic!("run {}: {e}", actionlint.display()));
+    assert!(
+        out.status.success(),
+        "actionlint found problems:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// (workflow file, job id, step) for every step of every job.
+fn steps(files: &[PathBuf]) -> Vec<(String, String, Value)> {
+    let mut all = Vec::new();
+    for path in files {
+        let doc = parse(path);
+        let file = path.file_name().unwrap().to_string_lossy().into_owned();
+        let jobs = doc["jobs"]
+            .as_mapping()
+            .unwrap_or_else(|| panic!("{file}: no jobs"));
+        for (id, job) in jobs {
+            let id = id.as_str().unwrap_or_default().to_string();
+            let list = job["steps"]
+                .as_sequence()
+                .unwrap_or_else(|| panic!("{file}: job {id} has no steps"));
+            for step in list {
+                all.push((file.clone(), id.clone(), step.clone()));
+            }
+        }
+    }
+    all
+}
+
+/// Top-level folders of this repository whose files a step may name.
+const REPO_DIRS: [&str; 9] = [
+    "scripts/",
+    "e2e/",
+    "plugins/",
+    "tools/",
+    "tests/",
+    "docs/",
+    "manifests/",
+    "charts/",
+    ".github/",
+];
+
+/// The repository paths and `--test` targets a `run:` block names.
+fn named_files(run: &str) -> Vec<String> {
+    let words: Vec<&str> = run
+        .split(|c: char| c.is_whitespace() || matches!(c, ';' | '|' | '&' | '(' | ')'))
+        .map(|w| w.trim_matches(|c| matches!(c, '"' | '\'' | '`' | '\\')))
+        .filter(|w| !w.is_empty())
+        .collect();
+    let mut files = Vec::new();
+    for (i, w) in words.iter().enumerate() {
+        if *w == "--test" {
+            if let Some(name) = words.get(i + 1) {
+                files.push(format!("tests/{name}.rs"));
+            }
+        } else if REPO_DIRS.iter().any(|d| w.starts_with(d)) && !w.contains('$') {
+            files.push(w.to_string());
+        }
+    }
+    files
+}
+
+#[test]
+fn named_files_finds_paths_and_test_targets() {
+    let run = "docker run -v \"$PWD:$PWD\" img \\\n  bash -c 'apt-get update && scripts/fetch-iptables.sh target/x'\n\
+               cargo test --test install_crds -- --skip x; e2e/run.sh|tee \"$out/e2e/log\"";
+    assert_eq!(
+        named_files(run),
+        [
+            "scripts/fetch-iptables.sh",
+            "tests/install_crds.rs",
+            "e2e/run.sh"
+        ]
+    );
+}
+
+#[test]
+fn workflow_steps_name_files_that_exist() {
+    let mut checked = 0;
+    let mut missing = Vec::new();
+    for (file, job, step) in steps(&workflows()) {
+        let mut named = Vec::new();
+        if let Some(run) = step["run"].as_str() {
+            named.extend(named_files(run));
+        }
+        if let Some(local) = step["uses"].as_str().and_then(|u| u.strip_prefix("./")) {
+            named.push(local.to_string());
+        }
+        for rel in named {
+            checked += 1;
+            let path = repo().join(&rel);
+            let runnable = !rel.ends_with(".sh") || is_executable(&path);
+            if !path.exists() || !runnable {
+                missing.push(format!("{file} job {job}: {rel}"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "missing or not executable: {missing:?}");
+    assert!(checked >= 5, "only {checked} file references found: parsing broke?");
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o111 != 0)
+}
+
+/// `run:` blocks of tests.yml that run cargo-nextest.
+fn nextest_runs(doc: &Value) -> Vec<String> {
+    let mut runs = Vec::new();
+    for job in doc["jobs"].as_mapping().into_iter().flat_map(|m| m.values()) {
+        for step in job["steps"].as_sequence().into_iter().flatten() {
+            if let Some(run) = step["run"].as_str().filter(|r| r.contains("cargo nextest run")) {
+                runs.push(run.to_string());
+            }
+        }
+    }
+    runs
+}
+
+#[test]
+fn whole_suite_runs_include_the_ignored_privileged_tests_as_root() {
+    let script = read("scripts/test.sh");
+    assert!(script.contains("\"$(id -u)\" != 0"), "scripts/test.sh must insist on root");
+    assert!(script.contains("export NFGUARD_REQUIRE_PRIVILEGED=1"));
+    let nextest: Vec<&str> = script
+        .lines()
+        .filter(|l| l.starts_with("cargo nextest run"))
+        .collect();
+    assert!(
+        !nextest.is_empty() && nextest.iter().all(|l| l.contains("--run-ignored all")),
+        "scripts/test.sh must run nextest with --run-ignored all: {nextest:?}"
+    );
+
+    let doc = parse(&repo().join(".github/workflows/tests.yml"));
+    let runs = nextest_runs(&doc);
+    assert!(!runs.is_empty(), "tests.yml runs no cargo nextest");
+    for run in &runs {
+        assert!(run.contains("--run-ignored all"), "{run}");
+        assert!(
+            run.contains("CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER=\"sudo -E"),
+            "the tests must run as root (sudo target runner): {run}"
+        );
+    }
+    let required = doc["jobs"]
+        .as_mapping()
+        .into_iter()
+        .flat_map(|m| m.values())
+        .all(|job| job["env"]["NFGUARD_REQUIRE_PRIVILEGED"].as_str() == Some("1"));
+    assert!(required, "every tests.yml job sets NFGUARD_REQUIRE_PRIVILEGED=1");
+}
+
+/// A bare `#[ignore]` hides why a test did not run; every one says why.
+#[test]
+fn every_ignored_test_says_why() {
+    let mut bare = Vec::new();
+    let mut seen = 0;
+    let mut stack = vec![repo().join("tests"), repo().join("src"), repo().join("benches")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("read dir").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).expect("read source");
+                for (n, line) in text.lines().enumerate() {
+                    let line = line.trim();
+                    if line.starts_with("#[ignore") {
+                        seen += 1;
+                        if !line.starts_with("#[ignore = \"") {
+                            bare.push(format!("{}:{}", path.display(), n + 1));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(bare.is_empty(), "#[ignore] without a reason: {bare:?}");
+    assert!(seen > 0, "no ignored test found: the scan is broken");
+}
