@@ -52,13 +52,27 @@ fn tool(env: &str, name: &str, how: &str) -> PathBuf {
         .unwrap_or_else(|| panic!("{name} not found: set {env} or put it on PATH ({how})"))
 }
 
+/// $NFGUARD_ACTIONLINT (scripts/test.sh sets it), else built by
+/// scripts/go-tool.sh (needs Go and the Go module proxy; cached).
+fn actionlint() -> PathBuf {
+    if std::env::var_os("NFGUARD_ACTIONLINT").is_some() {
+        return tool("NFGUARD_ACTIONLINT", "actionlint", "");
+    }
+    let out = Command::new(repo().join("scripts/go-tool.sh"))
+        .arg("actionlint")
+        .output()
+        .expect("run scripts/go-tool.sh");
+    assert!(
+        out.status.success(),
+        "actionlint is needed: set NFGUARD_ACTIONLINT or let scripts/go-tool.sh actionlint build it: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()).join("actionlint")
+}
+
 #[test]
 fn workflows_pass_actionlint() {
-    let actionlint = tool(
-        "NFGUARD_ACTIONLINT",
-        "actionlint",
-        "export NFGUARD_ACTIONLINT=\"$(scripts/go-tool.sh actionlint)/actionlint\"; scripts/test.sh does",
-    );
+    let actionlint = actionlint();
     // actionlint quietly leaves out its shellcheck pass when shellcheck is
     // missing: name it, so a missing one fails here instead.
     let shellcheck = tool(
@@ -173,7 +187,10 @@ fn workflow_steps_name_files_that_exist() {
         }
     }
     assert!(missing.is_empty(), "missing or not executable: {missing:?}");
-    assert!(checked >= 5, "only {checked} file references found: parsing broke?");
+    assert!(
+        checked >= 5,
+        "only {checked} file references found: parsing broke?"
+    );
 }
 
 fn is_executable(path: &Path) -> bool {
@@ -184,9 +201,16 @@ fn is_executable(path: &Path) -> bool {
 /// `run:` blocks of tests.yml that run cargo-nextest.
 fn nextest_runs(doc: &Value) -> Vec<String> {
     let mut runs = Vec::new();
-    for job in doc["jobs"].as_mapping().into_iter().flat_map(|m| m.values()) {
+    for job in doc["jobs"]
+        .as_mapping()
+        .into_iter()
+        .flat_map(|m| m.values())
+    {
         for step in job["steps"].as_sequence().into_iter().flatten() {
-            if let Some(run) = step["run"].as_str().filter(|r| r.contains("cargo nextest run")) {
+            if let Some(run) = step["run"]
+                .as_str()
+                .filter(|r| r.contains("cargo nextest run"))
+            {
                 runs.push(run.to_string());
             }
         }
@@ -197,7 +221,10 @@ fn nextest_runs(doc: &Value) -> Vec<String> {
 #[test]
 fn whole_suite_runs_include_the_ignored_privileged_tests_as_root() {
     let script = read("scripts/test.sh");
-    assert!(script.contains("\"$(id -u)\" != 0"), "scripts/test.sh must insist on root");
+    assert!(
+        script.contains("\"$(id -u)\" != 0"),
+        "scripts/test.sh must insist on root"
+    );
     assert!(script.contains("export NFGUARD_REQUIRE_PRIVILEGED=1"));
     let nextest: Vec<&str> = script
         .lines()
@@ -223,7 +250,10 @@ fn whole_suite_runs_include_the_ignored_privileged_tests_as_root() {
         .into_iter()
         .flat_map(|m| m.values())
         .all(|job| job["env"]["NFGUARD_REQUIRE_PRIVILEGED"].as_str() == Some("1"));
-    assert!(required, "every tests.yml job sets NFGUARD_REQUIRE_PRIVILEGED=1");
+    assert!(
+        required,
+        "every tests.yml job sets NFGUARD_REQUIRE_PRIVILEGED=1"
+    );
 }
 
 /// A bare `#[ignore]` hides why a test did not run; every one says why.
@@ -231,7 +261,11 @@ fn whole_suite_runs_include_the_ignored_privileged_tests_as_root() {
 fn every_ignored_test_says_why() {
     let mut bare = Vec::new();
     let mut seen = 0;
-    let mut stack = vec![repo().join("tests"), repo().join("src"), repo().join("benches")];
+    let mut stack = vec![
+        repo().join("tests"),
+        repo().join("src"),
+        repo().join("benches"),
+    ];
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).expect("read dir").flatten() {
             let path = entry.path();
