@@ -88,16 +88,27 @@ pub async fn connect(
     Ok(Connection { client, server })
 }
 
-/// Every object of a cluster-scoped kind, read 500 per page so a large
-/// cluster never answers one huge list.
-pub async fn list_all<K>(client: &kube::Client) -> Result<Vec<K>, kube::Error>
-where
-    K: kube::Resource<Scope = k8s_openapi::ClusterResourceScope>
+/// A cluster-scoped kind with a static type (every k8s-openapi and
+/// nfguard.io kind), the kinds `list_all` reads.
+pub trait ClusterKind:
+    kube::Resource<Scope = k8s_openapi::ClusterResourceScope, DynamicType = ()>
+    + Clone
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+{
+}
+
+impl<K> ClusterKind for K where
+    K: kube::Resource<Scope = k8s_openapi::ClusterResourceScope, DynamicType = ()>
         + Clone
         + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-    K::DynamicType: Default,
+        + std::fmt::Debug
 {
+}
+
+/// Every object of a cluster-scoped kind, read 500 per page so a large
+/// cluster never answers one huge list.
+pub async fn list_all<K: ClusterKind>(client: &kube::Client) -> Result<Vec<K>, kube::Error> {
     let api: kube::Api<K> = kube::Api::all(client.clone());
     let mut out = Vec::new();
     let mut params = kube::api::ListParams::default().limit(500);

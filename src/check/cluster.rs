@@ -2,6 +2,7 @@
 //! Node, NetfilterPolicy and Namespace, read with plain `list` calls.
 
 use crate::api::{NetfilterPolicy, NodeNetfilterProfile};
+use crate::kubeclient::ClusterKind;
 use k8s_openapi::api::core::v1::{Namespace, Node};
 use std::collections::{BTreeMap, HashMap};
 
@@ -23,14 +24,10 @@ pub struct ClusterFacts {
     pub namespace_labels: HashMap<String, BTreeMap<String, String>>,
 }
 
-async fn list_all<K>(client: &kube::Client, what: &'static str) -> Result<Vec<K>, ClusterError>
-where
-    K: kube::Resource<Scope = k8s_openapi::ClusterResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-    K::DynamicType: Default,
-{
+async fn list_all<K: ClusterKind>(
+    client: &kube::Client,
+    what: &'static str,
+) -> Result<Vec<K>, ClusterError> {
     crate::kubeclient::list_all(client)
         .await
         .map_err(|error| ClusterError::List { what, error })

@@ -2,6 +2,7 @@
 //! name the API server, and say which kind of failure it was.
 
 use crate::api::NodeNetfilterProfile;
+use crate::kubeclient::ClusterKind;
 use k8s_openapi::api::core::v1::Node;
 
 #[derive(Debug, thiserror::Error)]
@@ -64,18 +65,11 @@ fn classify(server: &str, what: &'static str, error: kube::Error) -> FetchError 
     }
 }
 
-async fn list_all<K>(
+async fn list_all<K: ClusterKind>(
     client: &kube::Client,
     server: &str,
     what: &'static str,
-) -> Result<Vec<K>, FetchError>
-where
-    K: kube::Resource<Scope = k8s_openapi::ClusterResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-    K::DynamicType: Default,
-{
+) -> Result<Vec<K>, FetchError> {
     crate::kubeclient::list_all(client)
         .await
         .map_err(|e| classify(server, what, e))
