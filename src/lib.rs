@@ -14,5 +14,6 @@ pub mod output;
 pub mod plugin;
 pub mod registry;
 pub mod reporter;
+pub mod runtime;
 pub mod status;
 pub mod webhook;

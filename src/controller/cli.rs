@@ -78,27 +78,6 @@ fn identity(args: &Args) -> String {
         .unwrap_or_else(|| format!("nfguard-controller-{:08x}", rand::random::<u32>()))
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(t) => t,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
-}
-
 pub async fn run(args: Args) -> anyhow::Result<u8> {
     anyhow::ensure!(
         args.renew_deadline < args.lease_duration,
@@ -155,7 +134,7 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
     );
     tracing::info!(identity = %me, namespace = %args.lease_namespace, lease = %args.lease_name, "nfguard controller starting");
 
-    let shutdown = shutdown_signal();
+    let shutdown = crate::runtime::shutdown_signal();
     tokio::pin!(shutdown);
     // The first election round marks the replica ready (leading or standby).
     let mut first = true;

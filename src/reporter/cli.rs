@@ -140,7 +140,7 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
 
     let (stop_tx, stop_rx) = watch::channel(false);
     tokio::spawn(async move {
-        shutdown_signal().await;
+        crate::runtime::shutdown_signal().await;
         let _ = stop_tx.send(true);
     });
 
@@ -173,19 +173,4 @@ fn local_hostname() -> String {
         .ok()
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "local".into())
-}
-
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-        }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
 }
