@@ -86,6 +86,14 @@ pub struct Args {
     /// Budget per admission request in seconds (the API server waits 10 s at most).
     #[arg(long, env = "NFGUARD_TIMEOUT", default_value_t = 8.0)]
     pub timeout: f64,
+    /// On SIGTERM, keep accepting this long with /readyz failing, so every
+    /// proxy has dropped the pod from the Service before the listeners close.
+    #[arg(long, env = "NFGUARD_SHUTDOWN_DELAY_SECONDS", default_value_t = 5.0)]
+    pub shutdown_delay_seconds: f64,
+    /// Then, listeners closed, the time in-flight reviews get to finish
+    /// (default: --timeout + 1 s, the router's own cut for one request).
+    #[arg(long, env = "NFGUARD_DRAIN_SECONDS")]
+    pub drain_seconds: Option<f64>,
     /// Budget for one background image inspection, seconds.
     #[arg(long, env = "NFGUARD_REGISTRY_TIMEOUT", default_value_t = 60)]
     pub registry_timeout: u64,
@@ -165,6 +173,7 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
             args.timeout
         );
     }
+    let drain = drain_of(&args)?;
     let needs_client = args.profiles.is_none() || args.self_signed;
     let client = if needs_client {
         Some(client_for(&args).await?)
@@ -247,47 +256,97 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
         ready: Arc::new(move || ready_facts.is_ready() && ready_store.is_loaded()),
     };
 
-    let listener = tokio::net::TcpListener::bind(&args.listen)
+    let https = tokio::net::TcpListener::bind(&args.listen)
         .await
         .with_context(|| format!("binding {}", args.listen))?;
-    let local = listener.local_addr()?;
+    let local = https.local_addr()?;
     let acceptor = tokio_rustls::TlsAcceptor::from(tls::server_config(store.clone()));
-    let https = tokio::spawn(server::serve_tls(
-        listener,
-        acceptor,
-        server::router(state.clone()),
-    ));
     let mut plain_addr = String::new();
     let plain = if args.metrics_listen != "off" && !args.metrics_listen.is_empty() {
         let l = tokio::net::TcpListener::bind(&args.metrics_listen)
             .await
             .with_context(|| format!("binding {}", args.metrics_listen))?;
         plain_addr = format!(" metrics=http://{}", l.local_addr()?);
-        Some(tokio::spawn(server::serve_plain(
-            l,
-            server::metrics_router(state),
-        )))
+        Some(l)
     } else {
         None
     };
     // One line on stdout so wrappers (and tests using port 0) learn the ports.
     println!("nfguard webhook listening on https://{local}{plain_addr}");
     tracing::info!(%local, "webhook serving");
-    tokio::select! {
-        r = https => r.context("HTTPS server stopped")?,
-        r = async { match plain { Some(p) => p.await, None => futures::future::pending().await } } => r.context("metrics server stopped")?,
-        _ = shutdown_signal() => tracing::info!("shutting down"),
+    let listeners = server::Listeners {
+        https,
+        acceptor,
+        plain,
+    };
+    match server::serve(state, listeners, crate::runtime::shutdown_signal(), drain).await {
+        server::Drained::Complete => tracing::info!("drained; exiting"),
+        server::Drained::Cut { connections } => {
+            tracing::warn!(connections, budget = ?drain.budget, "drain budget spent; connections cut")
+        }
     }
     Ok(0)
 }
 
-async fn shutdown_signal() {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(_) => return futures::future::pending().await,
+/// `--shutdown-delay-seconds` and `--drain-seconds`, checked.
+fn drain_of(args: &Args) -> anyhow::Result<server::Drain> {
+    let seconds = |flag: &str, v: f64| -> anyhow::Result<Duration> {
+        anyhow::ensure!(
+            (0.0..=300.0).contains(&v),
+            "{flag} must be between 0 and 300 seconds, got {v}"
+        );
+        Ok(Duration::from_secs_f64(v))
     };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
+    let budget = match args.drain_seconds {
+        Some(v) => seconds("--drain-seconds", v)?,
+        None => server::request_deadline(Duration::from_secs_f64(args.timeout)),
+    };
+    Ok(server::Drain {
+        delay: seconds("--shutdown-delay-seconds", args.shutdown_delay_seconds)?,
+        budget,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn drain(flags: &[&str]) -> anyhow::Result<server::Drain> {
+        let cli = Cli::try_parse_from(std::iter::once("webhook").chain(flags.iter().copied()))?;
+        drain_of(&cli.args)
+    }
+
+    #[test]
+    fn drain_defaults_follow_the_answer_budget() {
+        let d = drain(&["--timeout", "3"]).unwrap();
+        assert_eq!(d.delay, Duration::from_secs(5));
+        assert_eq!(d.budget, Duration::from_secs(4));
+        let d = drain(&["--drain-seconds", "1.5", "--shutdown-delay-seconds", "0"]).unwrap();
+        assert_eq!(d.delay, Duration::ZERO);
+        assert_eq!(d.budget, Duration::from_millis(1500));
+    }
+
+    #[test]
+    fn drain_flags_out_of_range_are_refused() {
+        for (flag, value) in [
+            ("--drain-seconds", "-1"),
+            ("--drain-seconds", "NaN"),
+            ("--shutdown-delay-seconds", "301"),
+        ] {
+            let err = drain(&[&format!("{flag}={value}")])
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains(&format!("{flag} must be between")),
+                "{flag}={value}: {err}"
+            );
+        }
     }
 }

@@ -6,7 +6,8 @@
 //! - [`review`]: the AdmissionReview v1 envelope in and out.
 //! - [`admission`]: which objects to judge, judging, the answer.
 //! - [`decisions`]: answers remembered for identical objects under the same facts.
-//! - [`server`]: the axum router (`/validate`, `/healthz`, `/readyz`, `/metrics`).
+//! - [`server`]: the axum router (`/validate`, `/healthz`, `/readyz`, `/metrics`)
+//!   and the accept loop with its graceful drain on shutdown.
 //! - [`tls`]: the hot-swappable serving certificate and the directory watcher.
 //! - [`bootstrap`]: `--self-signed`: CA + cert in a Secret, caBundle patch, rotation.
 

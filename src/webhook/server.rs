@@ -1,5 +1,6 @@
 //! HTTP surface: the axum router (tests call it without a socket) and the
-//! accept loops for HTTPS (rustls) and the plain metrics listener.
+//! accept loop for HTTPS (rustls) and the plain metrics listener, with its
+//! graceful drain on shutdown.
 
 use super::admission::Judge;
 use super::metrics::Metrics;
@@ -11,10 +12,14 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use hyper_util::service::TowerToHyperService;
+use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
 /// Bodies above this are refused with 413 (a real AdmissionReview of a big
@@ -25,13 +30,20 @@ pub const MAX_BODY_BYTES: usize = 3 << 20;
 pub struct AppState {
     pub judge: Arc<Judge>,
     pub metrics: Arc<Metrics>,
-    /// Caches/reflectors synced (and, with TLS, a certificate loaded).
+    /// Caches/reflectors synced (and, with TLS, a certificate loaded);
+    /// [`serve`] adds "not draining".
     pub ready: Arc<dyn Fn() -> bool + Send + Sync>,
+}
+
+/// The router's hard cut for one request: the answer budget plus a second
+/// to write the answer.
+pub fn request_deadline(answer_budget: Duration) -> Duration {
+    answer_budget + Duration::from_secs(1)
 }
 
 /// `POST /validate`, `GET /healthz`, `/readyz`, `/metrics`.
 pub fn router(state: AppState) -> Router {
-    let timeout = state.judge.timeout + Duration::from_secs(1);
+    let timeout = request_deadline(state.judge.timeout);
     // One Arc for the handlers: axum clones the state per request, and one
     // shared counter bounces between cores less than three.
     let state = Arc::new(state);
@@ -77,7 +89,12 @@ async fn readyz(State(s): State<Arc<AppState>>) -> Response {
     if (s.ready)() {
         (StatusCode::OK, "ready").into_response()
     } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "caches not synced yet").into_response()
+        // Before the caches sync, and from the moment a shutdown starts draining.
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: caches not synced yet, or shutting down",
+        )
+            .into_response()
     }
 }
 
@@ -92,49 +109,165 @@ async fn metrics(State(s): State<Arc<AppState>>) -> Response {
         .into_response()
 }
 
-/// Accept TLS connections forever; each connection on its own task, the
-/// handshake bounded so a silent client cannot pin a task.
+/// How the webhook stops once asked to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Drain {
+    /// Keep accepting (with `/readyz` failing) this long, so the pod's
+    /// removal from the Service reaches every proxy before the listeners close.
+    pub delay: Duration,
+    /// Then, with the listeners closed, what in-flight requests get to finish.
+    pub budget: Duration,
+}
+
+/// How a drain ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Drained {
+    /// Every connection finished its requests within the budget.
+    Complete,
+    /// The budget ran out; this many connections were cut.
+    Cut { connections: usize },
+}
+
+/// The sockets the webhook serves on.
+pub struct Listeners {
+    /// HTTPS: `/validate` and the health routes.
+    pub https: TcpListener,
+    pub acceptor: TlsAcceptor,
+    /// Plain HTTP: the health routes and `/metrics` only.
+    pub plain: Option<TcpListener>,
+}
+
+/// Serve until `shutdown` resolves, then drain: `/readyz` answers 503 at
+/// once, new connections are still accepted for `drain.delay`, then the
+/// listeners close and open connections are told to finish (HTTP/1 closes
+/// after the current response, HTTP/2 sends GOAWAY); whatever is still
+/// running after `drain.budget` is cut.
+pub async fn serve(
+    mut state: AppState,
+    listeners: Listeners,
+    shutdown: impl Future<Output = ()>,
+    drain: Drain,
+) -> Drained {
+    let draining = Arc::new(AtomicBool::new(false));
+    let synced = state.ready.clone();
+    let flag = draining.clone();
+    state.ready = Arc::new(move || !flag.load(Ordering::Relaxed) && synced());
+    let stop = async {
+        shutdown.await;
+        draining.store(true, Ordering::Relaxed);
+        tracing::info!(delay = ?drain.delay, budget = ?drain.budget, "draining: readiness off");
+        tokio::time::sleep(drain.delay).await;
+    };
+    let Listeners {
+        https,
+        acceptor,
+        plain,
+    } = listeners;
+    let plain = plain.map(|l| (l, metrics_router(state.clone())));
+    serve_until(https, acceptor, router(state), plain, stop, drain.budget).await
+}
+
+/// Accept TLS connections on `listener` for `app` forever (no drain).
 pub async fn serve_tls(listener: TcpListener, acceptor: TlsAcceptor, app: Router) {
+    let forever = std::future::pending::<()>();
+    serve_until(listener, acceptor, app, None, forever, Duration::ZERO).await;
+}
+
+/// The accept loop: each connection on its own task, watched for the drain.
+async fn serve_until(
+    https: TcpListener,
+    acceptor: TlsAcceptor,
+    https_app: Router,
+    plain: Option<(TcpListener, Router)>,
+    stop: impl Future<Output = ()>,
+    budget: Duration,
+) -> Drained {
+    let graceful = GracefulShutdown::new();
+    let mut conns = JoinSet::new();
+    tokio::pin!(stop);
     loop {
-        let (tcp, peer) = match listener.accept().await {
-            Ok(x) => x,
-            Err(e) => {
-                tracing::warn!(error = %e, "accept");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
+        tokio::select! {
+            _ = &mut stop => break,
+            r = https.accept() => {
+                if let Some((tcp, peer)) = accepted(r).await {
+                    let (acceptor, app, watcher) = (acceptor.clone(), https_app.clone(), graceful.watcher());
+                    conns.spawn(serve_tls_conn(tcp, peer, acceptor, app, watcher));
+                }
             }
-        };
-        let acceptor = acceptor.clone();
-        let app = app.clone();
-        tokio::spawn(async move {
-            let _ = tcp.set_nodelay(true);
-            let tls =
-                match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
-                    Ok(Ok(s)) => s,
-                    Ok(Err(e)) => {
-                        tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                        return;
-                    }
-                    Err(_) => return,
-                };
-            serve_conn(TokioIo::new(tls), app).await;
-        });
+            r = accept_or_never(plain.as_ref().map(|(l, _)| l)) => {
+                if let (Some((tcp, _)), Some((_, app))) = (accepted(r).await, &plain) {
+                    let (app, watcher) = (app.clone(), graceful.watcher());
+                    conns.spawn(async move { serve_conn(TokioIo::new(tcp), app, watcher).await });
+                }
+            }
+            // Reap finished connections so the set stays as small as the open ones.
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+    // Closing the sockets refuses new connections from here on.
+    drop(https);
+    drop(plain);
+    tracing::info!(
+        open = conns.len(),
+        "listeners closed; finishing in-flight requests"
+    );
+    let outcome = match tokio::time::timeout(budget, graceful.shutdown()).await {
+        Ok(()) => Drained::Complete,
+        Err(_) => {
+            while conns.try_join_next().is_some() {}
+            Drained::Cut {
+                connections: conns.len(),
+            }
+        }
+    };
+    // Aborts every connection task still running (those past the budget).
+    conns.shutdown().await;
+    outcome
+}
+
+async fn accept_or_never(
+    listener: Option<&TcpListener>,
+) -> std::io::Result<(TcpStream, SocketAddr)> {
+    match listener {
+        Some(l) => l.accept().await,
+        None => std::future::pending().await,
     }
 }
 
-/// Plain HTTP (metrics/health port).
-pub async fn serve_plain(listener: TcpListener, app: Router) {
-    loop {
-        let Ok((tcp, _)) = listener.accept().await else {
+/// A failed accept (out of file descriptors, a connection reset before
+/// accept) is logged and paced, never fatal.
+async fn accepted(r: std::io::Result<(TcpStream, SocketAddr)>) -> Option<(TcpStream, SocketAddr)> {
+    match r {
+        Ok(x) => Some(x),
+        Err(e) => {
+            tracing::warn!(error = %e, "accept");
             tokio::time::sleep(Duration::from_millis(50)).await;
-            continue;
-        };
-        let app = app.clone();
-        tokio::spawn(async move { serve_conn(TokioIo::new(tcp), app).await });
+            None
+        }
     }
 }
 
-async fn serve_conn<I>(io: I, app: Router)
+/// The handshake is bounded so a silent client cannot pin a task.
+async fn serve_tls_conn(
+    tcp: TcpStream,
+    peer: SocketAddr,
+    acceptor: TlsAcceptor,
+    app: Router,
+    watcher: Watcher,
+) {
+    let _ = tcp.set_nodelay(true);
+    let tls = match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            tracing::debug!(%peer, error = %e, "TLS handshake failed");
+            return;
+        }
+        Err(_) => return,
+    };
+    serve_conn(TokioIo::new(tls), app, watcher).await;
+}
+
+async fn serve_conn<I>(io: I, app: Router, watcher: Watcher)
 where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
@@ -144,7 +277,7 @@ where
         .http1()
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(Duration::from_secs(10));
-    if let Err(e) = builder.serve_connection(io, svc).await {
+    if let Err(e) = watcher.watch(builder.serve_connection(io, svc)).await {
         tracing::debug!(error = %e, "connection ended");
     }
 }
