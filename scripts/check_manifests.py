@@ -308,6 +308,7 @@ def check_rbac(objs):
           | {(None, nfg, "netfilterpolicies", v, ()) for v in ("get", "list", "watch")}
           | {(None, "", "nodes", v, ()) for v in ("get", "list", "watch", "patch")}
           | {(None, "", "pods", v, ()) for v in ("list", "watch")}
+          | {(None, "", "namespaces", v, ()) for v in ("list", "watch")}
           | {(None, g, "events", v, ()) for g in ("", "events.k8s.io") for v in ("create", "patch")}
           | {(NS, "coordination.k8s.io", "leases", v, ())
              for v in ("get", "list", "watch", "create", "update", "patch")},

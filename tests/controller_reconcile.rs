@@ -11,14 +11,22 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector;
 use kube::runtime::watcher;
 use nfguard::api::NodeNetfilterProfile;
+use nfguard::check::ImageResolver;
 use nfguard::compat::evaluate::ImageResolutions;
+use nfguard::compat::evaluate::{Decision, ReasonCode, Verdict, Workload};
 use nfguard::controller::clock::ManualClock;
 use nfguard::controller::gather::FixedImages;
 use nfguard::controller::metrics::Metrics;
-use nfguard::controller::run::{Ctx, reconcile_node, sweep_orphans};
-use nfguard::facts::{Backend, ImageProfile, IptablesFacts};
+use nfguard::controller::namespaces::NamespaceMeta;
+use nfguard::controller::plan::NodePlan;
+use nfguard::controller::run::{Ctx, reconcile_node, run_controller, sweep_orphans};
+use nfguard::facts::{Backend, ImageProfile, IptablesFacts, Severity};
+use nfguard::webhook::Judge;
+use nfguard::webhook::facts::{Facts, Snapshot};
+use nfguard::webhook::images::{CacheTtl, FromResolver, ImageCache};
+use nfguard::webhook::metrics::Metrics as WebhookMetrics;
 use serde_json::{Value, json};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -228,12 +236,36 @@ fn image(images: &mut ImageResolutions, reference: &str, version: &str, backend:
     );
 }
 
-/// A context whose node store holds `nodes`.
+/// A context whose node store holds `nodes` and whose Namespace store has
+/// listed none.
 fn make_ctx(client: kube::Client, nodes: &[Node], images: ImageResolutions) -> (Ctx, Arc<Metrics>) {
+    make_ctx_with_namespaces(client, nodes, &[], images)
+}
+
+/// A namespace's metadata as the metadata-only watch returns it.
+fn namespace(name: &str, labels: Value) -> Value {
+    json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+           "metadata": {"name": name, "resourceVersion": "1", "labels": labels}})
+}
+
+/// [`make_ctx`] whose Namespace store has listed `namespaces`.
+fn make_ctx_with_namespaces(
+    client: kube::Client,
+    nodes: &[Node],
+    namespaces: &[Value],
+    images: ImageResolutions,
+) -> (Ctx, Arc<Metrics>) {
     let (store, mut writer) = reflector::store::<Node>();
     for n in nodes {
         writer.apply_watcher_event(&watcher::Event::Apply(n.clone()));
     }
+    let (ns_store, mut ns_writer) = reflector::store::<NamespaceMeta>();
+    ns_writer.apply_watcher_event(&watcher::Event::Init);
+    for ns in namespaces {
+        let meta: NamespaceMeta = serde_json::from_value(ns.clone()).unwrap();
+        ns_writer.apply_watcher_event(&watcher::Event::InitApply(meta));
+    }
+    ns_writer.apply_watcher_event(&watcher::Event::InitDone);
     let metrics = Arc::new(Metrics::new());
     let ctx = Ctx {
         client: client.clone(),
@@ -248,6 +280,7 @@ fn make_ctx(client: kube::Client, nodes: &[Node], images: ImageResolutions) -> (
             },
         ),
         nodes: store,
+        namespaces: ns_store,
         tainted: Mutex::new(HashMap::new()),
     };
     (ctx, metrics)
@@ -866,5 +899,377 @@ async fn orphaned_profiles_are_deleted_with_a_uid_precondition() {
         metrics
             .encode()
             .contains("nfguard_controller_orphans_deleted_total 1")
+    );
+}
+
+// ---- namespaceSelector: the controller reads namespace labels ----
+
+const ROUTER_IMAGE: &str = "reg.test/router:old";
+
+/// A router bundling iptables-nft 1.8.7 (rules on n1 need >= 1.8.8).
+fn router_image() -> ImageProfile {
+    ImageProfile {
+        image: ROUTER_IMAGE.into(),
+        digest: format!("sha256:{:0>64}", 187),
+        platform: "linux/amd64".into(),
+        iptables: Some(IptablesFacts {
+            version: Some("1.8.7".parse().unwrap()),
+            backend: Some(Backend::Nft),
+            ..Default::default()
+        }),
+    }
+}
+
+/// The webhook's image look-ups, answered from the same table.
+struct OneImage(ImageProfile);
+
+#[async_trait::async_trait]
+impl ImageResolver for OneImage {
+    async fn resolve(&self, image: &str, _platform: &str) -> Result<ImageProfile, String> {
+        (image == self.0.image)
+            .then(|| self.0.clone())
+            .ok_or_else(|| format!("{image} not in the table"))
+    }
+}
+
+/// The same facts for both: node n1 whose rules need iptables >= 1.8.8, a
+/// NET_ADMIN host-network pod `payments/router` on it bundling 1.8.7, and a
+/// Taint policy selecting namespaces labelled `team=net`.
+struct SharedFacts {
+    node: Node,
+    profile: NodeNetfilterProfile,
+    pod: Value,
+    policy: Value,
+    namespace: Value,
+}
+
+fn shared_facts(payments_labels: Value) -> SharedFacts {
+    SharedFacts {
+        node: node(
+            "n1",
+            json!({"nfguard.io/iptables-backend": "nft", "nfguard.io/iptables-version": "1.8.9",
+                   "nfguard.io/min-reader": "1.8.8",
+                   "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}),
+            json!([]),
+        ),
+        profile: profile("n1", nft_status(Some("1.8.8"), json!([]))),
+        pod: pod(
+            "payments",
+            "router",
+            "n1",
+            ROUTER_IMAGE,
+            true,
+            &["NET_ADMIN"],
+        ),
+        policy: policy(
+            json!({"action": "Taint", "namespaceSelector": {"matchLabels": {"team": "net"}}}),
+        ),
+        namespace: namespace("payments", payments_labels),
+    }
+}
+
+/// What the controller plans for n1 (reconciled against a scripted API
+/// server, the namespace from its Namespace store).
+async fn controller_plan(f: &SharedFacts, expect_taint: bool) -> NodePlan {
+    let (pj, pod, pol) = (profile_json(&f.profile), f.pod.clone(), f.policy.clone());
+    let mut script = vec![
+        expect("GET", PROFILE_PATH, move |_| (200, pj)),
+        expect("GET", PODS_PATH, move |_| list("Pod", "v1", vec![pod])),
+        expect("GET", POLICIES_PATH, move |_| {
+            list("NetfilterPolicy", "nfguard.io/v1alpha1", vec![pol])
+        }),
+    ];
+    if expect_taint {
+        script.push(expect("PATCH", NODE_PATH, |c| {
+            assert_eq!(
+                c.body["spec"]["taints"],
+                json!([{"key": "nfguard.io/iptables-incompatible", "effect": "NoSchedule"}])
+            );
+            (200, c.body.clone())
+        }));
+    }
+    script.push(expect("PATCH", STATUS_PATH, |c| (200, c.body.clone())));
+    let (client, task) = fake_api(script);
+    let mut all = many_nodes(9, 0);
+    all.push(f.node.clone());
+    let mut images = ImageResolutions::new();
+    images.insert_profile(ROUTER_IMAGE, "linux/amd64", router_image());
+    let (ctx, _) = make_ctx_with_namespaces(client, &all, &[f.namespace.clone()], images);
+    let plan = reconcile_node(&f.node, &ctx).await.unwrap();
+    drop(ctx);
+    finish(task).await;
+    plan
+}
+
+/// What the webhook decides for the same pod, its facts from the same objects.
+async fn webhook_decision(f: &SharedFacts) -> Decision {
+    let labels: BTreeMap<String, String> =
+        serde_json::from_value(f.namespace["metadata"]["labels"].clone()).unwrap();
+    let ns_name = f.namespace["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let snapshot = Snapshot {
+        profiles: vec![Arc::new(f.profile.clone())],
+        nodes: vec![Arc::new(f.node.clone())],
+        policies: vec![Arc::new(serde_json::from_value(f.policy.clone()).unwrap())],
+        namespace_labels: Some(Arc::new(move |ns: &str| {
+            (ns == ns_name).then(|| labels.clone())
+        })),
+        policy_memo: Default::default(),
+    };
+    let metrics = Arc::new(WebhookMetrics::new());
+    let judge = Judge {
+        facts: Arc::new(Facts::Static(Arc::new(snapshot))),
+        images: Arc::new(ImageCache::new(
+            Arc::new(FromResolver(Arc::new(OneImage(router_image())))),
+            16,
+            CacheTtl::default(),
+            metrics.clone(),
+        )),
+        client: None,
+        metrics,
+        timeout: Duration::from_secs(5),
+        default_platform: "linux/amd64".into(),
+        max_nodes: 5,
+        decisions: None,
+    };
+    let workload = Workload::from_value(&f.pod)
+        .unwrap()
+        .expect("a pod is a workload");
+    judge
+        .judge(
+            &workload,
+            tokio::time::Instant::now() + Duration::from_secs(5),
+        )
+        .await
+        .unwrap()
+}
+
+/// The critical reasons the webhook reports (what the controller taints for).
+fn critical_codes(d: &Decision) -> Vec<ReasonCode> {
+    let mut codes: Vec<ReasonCode> = d
+        .reasons
+        .iter()
+        .filter(|r| r.severity == Severity::Critical && r.code != ReasonCode::NodeHazard)
+        .map(|r| r.code)
+        .collect();
+    codes.sort();
+    codes.dedup();
+    codes
+}
+
+#[tokio::test]
+async fn namespace_selector_on_any_label_taints_and_agrees_with_the_webhook() {
+    // Selected by its label team=net: the webhook warns (Taint acts as warn
+    // at admission) for the very reasons the controller taints n1.
+    let selected = shared_facts(json!({"team": "net"}));
+    let plan = controller_plan(&selected, true).await;
+    let decision = webhook_decision(&selected).await;
+    assert!(plan.taints.tainted_after);
+    assert_eq!(plan.violations.len(), 1, "{:?}", plan.violations);
+    assert_eq!(plan.violations[0].pod, "payments/router");
+    assert_eq!(decision.verdict, Verdict::Warn, "{:?}", decision.reasons);
+    assert_eq!(critical_codes(&decision), [ReasonCode::OldReaderNewRules]);
+    assert_eq!(plan.violations[0].codes, critical_codes(&decision));
+
+    // Another team's namespace: no policy selects it, on either side.
+    for labels in [json!({"team": "web"}), json!({})] {
+        let other = shared_facts(labels.clone());
+        let plan = controller_plan(&other, false).await;
+        let decision = webhook_decision(&other).await;
+        assert!(!plan.taints.tainted_after, "{labels}");
+        assert!(
+            plan.violations.is_empty(),
+            "{labels}: {:?}",
+            plan.violations
+        );
+        assert_eq!(decision.verdict, Verdict::Allow, "{labels}");
+        assert!(critical_codes(&decision).is_empty(), "{labels}");
+        assert!(
+            decision
+                .reasons
+                .iter()
+                .any(|r| r.code == ReasonCode::NamespaceNotSelected),
+            "{labels}: {:?}",
+            decision.reasons
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_reconcile_waits_for_the_namespace_list_and_fails_clearly_without_it() {
+    let n1 = node("n1", synced_labels(), json!([]));
+    let (client, task) = fake_api(vec![]);
+    let (mut ctx, metrics) = make_ctx(client, std::slice::from_ref(&n1), ImageResolutions::new());
+    let (never_listed, _writer) = reflector::store::<NamespaceMeta>();
+    ctx.namespaces = never_listed;
+    tokio::time::pause();
+    let err = reconcile_node(&n1, &ctx).await.unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("Namespaces not listed") && text.contains("list and watch on namespaces"),
+        "{text}"
+    );
+    let out = metrics.encode();
+    assert!(out.contains("stage=\"gather\"} 1"), "{out}");
+    drop(ctx);
+    let (seen, _) = finish(task).await;
+    assert!(seen.is_empty(), "no reads before the namespaces are known");
+}
+
+/// Lists answer from `lists` by path (empty otherwise); the first watch of
+/// Namespaces answers `ns_event` once n1 has been reconciled (its policies
+/// read); other watches stay open. Stops the controller at the second read
+/// of n1's profile. Returns every request seen (events aside).
+fn permissive_api(
+    lists: HashMap<&'static str, Vec<Value>>,
+    ns_event: Value,
+    stop: tokio::sync::oneshot::Sender<()>,
+) -> (
+    kube::Client,
+    tokio::task::JoinHandle<Vec<(Captured, String)>>,
+) {
+    let (svc, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let client = kube::Client::new(svc, "default");
+    let task = tokio::spawn(async move {
+        let mut seen = Vec::new();
+        let mut open_watches = Vec::new();
+        let mut held_ns_watch = None;
+        let mut ns_event = Some(ns_event);
+        let mut stop = Some(stop);
+        let mut profile_reads = 0;
+        let reply = |code: u16, body: Vec<u8>| {
+            Response::builder()
+                .status(code)
+                .header("content-type", "application/json")
+                .body(Body::from(body))
+                .unwrap()
+        };
+        while let Some((req, send)) = handle.next_request().await {
+            let accept = req
+                .headers()
+                .get(http::header::ACCEPT)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_string();
+            let (parts, body) = req.into_parts();
+            let bytes = body.collect().await.unwrap().to_bytes();
+            let c = Captured {
+                method: parts.method.to_string(),
+                path: parts.uri.path().to_string(),
+                query: parts.uri.query().unwrap_or("").to_string(),
+                content_type: String::new(),
+                body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+            };
+            if c.path.starts_with("/apis/events.k8s.io/") {
+                send.send_response(reply(201, bytes.to_vec()));
+                continue;
+            }
+            seen.push((c.clone(), accept));
+            let watch = c.query.contains("watch=true");
+            if watch && c.path == "/api/v1/namespaces" && ns_event.is_some() {
+                held_ns_watch = Some(send);
+            } else if watch {
+                open_watches.push(send);
+            } else if c.method == "PATCH" {
+                let out = as_server_answer(&c, 200, c.body.clone());
+                send.send_response(reply(200, serde_json::to_vec(&out).unwrap()));
+            } else if c.path == PROFILE_PATH {
+                profile_reads += 1;
+                if profile_reads == 2
+                    && let Some(s) = stop.take()
+                {
+                    let _ = s.send(());
+                }
+                let (code, out) = not_found();
+                send.send_response(reply(code, serde_json::to_vec(&out).unwrap()));
+            } else {
+                let items = lists.get(c.path.as_str()).cloned().unwrap_or_default();
+                let out = json!({"apiVersion": "v1", "kind": "List",
+                                 "metadata": {"resourceVersion": "1"}, "items": items});
+                send.send_response(reply(200, serde_json::to_vec(&out).unwrap()));
+                if c.path == POLICIES_PATH
+                    && held_ns_watch.is_some()
+                    && let (Some(w), Some(e)) = (held_ns_watch.take(), ns_event.take())
+                {
+                    let mut line = serde_json::to_vec(&e).unwrap();
+                    line.push(b'\n');
+                    w.send_response(reply(200, line));
+                }
+            }
+        }
+        drop(open_watches);
+        seen
+    });
+    (client, task)
+}
+
+#[tokio::test]
+async fn the_controller_watches_namespace_metadata_and_relabelling_re_reconciles() {
+    let n1 = node("n1", synced_labels(), json!([]));
+    let lists = HashMap::from([
+        ("/api/v1/nodes", vec![serde_json::to_value(&n1).unwrap()]),
+        (
+            "/api/v1/namespaces",
+            vec![namespace("payments", json!({"team": "web"}))],
+        ),
+    ]);
+    let mut relabelled = namespace("payments", json!({"team": "net"}));
+    relabelled["metadata"]["resourceVersion"] = json!("2");
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
+    let (client, task) = permissive_api(
+        lists,
+        json!({"type": "MODIFIED", "object": relabelled}),
+        stop_tx,
+    );
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "nfguard-controller".into(),
+            instance: Some("test".into()),
+        },
+    );
+    let run = run_controller(
+        client,
+        Arc::new(FixedImages(ImageResolutions::new())),
+        Arc::new(ManualClock::new(NOW.parse::<Timestamp>().unwrap())),
+        Arc::new(Metrics::new()),
+        recorder,
+        async move {
+            let _ = stop_rx.await;
+        },
+    );
+    tokio::time::timeout(Duration::from_secs(20), run)
+        .await
+        .expect("the namespace label change never re-reconciled n1");
+    let seen = tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("the controller kept its client")
+        .unwrap();
+    let ns: Vec<&(Captured, String)> = seen
+        .iter()
+        .filter(|(c, _)| c.method == "GET" && c.path == "/api/v1/namespaces")
+        .collect();
+    assert!(
+        ns.iter().any(|(c, _)| !c.query.contains("watch=true")),
+        "no namespace list: {seen:?}"
+    );
+    assert!(
+        ns.iter().any(|(c, _)| c.query.contains("watch=true")),
+        "no namespace watch: {seen:?}"
+    );
+    // Metadata only: labels are all a policy selects on.
+    for (c, accept) in &ns {
+        assert!(
+            accept.contains("as=PartialObjectMetadata"),
+            "{} {accept}",
+            c.query
+        );
+    }
+    let profile_reads = seen.iter().filter(|(c, _)| c.path == PROFILE_PATH).count();
+    assert_eq!(
+        profile_reads, 2,
+        "one reconcile at start, one for the new labels"
     );
 }

@@ -1,12 +1,15 @@
-//! Gather (I/O): everything one node's plan needs, read from the API server
-//! and the image inspection cache.
+//! Gather (I/O): everything one node's plan needs, read from the API server,
+//! the controller's Namespace store and the image inspection cache.
 
+use super::namespaces::NamespaceMeta;
 use crate::api::{NetfilterPolicy, NodeNetfilterProfile};
 use crate::compat::evaluate::{ImageKey, ImageResolutions};
 use crate::registry::{ImageInspector, Platform};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
+use kube::runtime::reflector::Store;
+use std::time::Duration;
 
 /// How images are resolved to the iptables they bundle.
 #[async_trait::async_trait]
@@ -98,4 +101,14 @@ pub async fn gather(client: &kube::Client, node: &Node) -> Result<Gathered, kube
         pods,
         policies,
     })
+}
+
+/// Whether the Namespace store has its first full list within `wait`.
+/// Judging before it would match `namespaceSelector`s against no labels and
+/// lift taints that the policies ask for.
+pub async fn namespaces_listed(store: &Store<NamespaceMeta>, wait: Duration) -> bool {
+    matches!(
+        tokio::time::timeout(wait, store.wait_until_ready()).await,
+        Ok(Ok(()))
+    )
 }

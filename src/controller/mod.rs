@@ -4,7 +4,7 @@
 //! profiles whose Node is gone.
 //!
 //! Every reconcile is a pipeline: gather (I/O: the Node, its profile, its
-//! running pods, the policies, image look-ups) -> [`plan::plan_node`] (pure,
+//! running pods, the policies, namespace labels, image look-ups) -> [`plan::plan_node`] (pure,
 //! clock passed in) -> apply (node labels, taints, status, events). Only the
 //! holder of a `coordination.k8s.io/v1` Lease reconciles ([`lease`]).
 
@@ -18,6 +18,7 @@ pub mod inventory;
 pub mod labels;
 pub mod lease;
 pub mod metrics;
+pub mod namespaces;
 pub mod orphans;
 pub mod plan;
 pub mod run;

@@ -18,7 +18,7 @@ use crate::facts::{HazardCode, Severity};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 /// Maps keyed by names (nodes, namespaces): a whole-cluster plan looks up
@@ -27,10 +27,16 @@ use std::time::Duration;
 type FastMap<K, V> = foldhash::HashMap<K, V>;
 type FastSet<K> = foldhash::HashSet<K>;
 
+/// Namespace name -> its labels; None when the namespace is not known.
+pub type NamespaceLabelsFn<'a> =
+    &'a (dyn Fn(&str) -> Option<BTreeMap<String, String>> + Send + Sync);
+
 /// Effective policies by namespace, computed once (building one compiles
 /// the exempt-image globs) and shared by every node of a plan.
 pub struct PolicyCache<'a> {
     policies: &'a [NetfilterPolicy],
+    /// None: no namespace is known (only `kubernetes.io/metadata.name`).
+    namespace_labels: Option<NamespaceLabelsFn<'a>>,
     by_namespace: std::sync::Mutex<FastMap<String, Option<std::sync::Arc<EffectivePolicy>>>>,
 }
 
@@ -43,10 +49,25 @@ impl std::fmt::Debug for PolicyCache<'_> {
 }
 
 impl<'a> PolicyCache<'a> {
+    /// Namespace labels unknown: a `namespaceSelector` can match only
+    /// `kubernetes.io/metadata.name` (as `nfguard check` without a cluster).
     pub fn new(policies: &'a [NetfilterPolicy]) -> Self {
         Self {
             policies,
+            namespace_labels: None,
             by_namespace: Default::default(),
+        }
+    }
+
+    /// Selectors are matched against the labels `labels` gives, exactly as
+    /// the webhook matches them (both through [`EffectivePolicy::from_policies`]).
+    pub fn with_namespace_labels(
+        policies: &'a [NetfilterPolicy],
+        labels: NamespaceLabelsFn<'a>,
+    ) -> Self {
+        Self {
+            namespace_labels: Some(labels),
+            ..Self::new(policies)
         }
     }
 
@@ -60,7 +81,8 @@ impl<'a> PolicyCache<'a> {
         if let Some(p) = m.get(ns) {
             return p.clone();
         }
-        let p = match EffectivePolicy::from_policies(self.policies, ns, None) {
+        let labels = self.namespace_labels.and_then(|f| f(ns));
+        let p = match EffectivePolicy::from_policies(self.policies, ns, labels.as_ref()) {
             Ok(p) => Some(std::sync::Arc::new(p)),
             Err(e) => {
                 tracing::warn!(error = %e, "NetfilterPolicy unusable: running workloads are not judged");
@@ -733,6 +755,97 @@ mod tests {
             json!({"metadata": {"name": name}, "spec": {"nodeName": node, "containers": []}}),
         )
         .unwrap()
+    }
+
+    /// The plan for node n0 (rules need iptables >= 1.8.8) running a
+    /// NET_ADMIN pod in namespace `payments` that bundles iptables 1.8.7,
+    /// under a Taint policy selecting namespaces labelled `team=net`;
+    /// `payments` carries `labels` (None: namespace not known).
+    fn plan_under_team_selector(labels: Option<&[(&str, &str)]>) -> NodePlan {
+        let node = node(0);
+        let profile: NodeNetfilterProfile = serde_json::from_value(json!({
+            "metadata": {"name": "n0"}, "spec": {"nodeName": "n0"},
+            "status": {"activeBackend": "nft", "minReaderVersion": "1.8.8",
+                       "iptables": {"version": "1.8.9", "backend": "nft", "evidence": []},
+                       "hazards": [], "lastProbeTime": "2026-01-01T00:00:00Z"}
+        }))
+        .unwrap();
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "router", "namespace": "payments"},
+            "spec": {"nodeName": "n0", "hostNetwork": true,
+                     "containers": [{"name": "c", "image": "router:old",
+                                     "securityContext": {"capabilities": {"add": ["NET_ADMIN"]}}}]},
+            "status": {"phase": "Running"}
+        }))
+        .unwrap();
+        let policy: NetfilterPolicy = serde_json::from_value(json!({
+            "apiVersion": "nfguard.io/v1alpha1", "kind": "NetfilterPolicy",
+            "metadata": {"name": "net-team"},
+            "spec": {"action": "Taint", "namespaceSelector": {"matchLabels": {"team": "net"}}}
+        }))
+        .unwrap();
+        let mut images = ImageResolutions::new();
+        images.insert_profile(
+            "router:old",
+            "linux/amd64",
+            crate::facts::ImageProfile {
+                image: "router:old".into(),
+                digest: format!("sha256:{:0>64}", 187),
+                platform: "linux/amd64".into(),
+                iptables: Some(crate::facts::IptablesFacts {
+                    version: Some("1.8.7".parse().unwrap()),
+                    backend: Some(crate::facts::Backend::Nft),
+                    ..Default::default()
+                }),
+            },
+        );
+        let known: Option<BTreeMap<String, String>> = labels.map(|l| {
+            l.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        });
+        let lookup = move |ns: &str| known.clone().filter(|_| ns == "payments");
+        let policies = [policy];
+        let cache = PolicyCache::with_namespace_labels(&policies, &lookup);
+        let pods = [&pod];
+        let keys = images_to_inspect(&node, &pods, &cache);
+        assert!(
+            keys.iter()
+                .all(|k| images.get(&k.image, &k.platform).is_some())
+        );
+        plan_node(&NodeFacts {
+            node: &node,
+            profile: Some(&profile),
+            pods: &pods,
+            policies: &cache,
+            settings: TaintSettings::from_policies(&policies),
+            images: &images,
+            tainted_elsewhere: 0,
+            total_nodes: 10,
+            now: "2026-01-01T00:01:00Z".parse().unwrap(),
+        })
+    }
+
+    #[test]
+    fn taint_policy_selects_namespaces_by_their_real_labels() {
+        let selected = plan_under_team_selector(Some(&[("team", "net")]));
+        assert_eq!(selected.violations.len(), 1, "{:?}", selected.violations);
+        assert_eq!(selected.violations[0].pod, "payments/router");
+        assert_eq!(
+            selected.violations[0].codes,
+            [ReasonCode::OldReaderNewRules]
+        );
+        assert!(selected.taints.tainted_after);
+
+        for other in [Some(&[("team", "web")][..]), Some(&[][..]), None] {
+            let plan = plan_under_team_selector(other);
+            assert!(
+                plan.violations.is_empty(),
+                "{other:?}: {:?}",
+                plan.violations
+            );
+            assert!(!plan.taints.tainted_after, "{other:?}");
+        }
     }
 
     #[test]

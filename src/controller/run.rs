@@ -5,6 +5,7 @@ use super::apply::{Applier, ApplyError};
 use super::clock::Clock;
 use super::gather::{self, ImageSource};
 use super::metrics::{Metrics, Stage, StageLabel};
+use super::namespaces::{LabelChanges, NamespaceMeta, labels_in};
 use super::orphans::orphans;
 use super::plan::{NodeFacts, NodePlan, PolicyCache, images_to_inspect, plan_node, profile_node};
 use super::taints::{TaintSettings, has_nfguard_taint};
@@ -14,8 +15,8 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Preconditions};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::events::Recorder;
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -24,6 +25,8 @@ use std::time::{Duration, Instant};
 pub const RESYNC: Duration = Duration::from_secs(300);
 /// Retry a failed reconcile after this long.
 pub const RETRY: Duration = Duration::from_secs(30);
+/// How long a reconcile waits for the Namespaces' first list.
+pub const NAMESPACES_WAIT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
@@ -33,6 +36,10 @@ pub enum ReconcileError {
         #[source]
         source: kube::Error,
     },
+    #[error(
+        "node {node}: Namespaces not listed within {NAMESPACES_WAIT:?} (their labels select policies); does the controller's ClusterRole allow list and watch on namespaces?"
+    )]
+    NamespacesUnlisted { node: String },
     #[error(transparent)]
     Apply(#[from] ApplyError),
 }
@@ -46,6 +53,8 @@ pub struct Ctx {
     pub recorder: Recorder,
     /// All Nodes (the controller's own store): the brake's denominator.
     pub nodes: Store<Node>,
+    /// All Namespaces' metadata: policies select namespaces by their labels.
+    pub namespaces: Store<NamespaceMeta>,
     /// Whether a node carries an nfguard taint, as last written by us; wins
     /// over the store, which may not have seen our own patch yet.
     pub tainted: Mutex<HashMap<String, bool>>,
@@ -75,20 +84,29 @@ impl Ctx {
 pub async fn reconcile_node(node: &Node, ctx: &Ctx) -> Result<NodePlan, ReconcileError> {
     let started = Instant::now();
     let name = node.metadata.name.clone().unwrap_or_default();
-    let g = gather::gather(&ctx.client, node).await.map_err(|source| {
+    let gather_failed = |e: ReconcileError| {
         ctx.metrics
             .reconcile_errors
             .get_or_create(&StageLabel {
                 stage: Stage::gather,
             })
             .inc();
-        ReconcileError::Gather {
+        e
+    };
+    if !gather::namespaces_listed(&ctx.namespaces, NAMESPACES_WAIT).await {
+        return Err(gather_failed(ReconcileError::NamespacesUnlisted {
+            node: name,
+        }));
+    }
+    let g = gather::gather(&ctx.client, node).await.map_err(|source| {
+        gather_failed(ReconcileError::Gather {
             node: name.clone(),
             source,
-        }
+        })
     })?;
     let pods: Vec<&Pod> = g.pods.iter().collect();
-    let policies = PolicyCache::new(&g.policies);
+    let namespace_labels = |ns: &str| labels_in(&ctx.namespaces, ns);
+    let policies = PolicyCache::with_namespace_labels(&g.policies, &namespace_labels);
     let keys = images_to_inspect(node, &pods, &policies);
     let images = ctx.images.resolve(&keys).await;
     let (tainted_elsewhere, total_nodes) = ctx.tainted_counts(&name);
@@ -163,6 +181,7 @@ pub async fn run_controller(
     let controller = Controller::new(Api::<Node>::all(client.clone()), wc.clone());
     let store = controller.store();
     let all_nodes = store.clone();
+    let (namespaces, relabelled) = watch_namespace_labels(client.clone());
     let ctx = Arc::new(Ctx {
         client: client.clone(),
         images,
@@ -170,6 +189,7 @@ pub async fn run_controller(
         metrics: metrics.clone(),
         recorder,
         nodes: store,
+        namespaces,
         tainted: Mutex::new(HashMap::new()),
     });
     controller
@@ -194,6 +214,10 @@ pub async fn run_controller(
                 .map(|n| ObjectRef::from_obj(n.as_ref()))
                 .collect::<Vec<_>>()
         })
+        // A namespace's new labels may select it into or out of a Taint
+        // policy: re-judge every node, as for a policy change (both are rare
+        // admin actions; which nodes run its writers is not in any store).
+        .reconcile_all_on(relabelled)
         .with_config(ControllerConfig::default().concurrency(1))
         .graceful_shutdown_on(stop)
         .run(reconcile, error_policy, ctx)
@@ -209,6 +233,34 @@ pub async fn run_controller(
             std::future::ready(())
         })
         .await;
+}
+
+/// A metadata-only reflector store of Namespaces and a stream that yields
+/// once per label change of a known namespace. The Controller polls the
+/// stream, which keeps the store filled.
+fn watch_namespace_labels(
+    client: kube::Client,
+) -> (
+    Store<NamespaceMeta>,
+    impl futures::Stream<Item = ()> + Send + 'static,
+) {
+    let (store, writer) = reflector::store::<NamespaceMeta>();
+    let mut changes = LabelChanges::default();
+    // An Api of PartialObjectMeta asks for metadata only.
+    let api = Api::<NamespaceMeta>::all(client);
+    let events = watcher(api, watcher::Config::default());
+    let relabelled = reflector::reflector(writer, events)
+        .default_backoff()
+        .filter_map(move |event| {
+            std::future::ready(match event {
+                Ok(e) => changes.observe(&e).then_some(()),
+                Err(error) => {
+                    tracing::warn!(%error, "watching Namespaces");
+                    None
+                }
+            })
+        });
+    (store, relabelled)
 }
 
 /// Delete profiles whose Node is gone. Returns how many were deleted.
