@@ -994,7 +994,8 @@ async fn controller_plan(f: &SharedFacts, expect_taint: bool) -> NodePlan {
     all.push(f.node.clone());
     let mut images = ImageResolutions::new();
     images.insert_profile(ROUTER_IMAGE, "linux/amd64", router_image());
-    let (ctx, _) = make_ctx_with_namespaces(client, &all, &[f.namespace.clone()], images);
+    let (ctx, _) =
+        make_ctx_with_namespaces(client, &all, std::slice::from_ref(&f.namespace), images);
     let plan = reconcile_node(&f.node, &ctx).await.unwrap();
     drop(ctx);
     finish(task).await;
