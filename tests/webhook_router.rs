@@ -7,8 +7,8 @@ mod support;
 
 use axum::body::Body;
 use http::Request;
-use nfguard::check::cli::{Args, Env, execute};
 use nfguard::check::cli::CheckFormat;
+use nfguard::check::cli::{Args, Env, execute};
 use serde_json::{Value, json};
 use std::time::Duration;
 use support::*;
