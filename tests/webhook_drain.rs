@@ -6,6 +6,8 @@
 
 #[path = "support/registry_lying.rs"]
 mod lying;
+#[path = "support/pki.rs"]
+mod pki;
 #[path = "webhook_support.rs"]
 mod support;
 
@@ -13,7 +15,7 @@ use nfguard::check::ImageResolver;
 use nfguard::facts::ImageProfile;
 use nfguard::webhook::server::{self, Drain, Drained, Listeners};
 use nfguard::webhook::tls::{self, CertStore};
-use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair, SanType};
+use pki::pki;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -22,31 +24,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::*;
 use tokio::sync::{Semaphore, mpsc, oneshot};
-
-struct Pki {
-    ca_pem: String,
-    cert_pem: String,
-    key_pem: String,
-}
-
-/// A CA and a serving certificate for localhost / 127.0.0.1.
-fn pki() -> Pki {
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca_cert = ca.self_signed(&ca_key).unwrap();
-    let issuer = Issuer::new(ca, ca_key);
-    let key = KeyPair::generate().unwrap();
-    let mut leaf = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
-    leaf.subject_alt_names
-        .push(SanType::IpAddress("127.0.0.1".parse().unwrap()));
-    let cert = leaf.signed_by(&key, &issuer).unwrap();
-    Pki {
-        ca_pem: ca_cert.pem(),
-        cert_pem: cert.pem(),
-        key_pem: key.serialize_pem(),
-    }
-}
 
 /// "gate/*" images: the look-up reports that it started, then waits for a
 /// permit before answering as kube-router:1.8.7 (1.8.7, nft); anything else

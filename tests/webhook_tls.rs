@@ -8,13 +8,15 @@
 mod images;
 #[path = "support/netns.rs"]
 mod netns;
+#[path = "support/pki.rs"]
+mod pki;
 #[path = "support/registry.rs"]
 mod registry;
 #[path = "webhook_support.rs"]
 mod support;
 
 use images::*;
-use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair, SanType};
+use pki::pki;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -22,29 +24,6 @@ use std::time::{Duration, Instant};
 use support::{container, object, pod_spec, review};
 
 /// A CA and a serving certificate for localhost / 127.0.0.1.
-pub struct Pki {
-    pub ca_pem: String,
-    pub cert_pem: String,
-    pub key_pem: String,
-}
-
-pub fn pki() -> Pki {
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca_cert = ca.self_signed(&ca_key).unwrap();
-    let issuer = Issuer::new(ca, ca_key);
-    let key = KeyPair::generate().unwrap();
-    let mut leaf = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
-    leaf.subject_alt_names
-        .push(SanType::IpAddress("127.0.0.1".parse().unwrap()));
-    let cert = leaf.signed_by(&key, &issuer).unwrap();
-    Pki {
-        ca_pem: ca_cert.pem(),
-        cert_pem: cert.pem(),
-        key_pem: key.serialize_pem(),
-    }
-}
 
 struct Webhook {
     child: Child,
