@@ -149,6 +149,15 @@ step_uninstall() {
     fail "cannot look up the release's objects: $left"
   [ -z "$left" ] || fail "objects of the release left after helm uninstall: $left"
   ok "all $(grep -c '^kind:' "$work/manifest.yaml") objects of the release are gone"
+  # Pods go after their owners, each terminating gracefully: the webhook
+  # keeps serving for --shutdown-delay-seconds, then drains (docs/webhook.md).
+  for _ in $(seq 90); do
+    [ -z "$(kubectl -n "$NS" get pods -l app.kubernetes.io/name=nfguard -o name 2>/dev/null)" ] && break
+    sleep 1
+  done
+  left=$(kubectl -n "$NS" get pods -l app.kubernetes.io/name=nfguard -o name 2>&1)
+  [ -z "$left" ] || fail "nfguard's pods still there 90 s after their owners were deleted: $left"
+  ok "nfguard's pods terminated $((SECONDS - t0)) s after helm uninstall began"
 
   # Anything else of nfguard's, by name or label, anywhere.
   kinds=$(listable_kinds)
