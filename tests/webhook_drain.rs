@@ -16,7 +16,7 @@ use nfguard::facts::ImageProfile;
 use nfguard::webhook::server::{self, Drain, Drained, Listeners};
 use nfguard::webhook::tls::{self, CertStore};
 use pki::pki;
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
@@ -159,18 +159,6 @@ async fn start(judge_timeout: Duration, drain: Drain) -> Running {
         permits,
         _fx: fx,
     }
-}
-
-fn incident(image: &str) -> Value {
-    let spec = pod_spec(true, vec![container("kube-router", image, &["NET_ADMIN"])]);
-    review(
-        "DaemonSet",
-        None,
-        "CREATE",
-        "kube-system",
-        object("DaemonSet", "kube-router", "kube-system", spec, json!({})),
-        false,
-    )
 }
 
 /// The full answer the incident gets: a denial naming the 1.8.9 nodes.

@@ -42,18 +42,6 @@ fn app_with(fx: &Fixture, timeout: Duration, slow: Duration) -> axum::Router {
     ))
 }
 
-fn incident(image: &str) -> Value {
-    let spec = pod_spec(true, vec![container("kube-router", image, &["NET_ADMIN"])]);
-    review(
-        "DaemonSet",
-        None,
-        "CREATE",
-        "kube-system",
-        object("DaemonSet", "kube-router", "kube-system", spec, json!({})),
-        false,
-    )
-}
-
 #[tokio::test]
 async fn malformed_envelopes_get_400_with_a_reason() {
     let fx = Fixture::new();

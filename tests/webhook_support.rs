@@ -293,3 +293,17 @@ pub fn review(
     }
     json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req})
 }
+
+/// The incident as a review: kube-router's DaemonSet (hostNetwork,
+/// NET_ADMIN) with `image`, created in kube-system.
+pub fn incident(image: &str) -> Value {
+    let spec = pod_spec(true, vec![container("kube-router", image, &["NET_ADMIN"])]);
+    review(
+        "DaemonSet",
+        None,
+        "CREATE",
+        "kube-system",
+        object("DaemonSet", "kube-router", "kube-system", spec, json!({})),
+        false,
+    )
+}
