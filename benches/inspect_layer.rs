@@ -4,7 +4,7 @@
 //! on a busy machine; the ratio is what matters).
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use nfguard::inspect::{Layer, LayerLimits};
+use nfguard::rootfs::{Layer, LayerLimits};
 use std::hint::black_box;
 use std::io::Read;
 

@@ -3,7 +3,7 @@
 //! update-alternatives would leave them, read through `HostRoot`.
 
 use nfguard::facts::{Backend, EvidenceSource, Version};
-use nfguard::inspect::{HostRoot, collect};
+use nfguard::rootfs::{HostRoot, collect};
 use std::collections::BTreeMap;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};

@@ -6,9 +6,7 @@ mod inspect_support;
 
 use inspect_support::*;
 use nfguard::facts::EvidenceSource;
-use nfguard::inspect::{
-    FsError, HostRoot, Layer, LayerError, LayerLimits, Lookup, RootFs, collect,
-};
+use nfguard::rootfs::{FsError, HostRoot, Layer, LayerError, LayerLimits, Lookup, RootFs, collect};
 use std::collections::BTreeMap;
 use std::io::{Cursor, Read};
 use std::os::unix::fs::symlink;

@@ -5,7 +5,7 @@ mod inspect_support;
 
 use inspect_support::*;
 use nfguard::facts::{Backend, EvidenceSource, Version};
-use nfguard::inspect::{Lookup, NodeKind, RootFs, collect};
+use nfguard::rootfs::{Lookup, NodeKind, RootFs, collect};
 use std::collections::BTreeMap;
 
 fn no_labels() -> BTreeMap<String, String> {
@@ -299,7 +299,7 @@ fn apk_probe_reads_both_locations() {
 
 /// An rpmdb.sqlite as rpm writes it: table Packages(hnum, blob) of headers.
 fn rpmdb(pkgs: &[(&str, &str, &str)]) -> Vec<u8> {
-    use nfguard::inspect::probes::rpm::{TAGS, build_header};
+    use nfguard::rootfs::probes::rpm::{TAGS, build_header};
     let conn = rusqlite::Connection::open_in_memory().unwrap();
     conn.execute_batch(
         "CREATE TABLE Packages (hnum INTEGER PRIMARY KEY AUTOINCREMENT, blob BLOB NOT NULL)",

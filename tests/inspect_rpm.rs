@@ -3,7 +3,7 @@
 //! rpm/rpmbuild are missing, except in CI (env CI set), where it must run.
 
 use nfguard::facts::{EvidenceSource, Version};
-use nfguard::inspect::{HostRoot, Layer, LayerLimits, LayeredRoot, collect};
+use nfguard::rootfs::{HostRoot, Layer, LayerLimits, LayeredRoot, collect};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;

@@ -3,7 +3,7 @@
 
 mod inspect_support;
 
-use nfguard::inspect::tarstream::{Kind, TarReader};
+use nfguard::rootfs::tarstream::{Kind, TarReader};
 use std::path::Path;
 use std::process::Command;
 

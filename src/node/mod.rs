@@ -95,9 +95,9 @@ pub fn gather_with_host(cfg: &ProbeConfig, host: HostFacts) -> NodeFacts {
 /// The host's iptables, by the same probes as images. A probe bug must not
 /// take the reporter down with it, so a panic becomes a reported error.
 pub fn host_iptables(host_root: &Path) -> HostFacts {
-    let root = crate::inspect::HostRoot::new(host_root.to_path_buf());
+    let root = crate::rootfs::HostRoot::new(host_root.to_path_buf());
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        crate::inspect::collect(&root, &BTreeMap::new())
+        crate::rootfs::collect(&root, &BTreeMap::new())
     })) {
         Ok(c) => (c.facts, None),
         Err(_) => (

@@ -4,7 +4,7 @@
 //! read once).
 
 use crate::facts::ImageProfile;
-use crate::inspect::Layer;
+use crate::rootfs::Layer;
 use moka::sync::Cache;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

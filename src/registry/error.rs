@@ -1,6 +1,6 @@
 //! Every way an image inspection can fail, each naming what failed.
 
-use crate::inspect::LayerError;
+use crate::rootfs::LayerError;
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]

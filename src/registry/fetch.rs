@@ -1,6 +1,6 @@
 //! The inspection itself: resolve the reference to one platform manifest,
 //! read the config's labels, then stream layers top-down into
-//! `inspect::Layer`s until `inspect::collect` says lower layers cannot
+//! `rootfs::Layer`s until `rootfs::collect` says lower layers cannot
 //! change the answer.
 
 use super::auth::{self, DockerAuths};
@@ -12,7 +12,7 @@ use super::{
     TAG_TTL,
 };
 use crate::facts::{ImageProfile, IptablesFacts};
-use crate::inspect::{self, Layer, LayeredRoot};
+use crate::rootfs::{self, Layer, LayeredRoot};
 use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::manifest::{self as m, OciDescriptor, OciImageManifest, OciManifest};
@@ -600,9 +600,9 @@ impl Inner {
 async fn collect_blocking(
     root: LayeredRoot,
     labels: Arc<BTreeMap<String, String>>,
-) -> Result<(LayeredRoot, inspect::Collected), RegistryError> {
+) -> Result<(LayeredRoot, rootfs::Collected), RegistryError> {
     tokio::task::spawn_blocking(move || {
-        let c = inspect::collect(&root, &labels);
+        let c = rootfs::collect(&root, &labels);
         (root, c)
     })
     .await

@@ -1,5 +1,5 @@
 //! OCI registry access: reference -> platform manifest -> layers streamed
-//! top-down into `inspect::Layer`s until the answer is settled. Cached by
+//! top-down into `rootfs::Layer`s until the answer is settled. Cached by
 //! manifest digest and layer digest.
 //!
 //! OWNER: registry helper. Interface used by check/, webhook/, controller/.
@@ -18,7 +18,7 @@ pub use fetch::InspectStats;
 pub use manifest_get::MAX_MANIFEST_BYTES;
 
 use crate::facts::ImageProfile;
-use crate::inspect::LayerLimits;
+use crate::rootfs::LayerLimits;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;

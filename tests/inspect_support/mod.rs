@@ -2,7 +2,7 @@
 //! into the header so tests can use hostile names (`../x`, `/abs`).
 #![allow(dead_code)]
 
-use nfguard::inspect::{Layer, LayerLimits, LayeredRoot};
+use nfguard::rootfs::{Layer, LayerLimits, LayeredRoot};
 use std::path::Path;
 
 pub enum E<'a> {

@@ -6,16 +6,16 @@
 //!   CARGO_TARGET_DIR=target/inspect-standalone \
 //!     cargo run --release --manifest-path benches/inspect_standalone/Cargo.toml
 #[allow(dead_code)]
-#[path = "../../../src/inspect/layered.rs"]
+#[path = "../../../src/rootfs/layered.rs"]
 mod layered;
 #[allow(dead_code)]
-#[path = "../../../src/inspect/paths.rs"]
+#[path = "../../../src/rootfs/paths.rs"]
 mod paths;
 #[allow(dead_code)]
-#[path = "../../../src/inspect/rootfs.rs"]
-mod rootfs;
+#[path = "../../../src/rootfs/fs.rs"]
+mod fs;
 #[allow(dead_code)]
-#[path = "../../../src/inspect/tarstream.rs"]
+#[path = "../../../src/rootfs/tarstream.rs"]
 mod tarstream;
 use layered::{Layer, LayerLimits};
 use std::hint::black_box;

@@ -2,18 +2,18 @@
 //! (`HostRoot`) or a stack of OCI layers (`LayeredRoot`). Probes read only
 //! through `RootFs`, so hosts and images are judged by the very same code.
 //!
-//! OWNER: inspect helper. Interface used by registry/, kernel/ (host root), check/.
+//! Used by registry/ (image layers) and node/ (the host root).
 
 pub mod collect;
+pub mod fs;
 pub mod host;
 pub mod layered;
 pub mod paths;
 pub mod probes;
-pub mod rootfs;
 pub mod tarstream;
 
 pub use collect::{Collected, collect};
+pub use fs::{Chain, Hop, Resolved, follow_chain};
+pub use fs::{FsError, Lookup, NodeKind, RootFs};
 pub use host::HostRoot;
 pub use layered::{Layer, LayerError, LayerLimits, LayeredRoot};
-pub use rootfs::{Chain, Hop, Resolved, follow_chain};
-pub use rootfs::{FsError, Lookup, NodeKind, RootFs};

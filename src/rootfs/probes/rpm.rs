@@ -5,8 +5,8 @@
 
 use super::{PackageHit, PackageProbe};
 use crate::facts::EvidenceSource;
-use crate::inspect::paths::RPMDB_SQLITE;
-use crate::inspect::rootfs::{Lookup, RootFs};
+use crate::rootfs::fs::{Lookup, RootFs};
+use crate::rootfs::paths::RPMDB_SQLITE;
 
 /// Package names that ship the `iptables` command (RHEL 8 `iptables`,
 /// Fedora / RHEL 9 `iptables-nft` and `iptables-legacy`).

@@ -3,8 +3,8 @@
 //! only for `paths::wants_content`), so its memory is bounded by what probes
 //! need, not by the layer's size.
 
+use super::fs::{FsError, Lookup, NodeKind, Resolved, RootFs, resolve_with};
 use super::paths;
-use super::rootfs::{FsError, Lookup, NodeKind, Resolved, RootFs, resolve_with};
 use super::tarstream::{Kind, TarError, TarReader};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io::Read;

@@ -3,8 +3,8 @@
 
 use super::{PackageHit, PackageProbe, field, stanzas};
 use crate::facts::EvidenceSource;
-use crate::inspect::paths::APK_INSTALLED;
-use crate::inspect::rootfs::RootFs;
+use crate::rootfs::fs::RootFs;
+use crate::rootfs::paths::APK_INSTALLED;
 
 /// `iptables` (nft by default since Alpine 3.19) and `iptables-legacy`.
 pub const PACKAGES: [&str; 2] = ["iptables", "iptables-legacy"];

@@ -3,7 +3,7 @@
 //! and `read_link`, so the OS never follows a link: an absolute target means
 //! the root's own `/`, and `..` stops at the root.
 
-use super::rootfs::{FsError, Lookup, NodeKind, Resolved, RootFs, resolve_with};
+use super::fs::{FsError, Lookup, NodeKind, Resolved, RootFs, resolve_with};
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;

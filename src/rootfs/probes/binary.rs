@@ -5,8 +5,8 @@
 
 use super::MAX_BINARY_BYTES;
 use crate::facts::{Backend, Evidence, EvidenceSource, Version};
-use crate::inspect::paths::join;
-use crate::inspect::rootfs::{Lookup, NodeKind, RootFs};
+use crate::rootfs::fs::{Lookup, NodeKind, RootFs};
+use crate::rootfs::paths::join;
 
 /// What one binary says about itself.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,9 +9,9 @@
 //! is recorded in `conflicts`; the binary wins over package metadata, which
 //! can be hand-written.
 
+use super::fs::RootFs;
 use super::probes::{PackageHit, PackageProbe};
 use super::probes::{apk, binary, command, dpkg, label, rpm};
-use super::rootfs::RootFs;
 use crate::facts::{Backend, Evidence, IptablesFacts, Version};
 use std::collections::BTreeMap;
 

@@ -4,8 +4,8 @@
 
 use super::{PackageHit, PackageProbe, field_ci as field, stanzas};
 use crate::facts::EvidenceSource;
-use crate::inspect::paths::{DPKG_STATUS, DPKG_STATUS_D, join};
-use crate::inspect::rootfs::{Lookup, RootFs};
+use crate::rootfs::fs::{Lookup, RootFs};
+use crate::rootfs::paths::{DPKG_STATUS, DPKG_STATUS_D, join};
 
 /// The packages that install the `iptables` command on Debian and Ubuntu.
 pub const PACKAGES: [&str; 1] = ["iptables"];

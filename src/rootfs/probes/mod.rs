@@ -9,7 +9,7 @@ pub mod dpkg;
 pub mod label;
 pub mod rpm;
 
-use super::rootfs::{FsError, Lookup, RootFs};
+use super::fs::{FsError, Lookup, RootFs};
 use crate::facts::{Evidence, EvidenceSource};
 
 /// Largest package database read into memory.

@@ -7,8 +7,8 @@
 
 use super::MAX_BINARY_BYTES;
 use crate::facts::{Backend, Evidence, EvidenceSource};
-use crate::inspect::paths;
-use crate::inspect::rootfs::{Hop, Lookup, NodeKind, RootFs, follow_chain};
+use crate::rootfs::fs::{Hop, Lookup, NodeKind, RootFs, follow_chain};
+use crate::rootfs::paths;
 
 /// Where the command is looked for, in this order. /usr/sbin precedes /sbin
 /// as in Debian's PATH; with usrmerge both are the same file.
