@@ -19,7 +19,7 @@ mod test_data;
 use crate::api::{NetfilterPolicy, NodeNetfilterProfile};
 use crate::compat::evaluate::{
     Candidate, EffectivePolicy, EvalInput, ImageKey, PolicyError, Verdict, Workload, evaluate,
-    images_to_resolve, select_candidates,
+    images_to_resolve, select_candidates, validate_policy,
 };
 use k8s_openapi::api::core::v1::Node;
 pub use report::{ObjectResult, Report};
@@ -71,18 +71,22 @@ pub async fn check(inputs: &Inputs, opts: &ResolveOptions) -> Result<Report, Che
         policy: EffectivePolicy,
         candidates: Vec<Candidate<'a>>,
     }
+    // The gate refuses a broken policy (exit 2); the webhook judges without it.
+    for p in &inputs.policies {
+        validate_policy(&p.spec).map_err(|error| CheckError::Policy {
+            object: format!(
+                "NetfilterPolicy {}",
+                p.metadata.name.as_deref().unwrap_or("")
+            ),
+            error,
+        })?;
+    }
     let mut plans = Vec::with_capacity(inputs.workloads.len());
     let mut keys: BTreeSet<ImageKey> = BTreeSet::new();
     for w in &inputs.workloads {
         let ns = w.namespace.as_deref().unwrap_or("default");
         let labels = inputs.namespace_labels.as_ref().and_then(|m| m.get(ns));
-        let policy =
-            EffectivePolicy::from_policies(&inputs.policies, ns, labels).map_err(|error| {
-                CheckError::Policy {
-                    object: w.object_ref(),
-                    error,
-                }
-            })?;
+        let policy = EffectivePolicy::from_policies(&inputs.policies, ns, labels);
         let candidates = select_candidates(w, &profiles, &nodes, &inputs.default_platform);
         keys.extend(images_to_resolve(w, &candidates, &policy));
         plans.push(Plan { policy, candidates });

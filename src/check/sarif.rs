@@ -52,6 +52,7 @@ fn describe(code: ReasonCode) -> &'static str {
         ImageExempt => "The image matches a policy exemptImages pattern.",
         NamespaceNotSelected => "No NetfilterPolicy selects the namespace.",
         NoCandidateNodes => "No node profile matches the pod's scheduling constraints.",
+        InvalidPolicyIgnored => "An invalid NetfilterPolicy selecting the namespace was ignored.",
     }
 }
 

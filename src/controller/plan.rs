@@ -37,7 +37,7 @@ pub struct PolicyCache<'a> {
     policies: &'a [NetfilterPolicy],
     /// None: no namespace is known (only `kubernetes.io/metadata.name`).
     namespace_labels: Option<NamespaceLabelsFn<'a>>,
-    by_namespace: std::sync::Mutex<FastMap<String, Option<std::sync::Arc<EffectivePolicy>>>>,
+    by_namespace: std::sync::Mutex<FastMap<String, std::sync::Arc<EffectivePolicy>>>,
 }
 
 impl std::fmt::Debug for PolicyCache<'_> {
@@ -75,20 +75,18 @@ impl<'a> PolicyCache<'a> {
         self.policies
     }
 
-    /// None when a policy is broken (bad glob): nothing is judged then.
-    pub fn for_namespace(&self, ns: &str) -> Option<std::sync::Arc<EffectivePolicy>> {
+    /// Invalid policies are left out (their status says why).
+    pub fn for_namespace(&self, ns: &str) -> std::sync::Arc<EffectivePolicy> {
         let mut m = self.by_namespace.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(p) = m.get(ns) {
             return p.clone();
         }
         let labels = self.namespace_labels.and_then(|f| f(ns));
-        let p = match EffectivePolicy::from_policies(self.policies, ns, labels.as_ref()) {
-            Ok(p) => Some(std::sync::Arc::new(p)),
-            Err(e) => {
-                tracing::warn!(error = %e, "NetfilterPolicy unusable: running workloads are not judged");
-                None
-            }
-        };
+        let p = std::sync::Arc::new(EffectivePolicy::from_policies(
+            self.policies,
+            ns,
+            labels.as_ref(),
+        ));
         m.insert(ns.to_string(), p.clone());
         p
     }
@@ -240,9 +238,7 @@ pub fn images_to_inspect(node: &Node, pods: &[&Pod], policies: &PolicyCache<'_>)
             continue;
         };
         let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
-        let Some(policy) = policies.for_namespace(ns) else {
-            continue;
-        };
+        let policy = policies.for_namespace(ns);
         if policy.action != PolicyAction::Taint {
             continue;
         }
@@ -264,7 +260,7 @@ fn taint_subjects<'p>(facts: &NodeFacts<'p>) -> Vec<(&'p Pod, std::sync::Arc<Eff
         .filter(|p| inventory::is_running(p) && pod_can_write(p))
         .filter_map(|p| {
             let ns = p.metadata.namespace.as_deref().unwrap_or("default");
-            let policy = facts.policies.for_namespace(ns)?;
+            let policy = facts.policies.for_namespace(ns);
             (policy.action == PolicyAction::Taint && policy.applies()).then_some((*p, policy))
         })
         .collect()

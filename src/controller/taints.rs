@@ -37,10 +37,14 @@ impl Default for TaintSettings {
 }
 
 impl TaintSettings {
+    /// From the valid policies (an invalid one is ignored, as when judging).
     pub fn from_policies<'a>(policies: impl IntoIterator<Item = &'a NetfilterPolicy>) -> Self {
         let mut out = Self::default();
         let mut max: Option<u32> = None;
-        for p in policies {
+        let valid = policies
+            .into_iter()
+            .filter(|p| crate::compat::evaluate::validate_policy(&p.spec).is_ok());
+        for p in valid {
             out.taint_degraded |= p.spec.taint_degraded_nodes;
             if let Some(m) = p.spec.max_tainted_nodes_percent {
                 max = Some(max.map_or(m, |cur| cur.min(m)));
@@ -298,6 +302,16 @@ mod tests {
             TaintSettings {
                 taint_degraded: true,
                 max_percent: 5
+            }
+        );
+        // An invalid policy opts nothing in and brakes nothing.
+        let mut broken = pol(true, Some(1));
+        broken.spec.exempt_images = vec!["a[".into()];
+        assert_eq!(
+            TaintSettings::from_policies(&[broken, pol(false, Some(30))]),
+            TaintSettings {
+                taint_degraded: false,
+                max_percent: 30
             }
         );
     }

@@ -124,7 +124,7 @@ impl Judge {
     pub async fn judge(&self, w: &Workload, deadline: Instant) -> Result<Decision, String> {
         let snap = self.facts.snapshot();
         let ns = w.namespace.as_deref().unwrap_or("default");
-        let policy = snap.policy_for(ns)?;
+        let policy = snap.policy_for(ns);
         let profiles: Vec<_> = snap.profiles.iter().map(|p| p.as_ref()).collect();
         let nodes: Vec<_> = snap.nodes.iter().map(|n| n.as_ref()).collect();
         let candidates = select_candidates(w, &profiles, &nodes, &self.default_platform);
@@ -273,11 +273,7 @@ impl Judge {
             };
         let object_ref = w.object_ref();
         let (allowed, message, warnings) = render_decision(&object_ref, &decision, self.max_nodes);
-        let verdict = match decision.verdict {
-            Verdict::Allow => "allow",
-            Verdict::Warn => "warn",
-            Verdict::Deny => "deny",
-        };
+        let verdict = decision.verdict.as_str();
         let answer = Arc::new(Answer {
             response: Prepared::new(allowed, message.as_deref(), &warnings, verdict),
             verdict,

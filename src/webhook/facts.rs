@@ -30,8 +30,8 @@ pub struct Snapshot {
     pub policy_memo: Arc<Mutex<HashMap<String, PolicyOutcome>>>,
 }
 
-/// An effective policy, or why the policies are unusable.
-pub type PolicyOutcome = Result<Arc<EffectivePolicy>, String>;
+/// An effective policy (invalid policies left out, listed in `ignored()`).
+pub type PolicyOutcome = Arc<EffectivePolicy>;
 
 /// Namespaces remembered per snapshot (requests only come for namespaces
 /// that exist; past this they are computed each time).
@@ -44,13 +44,11 @@ impl Snapshot {
             return p.clone();
         }
         let labels = self.namespace_labels.as_ref().and_then(|f| f(namespace));
-        let p = EffectivePolicy::from_policies(
+        let p = Arc::new(EffectivePolicy::from_policies(
             self.policies.iter().map(|p| p.as_ref()),
             namespace,
             labels.as_ref(),
-        )
-        .map(Arc::new)
-        .map_err(|e| e.to_string());
+        ));
         let mut memo = self.memo();
         if memo.len() < POLICY_MEMO_MAX {
             memo.insert(namespace.to_string(), p.clone());

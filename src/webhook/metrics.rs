@@ -2,7 +2,7 @@
 //! nfguard judges, verdicts, reason codes, rejection causes), so the series
 //! count is bounded whatever the requests contain.
 
-use crate::compat::evaluate::ReasonCode;
+use crate::compat::evaluate::{ReasonCode, Verdict};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -29,9 +29,14 @@ const KINDS: [&str; 10] = [
     "other",
     "invalid",
 ];
-const VERDICTS: [&str; 4] = ["allow", "warn", "deny", "rejected"];
-/// More than there are reason codes.
-const REASON_SLOTS: usize = 64;
+const VERDICTS: [&str; 4] = [
+    Verdict::Allow.as_str(),
+    Verdict::Warn.as_str(),
+    Verdict::Deny.as_str(),
+    "rejected",
+];
+/// One per reason code.
+const REASON_SLOTS: usize = ReasonCode::ALL.len();
 
 /// Metric handles resolved once per label value: after the first request a
 /// request touches only the metric's own atomics, not the family's lock
@@ -202,7 +207,7 @@ impl Metrics {
         self.reason_handles
             .get(Some(code as usize), || {
                 self.reasons
-                    .get_or_create(&[("code", reason_label(code))])
+                    .get_or_create(&[("code", code.as_str())])
                     .clone()
             })
             .inc();
@@ -217,32 +222,37 @@ impl Metrics {
     }
 }
 
-/// Reason codes as static strings (metric labels must not allocate per request).
-fn reason_label(c: ReasonCode) -> &'static str {
-    use ReasonCode::*;
-    match c {
-        KnownBadIptables => "KnownBadIptables",
-        BackendMismatch => "BackendMismatch",
-        KernelLacksBackend => "KernelLacksBackend",
-        OldReaderNewRules => "OldReaderNewRules",
-        NewWriterOldReader => "NewWriterOldReader",
-        ReaderOlderThanWriter => "ReaderOlderThanWriter",
-        WrapperNoMarkerChains => "WrapperNoMarkerChains",
-        PodBackendMismatch => "PodBackendMismatch",
-        PodOldReaderNewWriter => "PodOldReaderNewWriter",
-        PodReaderOlderThanWriter => "PodReaderOlderThanWriter",
-        ImageUnresolved => "ImageUnresolved",
-        ImageVersionUnknown => "ImageVersionUnknown",
-        NoIptables => "NoIptables",
-        NodeProfileIncomplete => "NodeProfileIncomplete",
-        NodeProfileMissing => "NodeProfileMissing",
-        NodeHazard => "NodeHazard",
-        HostNetworkWithoutNetAdmin => "HostNetworkWithoutNetAdmin",
-        Exempt => "Exempt",
-        ImageExempt => "ImageExempt",
-        NamespaceNotSelected => "NamespaceNotSelected",
-        NoCandidateNodes => "NoCandidateNodes",
-        #[allow(unreachable_patterns)]
-        _ => "Other",
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_reason_code_is_its_own_series_named_by_the_code() {
+        let m = Metrics::new();
+        for (i, code) in ReasonCode::ALL.into_iter().enumerate() {
+            for _ in 0..=i {
+                m.count_reason(code);
+            }
+        }
+        let text = m.render();
+        for (i, code) in ReasonCode::ALL.into_iter().enumerate() {
+            let line = format!(
+                "nfguard_webhook_reasons_total{{code=\"{code}\"}} {}\n",
+                i + 1
+            );
+            assert!(text.contains(&line), "{line} in {text}");
+        }
+    }
+
+    #[test]
+    fn verdict_labels_are_the_verdicts_names() {
+        let m = Metrics::new();
+        m.observe_review("Pod", Verdict::Deny.as_str(), 0.01);
+        assert!(
+            m.render()
+                .contains("nfguard_webhook_verdicts_total{verdict=\"deny\"} 1\n"),
+            "{}",
+            m.render()
+        );
     }
 }

@@ -30,7 +30,7 @@ pub use candidates::{
 pub use images::{
     ImageKey, ImageResolution, ImageResolutions, images_to_resolve, images_to_resolve_for,
 };
-pub use policy::{EXEMPT_ANNOTATION, EffectivePolicy, PolicyError};
+pub use policy::{EXEMPT_ANNOTATION, EffectivePolicy, InvalidPolicy, PolicyError, validate_policy};
 pub use selector::{label_selector_matches, node_selector_requirement_matches};
 pub use workload::{
     ContainerFacts, ContainerKind, Scope, Workload, WorkloadError, WorkloadKind, has_net_admin,
@@ -52,13 +52,20 @@ pub enum Verdict {
     Deny,
 }
 
-impl std::fmt::Display for Verdict {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
+impl Verdict {
+    /// The lowercase name: JSON, metric labels and messages all use it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
             Verdict::Allow => "allow",
             Verdict::Warn => "warn",
             Verdict::Deny => "deny",
-        })
+        }
+    }
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -112,11 +119,74 @@ pub enum ReasonCode {
     NamespaceNotSelected,
     /// No node profile matches the pod's scheduling constraints.
     NoCandidateNodes,
+    /// An invalid NetfilterPolicy that selects the namespace was left out:
+    /// the workload was judged with the valid ones.
+    InvalidPolicyIgnored,
+}
+
+impl ReasonCode {
+    /// Every code, in declaration order.
+    pub const ALL: [ReasonCode; 22] = {
+        use ReasonCode::*;
+        [
+            KnownBadIptables,
+            BackendMismatch,
+            KernelLacksBackend,
+            OldReaderNewRules,
+            NewWriterOldReader,
+            ReaderOlderThanWriter,
+            WrapperNoMarkerChains,
+            PodBackendMismatch,
+            PodOldReaderNewWriter,
+            PodReaderOlderThanWriter,
+            ImageUnresolved,
+            ImageVersionUnknown,
+            NoIptables,
+            NodeProfileIncomplete,
+            NodeProfileMissing,
+            NodeHazard,
+            HostNetworkWithoutNetAdmin,
+            Exempt,
+            ImageExempt,
+            NamespaceNotSelected,
+            NoCandidateNodes,
+            InvalidPolicyIgnored,
+        ]
+    };
+
+    /// The stable name (= the serialized form): output, metric labels.
+    pub const fn as_str(self) -> &'static str {
+        use ReasonCode::*;
+        match self {
+            KnownBadIptables => "KnownBadIptables",
+            BackendMismatch => "BackendMismatch",
+            KernelLacksBackend => "KernelLacksBackend",
+            OldReaderNewRules => "OldReaderNewRules",
+            NewWriterOldReader => "NewWriterOldReader",
+            ReaderOlderThanWriter => "ReaderOlderThanWriter",
+            WrapperNoMarkerChains => "WrapperNoMarkerChains",
+            PodBackendMismatch => "PodBackendMismatch",
+            PodOldReaderNewWriter => "PodOldReaderNewWriter",
+            PodReaderOlderThanWriter => "PodReaderOlderThanWriter",
+            ImageUnresolved => "ImageUnresolved",
+            ImageVersionUnknown => "ImageVersionUnknown",
+            NoIptables => "NoIptables",
+            NodeProfileIncomplete => "NodeProfileIncomplete",
+            NodeProfileMissing => "NodeProfileMissing",
+            NodeHazard => "NodeHazard",
+            HostNetworkWithoutNetAdmin => "HostNetworkWithoutNetAdmin",
+            Exempt => "Exempt",
+            ImageExempt => "ImageExempt",
+            NamespaceNotSelected => "NamespaceNotSelected",
+            NoCandidateNodes => "NoCandidateNodes",
+            InvalidPolicyIgnored => "InvalidPolicyIgnored",
+        }
+    }
 }
 
 impl std::fmt::Display for ReasonCode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Debug::fmt(self, f)
+        f.write_str(self.as_str())
     }
 }
 

@@ -253,6 +253,13 @@ pub(super) fn reason(f: &Finding<'_>, nodes: Vec<&str>, containers: &[ContainerF
                 .into(),
             Some("check nodeSelector/affinity/tolerations and that profiles exist".into()),
         ),
+        ReasonCode::InvalidPolicyIgnored => (
+            format!(
+                "{} (ignored: judged with the valid policies only)",
+                f.detail.unwrap_or("a NetfilterPolicy is invalid")
+            ),
+            Some("fix the policy; its Valid condition names the field".into()),
+        ),
     };
     let nodes: Vec<String> = nodes.into_iter().map(str::to_string).collect();
     Reason {

@@ -229,6 +229,19 @@ pub(super) fn evaluate(input: &SubjectInput<'_>) -> Decision {
         }
     }
 
+    // Invalid policies meant to judge this workload: said where they matter
+    // (a container that can write rules, no exempt annotation).
+    let writes_rules = containers
+        .iter()
+        .any(|c| matches!(c.scope, Scope::HostShared | Scope::PodNetns));
+    if writes_rules && input.exempt_reason.is_none() {
+        for ignored in policy.ignored() {
+            let mut f = warning(ReasonCode::InvalidPolicyIgnored);
+            f.detail = Some(ignored.message());
+            acc.push(f, None);
+        }
+    }
+
     // The verdict counts every finding, rendered or not.
     let verdict = acc
         .groups

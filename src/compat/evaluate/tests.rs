@@ -10,6 +10,7 @@ use crate::api::{
 use crate::facts::{Hazard, HazardCode, ImageProfile, IptablesFacts, Severity};
 use k8s_openapi::api::core::v1::Node;
 use serde_json::json;
+use std::collections::BTreeMap;
 
 const PLATFORM: &str = "linux/amd64";
 
@@ -780,7 +781,9 @@ fn policy_with(f: impl FnOnce(&mut NetfilterPolicySpec)) -> EffectivePolicy {
     };
     f(&mut spec);
     let p = NetfilterPolicy::new("p", spec);
-    EffectivePolicy::from_policies([&p], "kube-system", None).unwrap()
+    let e = EffectivePolicy::from_policies([&p], "kube-system", None);
+    assert!(e.ignored().is_empty(), "{:?}", e.ignored());
+    e
 }
 
 #[test]
@@ -819,16 +822,180 @@ fn exempt_images_globs() {
 }
 
 #[test]
-fn bad_glob_is_a_clear_error() {
-    let p = NetfilterPolicy::new(
+fn bad_glob_is_ignored_and_named() {
+    let broken = NetfilterPolicy::new(
+        "broken",
+        NetfilterPolicySpec {
+            action: PolicyAction::Warn,
+            exempt_images: vec!["ok:*".into(), "a[".into()],
+            ..Default::default()
+        },
+    );
+    let err = validate_policy(&broken.spec).unwrap_err();
+    assert_eq!(
+        (err.field(), err.reason()),
+        ("exemptImages", "InvalidExemptImages")
+    );
+    assert!(err.to_string().contains("exemptImages[1] \"a[\""), "{err}");
+    // Left out as if absent: the built-in default judges, and it is listed.
+    let e = EffectivePolicy::from_policies([&broken], "x", None);
+    assert_eq!(e.action, PolicyAction::Deny);
+    assert!(e.sources.is_empty() && e.applies());
+    assert_eq!(e.exempt_image_pattern("ok:1"), None);
+    assert_eq!(e.ignored().len(), 1);
+    assert_eq!(e.ignored()[0].name, "broken");
+    assert!(
+        e.ignored()[0]
+            .to_string()
+            .contains("NetfilterPolicy broken")
+    );
+    // A valid policy beside it still judges; the broken one does not break it.
+    let lax = NetfilterPolicy::new(
+        "lax",
+        NetfilterPolicySpec {
+            action: PolicyAction::Warn,
+            exempt_images: vec!["ok:*".into()],
+            ..Default::default()
+        },
+    );
+    let e = EffectivePolicy::from_policies([&broken, &lax], "x", None);
+    assert_eq!(
+        (e.action, e.sources.clone()),
+        (PolicyAction::Warn, vec!["lax".into()])
+    );
+    assert_eq!(e.exempt_image_pattern("ok:1"), Some("ok:*"));
+    assert_eq!(e.ignored().len(), 1);
+}
+
+#[test]
+fn an_invalid_policy_is_listed_only_where_it_would_select() {
+    let sel = |v: serde_json::Value| serde_json::from_value(v).unwrap();
+    let broken_for = |selector| {
+        NetfilterPolicy::new(
+            "broken",
+            NetfilterPolicySpec {
+                exempt_images: vec!["a[".into()],
+                namespace_selector: Some(selector),
+                ..Default::default()
+            },
+        )
+    };
+    let team_net = broken_for(sel(json!({"matchLabels": {"team": "net"}})));
+    let net = [("team".to_string(), "net".to_string())].into();
+    let listed = |p: &NetfilterPolicy, labels: Option<&BTreeMap<String, String>>| {
+        EffectivePolicy::from_policies([p], "apps", labels)
+            .ignored()
+            .len()
+    };
+    assert_eq!(listed(&team_net, Some(&net)), 1);
+    assert_eq!(listed(&team_net, None), 0);
+    // An invalid selector cannot tell: listed everywhere.
+    let bad_selector = NetfilterPolicy::new(
+        "typo",
+        NetfilterPolicySpec {
+            namespace_selector: Some(sel(
+                json!({"matchExpressions": [{"key": "team", "operator": "in", "values": ["net"]}]}),
+            )),
+            ..Default::default()
+        },
+    );
+    assert_eq!(listed(&bad_selector, None), 1);
+}
+
+#[test]
+fn validation_names_each_field() {
+    let sel = |e: serde_json::Value| {
+        Some(serde_json::from_value(json!({"matchExpressions": [e]})).unwrap())
+    };
+    let cases: [(NetfilterPolicySpec, &str, &str); 4] = [
+        (
+            NetfilterPolicySpec {
+                namespace_selector: sel(json!({"key": "team", "operator": "In"})),
+                ..Default::default()
+            },
+            "InvalidNamespaceSelector",
+            "operator In needs at least one value",
+        ),
+        (
+            NetfilterPolicySpec {
+                namespace_selector: sel(
+                    json!({"key": "team", "operator": "Exists", "values": ["x"]}),
+                ),
+                ..Default::default()
+            },
+            "InvalidNamespaceSelector",
+            "operator Exists takes no values",
+        ),
+        (
+            NetfilterPolicySpec {
+                namespace_selector: sel(json!({"key": "team", "operator": "Has"})),
+                ..Default::default()
+            },
+            "InvalidNamespaceSelector",
+            "unknown operator \"Has\"",
+        ),
+        (
+            NetfilterPolicySpec {
+                max_tainted_nodes_percent: Some(101),
+                ..Default::default()
+            },
+            "InvalidMaxTaintedNodesPercent",
+            "maxTaintedNodesPercent 101 is above 100",
+        ),
+    ];
+    for (spec, reason, text) in cases {
+        let err = validate_policy(&spec).unwrap_err();
+        assert_eq!(err.reason(), reason, "{err}");
+        assert!(err.to_string().contains(text), "{err}");
+    }
+    let fine = NetfilterPolicySpec {
+        namespace_selector: sel(json!({"key": "team", "operator": "NotIn", "values": ["web"]})),
+        exempt_images: vec!["registry.k8s.io/kube-proxy:*".into()],
+        max_tainted_nodes_percent: Some(100),
+        ..Default::default()
+    };
+    assert_eq!(validate_policy(&fine), Ok(()));
+}
+
+#[test]
+fn an_ignored_policy_warns_writers_only() {
+    let broken = NetfilterPolicy::new(
         "broken",
         NetfilterPolicySpec {
             exempt_images: vec!["a[".into()],
             ..Default::default()
         },
     );
-    let err = EffectivePolicy::from_policies([&p], "x", None).unwrap_err();
-    assert!(err.to_string().contains("broken"), "{err}");
+    let e = EffectivePolicy::from_policies([&broken], "kube-system", None);
+    let nodes = [("n1", nft_node("1.8.9"))];
+    let safe = [("new:1", Some("1.8.9"), Some(Backend::Nft))];
+    let r = run_with(&host_writer("new:1"), &nodes, &safe, &e);
+    assert_eq!(r.decision.verdict, Verdict::Warn);
+    let line = r.reason(ReasonCode::InvalidPolicyIgnored).line(3);
+    assert!(
+        line.contains("NetfilterPolicy broken") && line.contains("exemptImages[0]"),
+        "{line}"
+    );
+    // Unsafe under the default (Deny) that applies without it.
+    let r = run_with(
+        &host_writer("old:1"),
+        &nodes,
+        &[("old:1", Some("1.8.7"), Some(Backend::Nft))],
+        &e,
+    );
+    assert_eq!(r.decision.verdict, Verdict::Deny);
+    assert!(r.codes().contains(&ReasonCode::InvalidPolicyIgnored));
+    // Nothing that can write rules, or exempt: the policy would not matter.
+    let plain = daemonset(false, &[c("main", "new:1", &[])]);
+    assert!(run_with(&plain, &nodes, &safe, &e).codes().is_empty());
+    let mut exempt = host_writer("new:1");
+    exempt
+        .annotations
+        .insert(EXEMPT_ANNOTATION.into(), "vendor".into());
+    assert_eq!(
+        run_with(&exempt, &nodes, &safe, &e).codes(),
+        vec![ReasonCode::Exempt]
+    );
 }
 
 #[test]
@@ -854,20 +1021,20 @@ fn namespace_selector_and_combination() {
             ..Default::default()
         },
     );
-    let e = EffectivePolicy::from_policies([&strict, &lax], "kube-system", None).unwrap();
+    let e = EffectivePolicy::from_policies([&strict, &lax], "kube-system", None);
     assert_eq!(e.action, PolicyAction::Deny);
     assert_eq!(e.unresolved_images, UnresolvedAction::Deny);
     assert_eq!(e.registry_timeout_seconds, Some(3));
     assert_eq!(e.sources, vec!["strict", "lax"]);
-    let e = EffectivePolicy::from_policies([&strict, &lax], "apps", None).unwrap();
+    let e = EffectivePolicy::from_policies([&strict, &lax], "apps", None);
     assert_eq!(e.action, PolicyAction::Warn);
     // Policies exist, none selects the namespace: not judged.
-    let e = EffectivePolicy::from_policies([&strict], "apps", None).unwrap();
+    let e = EffectivePolicy::from_policies([&strict], "apps", None);
     assert!(!e.applies());
     let r = run_with(&host_writer("old:1"), &[("n1", nft_node("1.8.9"))], &[], &e);
     assert_eq!(r.codes(), vec![ReasonCode::NamespaceNotSelected]);
     // No policy at all: Deny + Warn.
-    let e = EffectivePolicy::from_policies([], "apps", None).unwrap();
+    let e = EffectivePolicy::from_policies([], "apps", None);
     assert_eq!(
         (e.action, e.unresolved_images),
         (PolicyAction::Deny, UnresolvedAction::Warn)
@@ -1155,4 +1322,43 @@ fn from_dynamic_matches_from_value() {
     let a = Workload::from_dynamic(&dynobj).unwrap().unwrap();
     let b = Workload::from_value(&obj).unwrap().unwrap();
     assert_eq!(a, b);
+}
+
+// ---- labels ----
+
+/// Every string a JSON schema allows by `enum` or `const`.
+fn schema_enum_values(v: &serde_json::Value, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            if let Some(serde_json::Value::Array(values)) = m.get("enum") {
+                out.extend(values.iter().filter_map(|x| x.as_str().map(String::from)));
+            }
+            if let Some(serde_json::Value::String(value)) = m.get("const") {
+                out.push(value.clone());
+            }
+            m.values().for_each(|x| schema_enum_values(x, out));
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|x| schema_enum_values(x, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn every_reason_code_has_one_distinct_label_its_serialized_name() {
+    // The schema is derived from the enum itself: a code missing from
+    // `ReasonCode::ALL` shows up here.
+    let schema = serde_json::to_value(schemars::schema_for!(ReasonCode)).unwrap();
+    let mut declared = Vec::new();
+    schema_enum_values(&schema, &mut declared);
+    let labels: Vec<&str> = ReasonCode::ALL.iter().map(|c| c.as_str()).collect();
+    assert_eq!(labels, declared, "ReasonCode::ALL is every code, in order");
+    let distinct: std::collections::BTreeSet<&str> = labels.iter().copied().collect();
+    assert_eq!(distinct.len(), labels.len(), "{labels:?}");
+    for code in ReasonCode::ALL {
+        assert_eq!(serde_json::to_value(code).unwrap(), code.as_str());
+        assert_eq!(code.to_string(), code.as_str());
+    }
+    for v in [Verdict::Allow, Verdict::Warn, Verdict::Deny] {
+        assert_eq!(serde_json::to_value(v).unwrap(), v.as_str());
+    }
 }
