@@ -306,6 +306,7 @@ def check_rbac(objs):
             (None, nfg, "nodenetfilterprofiles", v, ()) for v in ("get", "list", "watch", "patch", "delete")
         } | {(None, nfg, "nodenetfilterprofiles/status", v, ()) for v in ("get", "patch")}
           | {(None, nfg, "netfilterpolicies", v, ()) for v in ("get", "list", "watch")}
+          | {(None, nfg, "netfilterpolicies/status", v, ()) for v in ("get", "patch")}
           | {(None, "", "nodes", v, ()) for v in ("get", "list", "watch", "patch")}
           | {(None, "", "pods", v, ()) for v in ("list", "watch")}
           | {(None, "", "namespaces", v, ()) for v in ("list", "watch")}

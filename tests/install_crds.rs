@@ -155,9 +155,28 @@ fn every_crd_schema_is_structural() {
     }
 }
 
-/// Walks `.a.b[*].c` through the schema: every printer column must point at a real field.
+/// `[?(@.type=="X")]` selects array items as `[*]` does (the filter's own
+/// dots are not path steps).
+fn without_filters(json_path: &str) -> String {
+    let mut out = String::new();
+    let mut rest = json_path;
+    while let Some(start) = rest.find("[?(") {
+        out.push_str(&rest[..start]);
+        let Some(end) = rest[start..].find(")]") else {
+            break;
+        };
+        out.push_str("[*]");
+        rest = &rest[start + end + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Walks `.a.b[*].c` (or `.a.b[?(...)].c`) through the schema: every printer
+/// column must point at a real field.
 fn schema_has_path(schema: &Value, json_path: &str) -> bool {
     let mut node = schema;
+    let json_path = without_filters(json_path);
     for part in json_path.trim_start_matches('.').split('.') {
         let (field, is_array) = match part.strip_suffix("[*]") {
             Some(f) => (f, true),
@@ -231,5 +250,15 @@ fn profile_has_status_subresource_and_policy_defaults() {
         .expect("policy CRD");
     let spec = &policy["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
     assert_eq!(spec["properties"]["action"]["default"], "Deny");
+    assert!(
+        policy["spec"]["versions"][0]["subresources"]["status"].is_object(),
+        "the controller writes a policy's conditions through the status subresource"
+    );
+    let status =
+        &policy["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"];
+    assert!(
+        status["properties"]["conditions"]["items"]["properties"]["reason"].is_object(),
+        "{status}"
+    );
     assert_eq!(spec["properties"]["unresolvedImages"]["default"], "Warn");
 }

@@ -3,7 +3,9 @@
 pub mod policy;
 pub mod profile;
 
-pub use policy::{NetfilterPolicy, NetfilterPolicySpec, PolicyAction, UnresolvedAction};
+pub use policy::{
+    NetfilterPolicy, NetfilterPolicySpec, NetfilterPolicyStatus, PolicyAction, UnresolvedAction,
+};
 pub use profile::{
     ActiveBackend, BackendFacts, BackendsFacts, BridgeFacts, Condition, KernelFacts, NativeFeature,
     NodeNetfilterProfile, NodeNetfilterProfileSpec, NodeNetfilterProfileStatus, Writer,

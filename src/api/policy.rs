@@ -1,6 +1,8 @@
 //! `NetfilterPolicy`: how nfguard acts on unsafe findings. Cluster-scoped;
 //! with none present nfguard behaves as `action: Deny, unresolvedImages: Warn`.
+//! The controller writes its status: `Valid` and `Accepted` conditions.
 
+use super::Condition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -13,8 +15,10 @@ use serde::{Deserialize, Serialize};
     kind = "NetfilterPolicy",
     plural = "netfilterpolicies",
     shortname = "nfpol",
+    status = "NetfilterPolicyStatus",
     printcolumn = r#"{"name":"Action","type":"string","jsonPath":".spec.action"}"#,
     printcolumn = r#"{"name":"Unresolved","type":"string","jsonPath":".spec.unresolvedImages"}"#,
+    printcolumn = r#"{"name":"Valid","type":"string","jsonPath":".status.conditions[?(@.type==\"Valid\")].status"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
@@ -41,6 +45,20 @@ pub struct NetfilterPolicySpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(max = 100))]
     pub max_tainted_nodes_percent: Option<u32>,
+}
+
+/// Written by the controller (server-side apply, field manager
+/// `nfguard-controller`); never read back to judge.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NetfilterPolicyStatus {
+    /// `Valid` (the spec can be used; reason names the bad field) and
+    /// `Accepted` (the webhook and the controller judge with it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditions: Option<Vec<Condition>>,
+    /// The `metadata.generation` these conditions describe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
 }
 
 fn default_unresolved() -> UnresolvedAction {
