@@ -11,18 +11,77 @@ use crate::api::{ActiveBackend, Condition, NodeNetfilterProfileStatus};
 use crate::facts::Severity;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-pub const FRESH: &str = "Fresh";
-pub const HEALTHY: &str = "Healthy";
-pub const CONSISTENT: &str = "Consistent";
+/// The profile's condition types.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ConditionType {
+    Fresh,
+    Healthy,
+    Consistent,
+}
+
+impl ConditionType {
+    pub const ALL: [ConditionType; 3] = [
+        ConditionType::Fresh,
+        ConditionType::Healthy,
+        ConditionType::Consistent,
+    ];
+
+    /// The `type` written on the profile (and the metrics' `condition` label).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ConditionType::Fresh => "Fresh",
+            ConditionType::Healthy => "Healthy",
+            ConditionType::Consistent => "Consistent",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+}
+
+/// A condition's status (metav1.ConditionStatus).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ConditionStatus {
+    True,
+    False,
+    Unknown,
+}
+
+impl ConditionStatus {
+    pub const ALL: [ConditionStatus; 3] = [
+        ConditionStatus::True,
+        ConditionStatus::False,
+        ConditionStatus::Unknown,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ConditionStatus::True => "True",
+            ConditionStatus::False => "False",
+            ConditionStatus::Unknown => "Unknown",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+}
+
 /// The reporter's heartbeat when the profile does not say.
 pub const DEFAULT_PROBE_INTERVAL_SECONDS: u32 = 60;
 /// Missed heartbeats tolerated before `Fresh` turns Unknown.
 pub const FRESH_INTERVALS: i64 = 3;
 
-fn cond(type_: &str, status: &str, reason: &str, message: String) -> Condition {
+fn cond(type_: ConditionType, status: ConditionStatus, reason: &str, message: String) -> Condition {
+    condition(type_.as_str(), status, reason, message)
+}
+
+/// A condition without its transition time (see [`with_transition_times`]).
+pub fn condition(type_: &str, status: ConditionStatus, reason: &str, message: String) -> Condition {
     Condition {
         type_: type_.into(),
-        status: status.into(),
+        status: status.as_str().into(),
         reason: reason.into(),
         message,
         last_transition_time: String::new(),
@@ -50,23 +109,23 @@ pub fn fresh_until(status: &NodeNetfilterProfileStatus) -> Option<Timestamp> {
 fn fresh(status: &NodeNetfilterProfileStatus, now: Timestamp) -> Condition {
     let Some(raw) = status.last_probe_time.as_deref() else {
         return cond(
-            FRESH,
-            "Unknown",
+            ConditionType::Fresh,
+            ConditionStatus::Unknown,
             "NoHeartbeat",
             "the reporter has not probed this node yet".into(),
         );
     };
     match fresh_until(status) {
         None => cond(
-            FRESH,
-            "Unknown",
+            ConditionType::Fresh,
+            ConditionStatus::Unknown,
             "InvalidProbeTime",
             format!("lastProbeTime {raw:?} is not an RFC 3339 time"),
         ),
         // No timestamp in the message: it would change (and be written) every heartbeat.
         Some(until) if now <= until => cond(
-            FRESH,
-            "True",
+            ConditionType::Fresh,
+            ConditionStatus::True,
             "HeartbeatRecent",
             format!(
                 "the reporter's heartbeat is within {FRESH_INTERVALS} probe intervals ({}s)",
@@ -74,8 +133,8 @@ fn fresh(status: &NodeNetfilterProfileStatus, now: Timestamp) -> Condition {
             ),
         ),
         Some(_) => cond(
-            FRESH,
-            "Unknown",
+            ConditionType::Fresh,
+            ConditionStatus::Unknown,
             "HeartbeatStale",
             format!(
                 "last probe at {raw}, more than {FRESH_INTERVALS} probe intervals ago: is the reporter running on this node?"
@@ -107,8 +166,8 @@ fn healthy(status: &NodeNetfilterProfileStatus) -> Condition {
             .map(|h| h.message.as_str())
             .collect();
         return cond(
-            HEALTHY,
-            "False",
+            ConditionType::Healthy,
+            ConditionStatus::False,
             first,
             format!(
                 "critical hazards: {}: {}",
@@ -122,11 +181,16 @@ fn healthy(status: &NodeNetfilterProfileStatus) -> Condition {
             Some(e) => format!("the probe failed: {e}"),
             None => "no probe results yet".into(),
         };
-        return cond(HEALTHY, "Unknown", "NotProbed", why);
+        return cond(
+            ConditionType::Healthy,
+            ConditionStatus::Unknown,
+            "NotProbed",
+            why,
+        );
     }
     cond(
-        HEALTHY,
-        "True",
+        ConditionType::Healthy,
+        ConditionStatus::True,
         "NoCriticalHazard",
         "no critical netfilter hazard".into(),
     )
@@ -135,26 +199,26 @@ fn healthy(status: &NodeNetfilterProfileStatus) -> Condition {
 fn consistent(status: &NodeNetfilterProfileStatus) -> Condition {
     match status.active_backend {
         Some(b @ (ActiveBackend::Nft | ActiveBackend::Legacy)) => cond(
-            CONSISTENT,
-            "True",
+            ConditionType::Consistent,
+            ConditionStatus::True,
             "SingleBackend",
             format!("only the {} backend holds rules", b.as_str()),
         ),
         Some(ActiveBackend::Mixed) => cond(
-            CONSISTENT,
-            "False",
+            ConditionType::Consistent,
+            ConditionStatus::False,
             "MixedBackends",
             "both the nft and the legacy backend hold rules: they are evaluated separately".into(),
         ),
         Some(ActiveBackend::None) => cond(
-            CONSISTENT,
-            "Unknown",
+            ConditionType::Consistent,
+            ConditionStatus::Unknown,
             "NoActiveBackend",
             "neither backend holds rules yet".into(),
         ),
         None => cond(
-            CONSISTENT,
-            "Unknown",
+            ConditionType::Consistent,
+            ConditionStatus::Unknown,
             "NotProbed",
             "no backend facts yet".into(),
         ),
@@ -169,8 +233,24 @@ pub fn conditions(
     now: Timestamp,
     observed_generation: Option<i64>,
 ) -> Vec<Condition> {
+    with_transition_times(
+        vec![fresh(status, now), healthy(status), consistent(status)],
+        previous,
+        now,
+        observed_generation,
+    )
+}
+
+/// Stamps `observedGeneration` and `lastTransitionTime`: a condition whose
+/// status did not change keeps its previous time, the others get `now`.
+pub fn with_transition_times(
+    conditions: Vec<Condition>,
+    previous: &[Condition],
+    now: Timestamp,
+    observed_generation: Option<i64>,
+) -> Vec<Condition> {
     let stamp = rfc3339(now);
-    [fresh(status, now), healthy(status), consistent(status)]
+    conditions
         .into_iter()
         .map(|mut c| {
             c.observed_generation = observed_generation;
@@ -206,18 +286,30 @@ mod tests {
         }
     }
 
-    fn get<'a>(cs: &'a [Condition], t: &str) -> &'a Condition {
-        cs.iter().find(|c| c.type_ == t).unwrap()
+    fn get(cs: &[Condition], t: ConditionType) -> &Condition {
+        cs.iter().find(|c| c.type_ == t.as_str()).unwrap()
+    }
+
+    #[test]
+    fn types_and_statuses_parse_back_from_their_strings() {
+        for t in ConditionType::ALL {
+            assert_eq!(ConditionType::parse(t.as_str()), Some(t));
+        }
+        for s in ConditionStatus::ALL {
+            assert_eq!(ConditionStatus::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(ConditionType::parse("Ready"), None);
+        assert_eq!(ConditionStatus::parse("true"), None);
     }
 
     #[test]
     fn fresh_within_three_intervals_else_unknown() {
         let s = base();
         let c = conditions(&s, &[], ts("2026-01-01T00:03:00Z"), None);
-        assert_eq!(get(&c, FRESH).status, "True");
+        assert_eq!(get(&c, ConditionType::Fresh).status, "True");
         let c = conditions(&s, &[], ts("2026-01-01T00:03:01Z"), None);
-        assert_eq!(get(&c, FRESH).status, "Unknown");
-        assert_eq!(get(&c, FRESH).reason, "HeartbeatStale");
+        assert_eq!(get(&c, ConditionType::Fresh).status, "Unknown");
+        assert_eq!(get(&c, ConditionType::Fresh).reason, "HeartbeatStale");
     }
 
     #[test]
@@ -231,10 +323,10 @@ mod tests {
         );
         s.last_probe_time = Some("yesterday".into());
         let c = conditions(&s, &[], ts("2026-01-01T00:00:00Z"), None);
-        assert_eq!(get(&c, FRESH).reason, "InvalidProbeTime");
+        assert_eq!(get(&c, ConditionType::Fresh).reason, "InvalidProbeTime");
         s.last_probe_time = None;
         let c = conditions(&s, &[], ts("2026-01-01T00:00:00Z"), None);
-        assert_eq!(get(&c, FRESH).reason, "NoHeartbeat");
+        assert_eq!(get(&c, ConditionType::Fresh).reason, "NoHeartbeat");
     }
 
     #[test]
@@ -254,13 +346,13 @@ mod tests {
             Severity::Warning,
         )]);
         let c = conditions(&s, &[], ts("2026-01-01T00:00:10Z"), None);
-        assert_eq!(get(&c, HEALTHY).status, "True");
+        assert_eq!(get(&c, ConditionType::Healthy).status, "True");
         s.hazards.as_mut().unwrap().push(hazard(
             HazardCode::FirewallUnconditionalDrop,
             Severity::Critical,
         ));
         let c = conditions(&s, &[], ts("2026-01-01T00:00:10Z"), None);
-        let h = get(&c, HEALTHY);
+        let h = get(&c, ConditionType::Healthy);
         assert_eq!(
             (h.status.as_str(), h.reason.as_str()),
             ("False", "FirewallUnconditionalDrop")
@@ -281,7 +373,7 @@ mod tests {
             let mut s = base();
             s.active_backend = b;
             assert_eq!(
-                get(&conditions(&s, &[], now, None), CONSISTENT).status,
+                get(&conditions(&s, &[], now, None), ConditionType::Consistent).status,
                 want,
                 "{b:?}"
             );
@@ -295,8 +387,12 @@ mod tests {
             ..Default::default()
         };
         let c = conditions(&s, &[], ts("2026-01-01T00:00:10Z"), None);
-        assert_eq!(get(&c, HEALTHY).status, "Unknown");
-        assert!(get(&c, HEALTHY).message.contains("permission denied"));
+        assert_eq!(get(&c, ConditionType::Healthy).status, "Unknown");
+        assert!(
+            get(&c, ConditionType::Healthy)
+                .message
+                .contains("permission denied")
+        );
     }
 
     #[test]
@@ -316,11 +412,11 @@ mod tests {
         // Heartbeat goes stale: only Fresh moves.
         let third = conditions(&s, &second, ts("2026-01-01T00:10:00Z"), Some(3));
         assert_eq!(
-            get(&third, FRESH).last_transition_time,
+            get(&third, ConditionType::Fresh).last_transition_time,
             "2026-01-01T00:10:00Z"
         );
         assert_eq!(
-            get(&third, HEALTHY).last_transition_time,
+            get(&third, ConditionType::Healthy).last_transition_time,
             "2026-01-01T00:01:00Z"
         );
     }

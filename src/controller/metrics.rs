@@ -1,5 +1,5 @@
 //! Prometheus metrics with bounded labels: backends (5 values), hazard codes
-//! (a fixed enum), taint keys (2), error stages (5), condition types (3) and
+//! (a fixed enum), taint keys (2), error stages (6), condition types (3) and
 //! statuses (3), host iptables versions (the releases the nodes run: a
 //! handful). Two per-node families carry a `node` label: an alert on a
 //! degraded or stale node must name it, and there are as many of those
@@ -7,7 +7,7 @@
 //! series live with too): `node_condition` (9 per node with a profile) and
 //! `node_last_probe_timestamp_seconds` (1 per node with a heartbeat).
 
-use super::conditions::{CONSISTENT, FRESH, HEALTHY};
+use super::conditions::{ConditionStatus, ConditionType};
 use super::plan::NodePlan;
 use crate::api::{ActiveBackend, NodeNetfilterProfile};
 use crate::facts::HazardCode;
@@ -61,6 +61,7 @@ pub enum Stage {
     taints,
     status,
     orphans,
+    policy_status,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -83,8 +84,16 @@ pub struct TaintChangeLabel {
 
 const BACKENDS: [&str; 5] = ["nft", "legacy", "mixed", "none", "unknown"];
 /// The condition types the controller writes, and their statuses.
-const CONDITIONS: [&str; 3] = [FRESH, HEALTHY, CONSISTENT];
-const STATUSES: [&str; 3] = ["True", "False", "Unknown"];
+const CONDITIONS: [&str; 3] = [
+    ConditionType::Fresh.as_str(),
+    ConditionType::Healthy.as_str(),
+    ConditionType::Consistent.as_str(),
+];
+const STATUSES: [&str; 3] = [
+    ConditionStatus::True.as_str(),
+    ConditionStatus::False.as_str(),
+    ConditionStatus::Unknown.as_str(),
+];
 
 /// What one reconcile learned about a node (kept in memory, never a label
 /// except the node name of the per-node families).
@@ -156,6 +165,8 @@ pub struct Metrics {
     pub orphans_deleted: Counter,
     pub leader: Gauge,
     pub nodes_without_profile: Gauge,
+    /// NetfilterPolicies whose spec is invalid (ignored when judging).
+    pub invalid_policies: Gauge,
     /// 1 for a node's current condition status, 0 for the other two.
     pub node_condition: Family<NodeConditionLabel, Gauge>,
     pub node_last_probe: Family<NodeLabel, Gauge>,
@@ -184,6 +195,7 @@ impl Metrics {
             orphans_deleted: Counter::default(),
             leader: Gauge::default(),
             nodes_without_profile: Gauge::default(),
+            invalid_policies: Gauge::default(),
             node_condition: Family::default(),
             node_last_probe: Family::default(),
             nodes: Mutex::new(HashMap::new()),
@@ -243,6 +255,11 @@ impl Metrics {
             "nodes_without_profile",
             "Nodes that have no NodeNetfilterProfile (no reporter has written one)",
             m.nodes_without_profile.clone(),
+        );
+        registry.register(
+            "invalid_policies",
+            "NetfilterPolicies whose spec is invalid: ignored when judging (status condition Valid=False)",
+            m.invalid_policies.clone(),
         );
         registry.register(
             "node_condition",

@@ -3,7 +3,7 @@
 //! No I/O, no clock (`now` is an argument), so it is unit-tested directly and
 //! benchmarked for a whole cluster with [`plan_all`].
 
-use super::conditions::{self, fresh_until};
+use super::conditions::{self, ConditionStatus, ConditionType, fresh_until};
 use super::inventory::{self, Inventory, node_platform};
 use super::labels::{desired_labels, label_patch};
 use super::taints::{Brake, TaintChange, TaintPlan, TaintSettings, WantedTaints, plan_taints};
@@ -142,17 +142,21 @@ pub struct PlannedEvent {
 /// every condition change hid e.g. `Healthy True -> False` behind the
 /// `Fresh` change before it (seen on a real cluster).
 fn condition_action(type_: &str, status: &str) -> &'static str {
-    match (type_, status) {
-        (conditions::FRESH, "True") => "SetFreshTrue",
-        (conditions::FRESH, "False") => "SetFreshFalse",
-        (conditions::FRESH, _) => "SetFreshUnknown",
-        (conditions::HEALTHY, "True") => "SetHealthyTrue",
-        (conditions::HEALTHY, "False") => "SetHealthyFalse",
-        (conditions::HEALTHY, _) => "SetHealthyUnknown",
-        (conditions::CONSISTENT, "True") => "SetConsistentTrue",
-        (conditions::CONSISTENT, "False") => "SetConsistentFalse",
-        (conditions::CONSISTENT, _) => "SetConsistentUnknown",
-        _ => "UpdateStatus",
+    use ConditionStatus as S;
+    use ConditionType as T;
+    let (Some(t), Some(s)) = (T::parse(type_), S::parse(status)) else {
+        return "UpdateStatus";
+    };
+    match (t, s) {
+        (T::Fresh, S::True) => "SetFreshTrue",
+        (T::Fresh, S::False) => "SetFreshFalse",
+        (T::Fresh, S::Unknown) => "SetFreshUnknown",
+        (T::Healthy, S::True) => "SetHealthyTrue",
+        (T::Healthy, S::False) => "SetHealthyFalse",
+        (T::Healthy, S::Unknown) => "SetHealthyUnknown",
+        (T::Consistent, S::True) => "SetConsistentTrue",
+        (T::Consistent, S::False) => "SetConsistentFalse",
+        (T::Consistent, S::Unknown) => "SetConsistentUnknown",
     }
 }
 
