@@ -9,11 +9,9 @@ use nfguard::api::{
     ActiveBackend, BackendFacts, BackendsFacts, KernelFacts, NodeNetfilterProfile,
     NodeNetfilterProfileSpec, NodeNetfilterProfileStatus, Writer,
 };
-use nfguard::compat::evaluate::{
-    DEFAULT_PLATFORM, EffectivePolicy, EvalInput, ImageResolutions, Workload, evaluate,
-    images_to_resolve, select_candidates,
-};
-use nfguard::facts::{Backend, ImageProfile, IptablesFacts, Version};
+use nfguard::compat::evaluate::{DEFAULT_PLATFORM, ImageResolutions, Workload};
+use nfguard::facts::{Backend, ImageProfile, IptablesFacts, Severity, Version};
+use nfguard::judgement::{PolicyBook, Scene, Subject};
 use serde_json::json;
 use std::hint::black_box;
 
@@ -133,7 +131,7 @@ fn resolutions(keys: &[nfguard::compat::evaluate::ImageKey]) -> ImageResolutions
             ImageProfile {
                 image: k.image.clone(),
                 digest: "sha256:0".into(),
-                platform: k.platform.clone(),
+                platform: k.platform.to_string(),
                 iptables: Some(IptablesFacts {
                     version: Some(v(ver)),
                     backend: Some(backend),
@@ -151,9 +149,17 @@ fn bench(c: &mut Criterion) {
     let prefs: Vec<&NodeNetfilterProfile> = profiles.iter().collect();
     let nrefs: Vec<&Node> = nodes.iter().collect();
     let w = daemonset();
-    let policy = EffectivePolicy::default();
-    let cands = select_candidates(&w, &prefs, &nrefs, DEFAULT_PLATFORM);
-    let images = resolutions(&images_to_resolve(&w, &cands, &policy));
+    let policies = PolicyBook::default();
+    let default_platform = DEFAULT_PLATFORM.parse().unwrap();
+    // The production path: what the webhook, the controller and check call.
+    let scene = Scene {
+        profiles: &prefs,
+        nodes: &nrefs,
+        policies: &policies,
+        default_platform: &default_platform,
+    };
+    let prepared = scene.prepare(Subject::Workload(&w)).unwrap();
+    let images = resolutions(&prepared.images);
     let image_versions = [v("1.8.9"), v("1.8.11"), v("1.8.7")];
 
     let mut g = c.benchmark_group("daemonset_3_containers_5000_nodes");
@@ -172,24 +178,12 @@ fn bench(c: &mut Criterion) {
         })
     });
     g.bench_function("evaluate", |b| {
-        b.iter(|| {
-            black_box(evaluate(&EvalInput {
-                workload: black_box(&w),
-                candidates: &cands,
-                images: &images,
-                policy: &policy,
-            }))
-        })
+        b.iter(|| black_box(black_box(&prepared).decide(&images, Severity::Info)))
     });
     g.bench_function("select_candidates_and_evaluate", |b| {
         b.iter(|| {
-            let cands = select_candidates(black_box(&w), &prefs, &nrefs, DEFAULT_PLATFORM);
-            black_box(evaluate(&EvalInput {
-                workload: &w,
-                candidates: &cands,
-                images: &images,
-                policy: &policy,
-            }))
+            let prepared = scene.prepare(Subject::Workload(black_box(&w))).unwrap();
+            black_box(prepared.decide(&images, Severity::Info))
         })
     });
     g.finish();

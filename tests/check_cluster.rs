@@ -6,9 +6,12 @@ use http::{Method, Request, Response};
 use kube::client::Body;
 use nfguard::check::cli::CheckFormat as Format;
 use nfguard::check::cli::{Args, Env, execute, gather};
-use nfguard::check::{ImageResolver, cluster};
+use nfguard::check::cluster;
 use nfguard::compat::evaluate::Verdict;
+use nfguard::facts::Platform;
 use nfguard::facts::{Backend, ImageProfile, IptablesFacts};
+use nfguard::judgement::{ImageLookup, LookupError};
+use nfguard::registry::Credentials;
 use serde_json::json;
 use std::sync::Arc;
 
@@ -101,12 +104,17 @@ fn mock() -> (kube::Client, Handle) {
 struct Fixed;
 
 #[async_trait::async_trait]
-impl ImageResolver for Fixed {
-    async fn resolve(&self, image: &str, platform: &str) -> Result<ImageProfile, String> {
+impl ImageLookup for Fixed {
+    async fn lookup(
+        &self,
+        image: &str,
+        platform: &Platform,
+        _credentials: Option<&Credentials>,
+    ) -> Result<ImageProfile, LookupError> {
         Ok(ImageProfile {
             image: image.into(),
             digest: "sha256:1".into(),
-            platform: platform.into(),
+            platform: platform.to_string(),
             iptables: Some(IptablesFacts {
                 version: Some("1.8.7".parse().unwrap()),
                 backend: Some(Backend::Nft),
@@ -172,7 +180,7 @@ async fn lists_profiles_nodes_policies_and_namespaces() {
 async fn cluster_facts_drive_the_verdict() {
     let dir = tempfile::tempdir().unwrap();
     let env = |client| Env {
-        resolver: Some(Arc::new(Fixed) as Arc<dyn ImageResolver>),
+        lookup: Some(Arc::new(Fixed) as Arc<dyn ImageLookup>),
         client: Some(client),
     };
     let all = || {

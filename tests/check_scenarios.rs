@@ -3,11 +3,14 @@
 //! the reporter's contract shape and an injected image resolver standing in
 //! for the registry. tests/check_e2e.rs repeats them with real parts.
 
+use nfguard::check::Report;
 use nfguard::check::cli::CheckFormat as Format;
 use nfguard::check::cli::{Args, Env, execute, render};
-use nfguard::check::{ImageResolver, Report};
 use nfguard::compat::evaluate::Verdict;
+use nfguard::facts::Platform;
 use nfguard::facts::{Backend, ImageProfile, IptablesFacts, Version};
+use nfguard::judgement::{ImageLookup, LookupError};
+use nfguard::registry::Credentials;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,19 +20,24 @@ use std::time::{Duration, Instant};
 struct FakeRegistry(HashMap<&'static str, (&'static str, Backend)>);
 
 #[async_trait::async_trait]
-impl ImageResolver for FakeRegistry {
-    async fn resolve(&self, image: &str, platform: &str) -> Result<ImageProfile, String> {
+impl ImageLookup for FakeRegistry {
+    async fn lookup(
+        &self,
+        image: &str,
+        platform: &Platform,
+        _credentials: Option<&Credentials>,
+    ) -> Result<ImageProfile, LookupError> {
         if image.starts_with("stall/") {
             futures::future::pending::<()>().await;
         }
         let (v, b) = self
             .0
             .get(image)
-            .ok_or_else(|| format!("{image}: manifest unknown"))?;
+            .ok_or_else(|| LookupError::not_found(format!("{image}: manifest unknown")))?;
         Ok(ImageProfile {
             image: image.into(),
             digest: "sha256:feed".into(),
-            platform: platform.into(),
+            platform: platform.to_string(),
             iptables: Some(IptablesFacts {
                 version: Some(v.parse::<Version>().unwrap()),
                 backend: Some(*b),
@@ -39,7 +47,7 @@ impl ImageResolver for FakeRegistry {
     }
 }
 
-fn registry() -> Arc<dyn ImageResolver> {
+fn registry() -> Arc<dyn ImageLookup> {
     Arc::new(FakeRegistry(HashMap::from([
         ("kube-router:1.8.7", ("1.8.7", Backend::Nft)),
         ("kube-router:1.8.9", ("1.8.9", Backend::Nft)),
@@ -196,7 +204,7 @@ async fn check(manifest: &str, with_nodes: bool) -> Report {
     execute(
         &a,
         Env {
-            resolver: Some(registry()),
+            lookup: Some(registry()),
             client: None,
         },
     )
@@ -326,7 +334,7 @@ async fn unknown_image_warns_by_default_and_denies_under_a_strict_policy() {
     let f = files(&daemonset("kr", "missing:1", true, "NET_ADMIN", ""));
     let mut a = args(&f.manifest, &f.profiles, None);
     let env = || Env {
-        resolver: Some(registry()),
+        lookup: Some(registry()),
         client: None,
     };
     let r = execute(&a, env()).await.unwrap();
@@ -355,7 +363,7 @@ async fn policy_warn_action_and_exempt_images() {
     let mut a = args(&f.manifest, &f.profiles, None);
     let pol = f.manifest.with_file_name("policy.yaml");
     let env = || Env {
-        resolver: Some(registry()),
+        lookup: Some(registry()),
         client: None,
     };
     std::fs::write(
@@ -403,7 +411,7 @@ async fn several_files_and_objects_pool_lookups_and_take_the_worst_verdict() {
     let r = execute(
         &a,
         Env {
-            resolver: Some(registry()),
+            lookup: Some(registry()),
             client: None,
         },
     )

@@ -11,8 +11,10 @@ mod pki;
 #[path = "webhook_support.rs"]
 mod support;
 
-use nfguard::check::ImageResolver;
 use nfguard::facts::ImageProfile;
+use nfguard::facts::Platform;
+use nfguard::judgement::{ImageLookup, LookupError};
+use nfguard::registry::Credentials;
 use nfguard::webhook::server::{self, Drain, Drained, Listeners};
 use nfguard::webhook::tls::{self, CertStore};
 use pki::pki;
@@ -31,19 +33,28 @@ use tokio::sync::{Semaphore, mpsc, oneshot};
 struct Gated {
     entered: mpsc::UnboundedSender<String>,
     permits: Arc<Semaphore>,
-    inner: Arc<dyn ImageResolver>,
+    inner: Arc<dyn ImageLookup>,
 }
 
 #[async_trait::async_trait]
-impl ImageResolver for Gated {
-    async fn resolve(&self, image: &str, platform: &str) -> Result<ImageProfile, String> {
+impl ImageLookup for Gated {
+    async fn lookup(
+        &self,
+        image: &str,
+        platform: &Platform,
+        _credentials: Option<&Credentials>,
+    ) -> Result<ImageProfile, LookupError> {
         if image.starts_with("gate/") {
             let _ = self.entered.send(image.to_string());
-            let permit = self.permits.acquire().await.map_err(|e| e.to_string())?;
+            let permit = self
+                .permits
+                .acquire()
+                .await
+                .map_err(|e| LookupError::unavailable(e.to_string()))?;
             permit.forget();
-            return self.inner.resolve("kube-router:1.8.7", platform).await;
+            return self.inner.lookup("kube-router:1.8.7", platform, None).await;
         }
-        self.inner.resolve(image, platform).await
+        self.inner.lookup(image, platform, None).await
     }
 }
 

@@ -115,7 +115,7 @@ async fn check_verdict(fx: &Fixture, obj: &Value) -> (String, Vec<String>) {
     let report = execute(
         &args,
         Env {
-            resolver: Some(fake_registry(Duration::from_millis(10))),
+            lookup: Some(fake_registry(Duration::from_millis(10))),
             client: None,
         },
     )

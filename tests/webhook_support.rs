@@ -3,11 +3,13 @@
 //! sends them, and an in-process router built like `nfguard webhook` builds it.
 #![allow(dead_code)]
 
-use nfguard::check::ImageResolver;
+use nfguard::facts::Platform;
 use nfguard::facts::{Backend, ImageProfile, IptablesFacts, Version};
+use nfguard::judgement::{ImageLookup, LookupError};
+use nfguard::registry::Credentials;
 use nfguard::webhook::decisions::DecisionCache;
 use nfguard::webhook::facts::Facts;
-use nfguard::webhook::images::{CacheTtl, FromResolver, ImageCache};
+use nfguard::webhook::images::{CacheTtl, ImageCache};
 use nfguard::webhook::metrics::Metrics;
 use nfguard::webhook::{AppState, Judge};
 use serde_json::{Value, json};
@@ -87,8 +89,13 @@ pub struct FakeRegistry {
 }
 
 #[async_trait::async_trait]
-impl ImageResolver for FakeRegistry {
-    async fn resolve(&self, image: &str, platform: &str) -> Result<ImageProfile, String> {
+impl ImageLookup for FakeRegistry {
+    async fn lookup(
+        &self,
+        image: &str,
+        platform: &Platform,
+        _credentials: Option<&Credentials>,
+    ) -> Result<ImageProfile, LookupError> {
         if image.starts_with("stall/") {
             futures::future::pending::<()>().await;
         }
@@ -101,11 +108,11 @@ impl ImageResolver for FakeRegistry {
         let (v, b) = self
             .images
             .get(lookup)
-            .ok_or_else(|| format!("{image}: manifest unknown"))?;
+            .ok_or_else(|| LookupError::not_found(format!("{image}: manifest unknown")))?;
         Ok(ImageProfile {
             image: image.into(),
             digest: "sha256:feed".into(),
-            platform: platform.into(),
+            platform: platform.to_string(),
             iptables: Some(IptablesFacts {
                 version: Some(v.parse::<Version>().unwrap()),
                 backend: Some(*b),
@@ -115,7 +122,7 @@ impl ImageResolver for FakeRegistry {
     }
 }
 
-pub fn fake_registry(slow: Duration) -> Arc<dyn ImageResolver> {
+pub fn fake_registry(slow: Duration) -> Arc<dyn ImageLookup> {
     Arc::new(FakeRegistry {
         images: [
             ("kube-router:1.8.7", ("1.8.7", Backend::Nft)),
@@ -167,13 +174,13 @@ pub fn state(
     profiles: &Path,
     nodes: Option<&Path>,
     policy: Option<&Path>,
-    resolver: Arc<dyn ImageResolver>,
+    resolver: Arc<dyn ImageLookup>,
     timeout: Duration,
 ) -> AppState {
     let metrics = Arc::new(Metrics::new());
     let facts = Arc::new(Facts::from_files(profiles, nodes, policy).unwrap());
     let images = Arc::new(ImageCache::new(
-        Arc::new(FromResolver(resolver)),
+        resolver,
         1000,
         CacheTtl::default(),
         metrics.clone(),
@@ -185,7 +192,7 @@ pub fn state(
             client: None,
             metrics: metrics.clone(),
             timeout,
-            default_platform: "linux/amd64".into(),
+            default_platform: "linux/amd64".parse().unwrap(),
             max_nodes: 5,
             decisions: DecisionCache::new(64),
         }),

@@ -6,6 +6,7 @@
 use super::ObjectResult;
 use crate::api::NodeNetfilterProfile;
 use crate::compat::evaluate::Candidate;
+use crate::facts::Platform;
 use std::collections::{BTreeSet, HashMap};
 
 /// A candidate node and the words describing its class.
@@ -19,7 +20,7 @@ pub struct CandidateNode {
 /// The candidates with their class descriptions; the platform is named only
 /// when the candidates span several (images may differ per platform).
 pub fn candidate_nodes(candidates: &[Candidate<'_>]) -> Vec<CandidateNode> {
-    let platforms: BTreeSet<&str> = candidates.iter().map(|c| c.platform.as_str()).collect();
+    let platforms: BTreeSet<&Platform> = candidates.iter().map(|c| &c.platform).collect();
     candidates
         .iter()
         .map(|c| {

@@ -99,7 +99,7 @@ fn class_descriptions_from_profiles() {
     let cand =
         |name: &'static str, platform: &str, p: Option<&'static NodeNetfilterProfile>| Candidate {
             name,
-            platform: platform.to_string(),
+            platform: platform.parse().unwrap(),
             profile: p,
         };
     let leak =

@@ -11,27 +11,29 @@ pub mod load;
 pub mod outline;
 pub mod positions;
 pub mod report;
-pub mod resolve;
 pub mod sarif;
 #[cfg(test)]
 mod test_data;
 
 use crate::api::{NetfilterPolicy, NodeNetfilterProfile};
-use crate::compat::evaluate::{
-    Candidate, EffectivePolicy, EvalInput, ImageKey, PolicyError, Verdict, Workload, evaluate,
-    images_to_resolve, select_candidates, validate_policy,
+use crate::compat::evaluate::{PolicyError, Verdict, Workload, validate_policy};
+use crate::facts::Platform;
+use crate::judgement::{
+    Bounded, ImageLookup, JudgeError, NamespaceLabels, PolicyBook, Scene, Subject,
 };
 use k8s_openapi::api::core::v1::Node;
 pub use report::{ObjectResult, Report};
-pub use resolve::{ImageResolver, RegistryResolver, resolve_all};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CheckError {
     #[error("{object}: {error}")]
-    Policy { object: String, error: PolicyError },
+    Judge { object: String, error: JudgeError },
+    /// The gate refuses a broken policy; the webhook judges without it.
+    #[error("NetfilterPolicy {policy}: {error}")]
+    Policy { policy: String, error: PolicyError },
 }
 
 /// Everything a check run judges, already loaded.
@@ -44,7 +46,7 @@ pub struct Inputs {
     pub policies: Vec<NetfilterPolicy>,
     /// Known namespace labels (from a cluster); None: unknown.
     pub namespace_labels: Option<HashMap<String, BTreeMap<String, String>>>,
-    pub default_platform: String,
+    pub default_platform: Platform,
     /// Notes to show (skipped documents, ...).
     pub notes: Vec<String>,
     /// The file each note is about (same order as `notes`; may be empty).
@@ -57,66 +59,59 @@ pub struct Inputs {
 
 /// How image look-ups are run.
 pub struct ResolveOptions {
-    pub resolver: Arc<dyn ImageResolver>,
+    pub lookup: Arc<dyn ImageLookup>,
     pub timeout: Duration,
     pub concurrency: usize,
 }
 
-/// Judge every workload. Image look-ups for all workloads are pooled, so an
-/// image shared by several manifests is inspected once per platform.
+/// Judge every workload through the one judgement path. Image look-ups for
+/// all workloads are pooled, so an image shared by several manifests is
+/// inspected once per platform.
 pub async fn check(inputs: &Inputs, opts: &ResolveOptions) -> Result<Report, CheckError> {
-    let profiles: Vec<&NodeNetfilterProfile> = inputs.profiles.iter().collect();
-    let nodes: Vec<&Node> = inputs.nodes.iter().collect();
-    struct Plan<'a> {
-        policy: EffectivePolicy,
-        candidates: Vec<Candidate<'a>>,
-    }
-    // The gate refuses a broken policy (exit 2); the webhook judges without it.
     for p in &inputs.policies {
         validate_policy(&p.spec).map_err(|error| CheckError::Policy {
-            object: format!(
-                "NetfilterPolicy {}",
-                p.metadata.name.as_deref().unwrap_or("")
-            ),
+            policy: p.metadata.name.clone().unwrap_or_default(),
             error,
         })?;
     }
-    let mut plans = Vec::with_capacity(inputs.workloads.len());
-    let mut keys: BTreeSet<ImageKey> = BTreeSet::new();
-    for w in &inputs.workloads {
-        let ns = w.namespace.as_deref().unwrap_or("default");
-        let labels = inputs.namespace_labels.as_ref().and_then(|m| m.get(ns));
-        let policy = EffectivePolicy::from_policies(&inputs.policies, ns, labels);
-        let candidates = select_candidates(w, &profiles, &nodes, &inputs.default_platform);
-        keys.extend(images_to_resolve(w, &candidates, &policy));
-        plans.push(Plan { policy, candidates });
+    let profiles: Vec<&NodeNetfilterProfile> = inputs.profiles.iter().collect();
+    let nodes: Vec<&Node> = inputs.nodes.iter().collect();
+    let mut policies = PolicyBook::new(inputs.policies.iter().cloned());
+    if let Some(known) = &inputs.namespace_labels {
+        let known = Arc::new(known.clone());
+        let labels: NamespaceLabels = Arc::new(move |ns: &str| known.get(ns).cloned());
+        policies = policies.with_namespace_labels(labels);
     }
-    let images = resolve_all(
-        opts.resolver.clone(),
-        keys.into_iter().collect(),
-        opts.timeout,
-        opts.concurrency,
-    )
-    .await;
-    let results: Vec<ObjectResult> = inputs
-        .workloads
-        .iter()
-        .zip(&plans)
-        .enumerate()
-        .map(|(i, (w, plan))| {
-            let d = evaluate(&EvalInput {
-                workload: w,
-                candidates: &plan.candidates,
-                images: &images,
-                policy: &plan.policy,
-            });
-            ObjectResult {
-                source: inputs.sources.get(i).cloned(),
-                nodes: classes::candidate_nodes(&plan.candidates),
-                ..ObjectResult::new(w.object_ref(), d)
-            }
-        })
-        .collect();
+    let scene = Scene {
+        profiles: &profiles,
+        nodes: &nodes,
+        policies: &policies,
+        default_platform: &inputs.default_platform,
+    };
+    let resolver = Bounded {
+        lookup: opts.lookup.clone(),
+        concurrency: opts.concurrency,
+    };
+    let deadline = tokio::time::Instant::now() + opts.timeout;
+    let judged = scene
+        .judge_all(
+            inputs.workloads.iter().map(Subject::Workload),
+            &resolver,
+            deadline,
+        )
+        .await;
+    let mut results = Vec::with_capacity(judged.len());
+    for (i, (w, j)) in inputs.workloads.iter().zip(judged).enumerate() {
+        let j = j.map_err(|error| CheckError::Judge {
+            object: w.object_ref(),
+            error,
+        })?;
+        results.push(ObjectResult {
+            source: inputs.sources.get(i).cloned(),
+            nodes: classes::candidate_nodes(&j.prepared.candidates),
+            ..ObjectResult::new(w.object_ref(), j.decision)
+        });
+    }
     let verdict = results
         .iter()
         .map(|r| r.verdict)

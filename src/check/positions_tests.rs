@@ -1,7 +1,5 @@
 use super::*;
-use crate::compat::evaluate::{
-    EffectivePolicy, EvalInput, ImageResolutions, Workload, evaluate, select_candidates,
-};
+use crate::compat::evaluate::{ImageResolutions, Workload};
 
 fn yaml(text: &str) -> Vec<Outline> {
     let n = serde_yaml::Deserializer::from_str(text).count();
@@ -129,13 +127,17 @@ spec:
                    "activeBackend": "nft"}
     }))
     .unwrap();
-    let cands = select_candidates(&w, &[&profile], &[], "linux/amd64");
-    let d = evaluate(&EvalInput {
-        workload: &w,
-        candidates: &cands,
-        images: &ImageResolutions::new(),
-        policy: &EffectivePolicy::default(),
-    });
+    let policies = crate::judgement::PolicyBook::default();
+    let scene = crate::judgement::Scene {
+        profiles: &[&profile],
+        nodes: &[],
+        policies: &policies,
+        default_platform: &"linux/amd64".parse().unwrap(),
+    };
+    let d = scene
+        .prepare(crate::judgement::Subject::Workload(&w))
+        .unwrap()
+        .decide(&ImageResolutions::new(), crate::facts::Severity::Info);
     let mut lines: Vec<(String, Option<usize>)> = d
         .reasons
         .iter()

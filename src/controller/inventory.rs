@@ -12,32 +12,26 @@
 //! their absence) make the wrapper pick nft.
 
 use crate::api::{NodeNetfilterProfileStatus, Writer};
-use crate::compat::evaluate::{ImageKey, ImageResolution, ImageResolutions, has_net_admin};
-use crate::facts::{Backend, Version};
-use k8s_openapi::api::core::v1::{Pod, SecurityContext};
+use crate::compat::evaluate::{
+    ContainerKind, ImageKey, ImageResolution, ImageResolutions, container_refs,
+};
+use crate::facts::{Backend, Platform, Version};
+use k8s_openapi::api::core::v1::Pod;
 use std::collections::BTreeMap;
+use std::sync::LazyLock;
 
-/// `kubernetes.io/os` + `kubernetes.io/arch`.
-pub const OS_LABEL: &str = "kubernetes.io/os";
-pub const ARCH_LABEL: &str = "kubernetes.io/arch";
-pub const DEFAULT_PLATFORM: &str = crate::compat::evaluate::DEFAULT_PLATFORM;
+/// For Nodes whose labels name no platform.
+pub static DEFAULT_PLATFORM: LazyLock<Platform> = LazyLock::new(Platform::linux_amd64);
 
-/// `os/arch` from a Node's labels (default when they are missing).
-pub fn node_platform(labels: Option<&BTreeMap<String, String>>) -> String {
-    labels.map_or_else(
-        || DEFAULT_PLATFORM.to_string(),
-        |l| crate::compat::evaluate::node_platform(l, DEFAULT_PLATFORM),
-    )
+/// A Node's platform from its labels (the default when they name none).
+pub fn node_platform(labels: Option<&BTreeMap<String, String>>) -> Platform {
+    crate::compat::evaluate::node_platform(labels, &DEFAULT_PLATFORM)
 }
 
 /// A running pod whose containers may touch netfilter.
 pub fn is_running(pod: &Pod) -> bool {
     pod.metadata.deletion_timestamp.is_none()
         && pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
-}
-
-fn can_write(sc: Option<&SecurityContext>) -> bool {
-    sc.and_then(|s| s.privileged).unwrap_or(false) || has_net_admin(sc)
 }
 
 /// One container that can write the node's rules, before image resolution.
@@ -61,57 +55,28 @@ pub fn writer_containers<'p>(pod: &'p Pod) -> impl Iterator<Item = WriterContain
         .filter(|s| s.host_network.unwrap_or(false) && is_running(pod));
     let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
     let pod_name = pod.metadata.name.as_deref().unwrap_or("");
-    let entry = move |container: &'p str,
-                      image: Option<&'p String>,
-                      sc: Option<&'p SecurityContext>,
-                      init| {
-        can_write(sc).then(|| WriterContainer {
+    spec.into_iter()
+        .flat_map(container_refs)
+        .filter(|c| c.can_write())
+        .map(move |c| WriterContainer {
             namespace,
             pod: pod_name,
-            container,
-            image: image.map(String::as_str),
-            init,
+            container: c.name,
+            image: c.image,
+            init: c.kind == ContainerKind::Init,
         })
-    };
-    let init = spec
-        .into_iter()
-        .flat_map(|s| s.init_containers.iter().flatten())
-        .filter_map(move |c| entry(&c.name, c.image.as_ref(), c.security_context.as_ref(), true));
-    let app = spec
-        .into_iter()
-        .flat_map(|s| s.containers.iter())
-        .filter_map(move |c| {
-            entry(
-                &c.name,
-                c.image.as_ref(),
-                c.security_context.as_ref(),
-                false,
-            )
-        });
-    let ephemeral = spec
-        .into_iter()
-        .flat_map(|s| s.ephemeral_containers.iter().flatten())
-        .filter_map(move |c| {
-            entry(
-                &c.name,
-                c.image.as_ref(),
-                c.security_context.as_ref(),
-                false,
-            )
-        });
-    init.chain(app).chain(ephemeral)
 }
 
 /// (image, platform) pairs the inventory needs resolved, deduplicated.
-pub fn images_needed<'a>(pods: impl IntoIterator<Item = &'a Pod>, platform: &str) -> Vec<ImageKey> {
+pub fn images_needed<'a>(
+    pods: impl IntoIterator<Item = &'a Pod>,
+    platform: &Platform,
+) -> Vec<ImageKey> {
     let mut keys: Vec<ImageKey> = pods
         .into_iter()
         .flat_map(writer_containers)
         .filter_map(|w| w.image)
-        .map(|image| ImageKey {
-            image: image.to_string(),
-            platform: platform.to_string(),
-        })
+        .map(|image| ImageKey::new(image, platform))
         .collect();
     keys.sort();
     keys.dedup();
@@ -152,7 +117,7 @@ pub fn inventory<'a>(
     pods: impl IntoIterator<Item = &'a Pod>,
     status: Option<&NodeNetfilterProfileStatus>,
     images: &ImageResolutions,
-    platform: &str,
+    platform: &Platform,
 ) -> Inventory {
     let wrapper_nft = wrapper_is_nft(status);
     let mut writers: Vec<Writer> = Vec::new();
@@ -221,6 +186,10 @@ pub fn inventory<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn pf(s: &str) -> Platform {
+        s.parse().unwrap()
+    }
     use crate::api::{BackendFacts, BackendsFacts};
     use crate::facts::{ImageProfile, IptablesFacts};
     use serde_json::json;
@@ -241,7 +210,7 @@ mod tests {
     fn resolved(images: &mut ImageResolutions, image: &str, v: Option<&str>, b: Option<Backend>) {
         images.insert_profile(
             image,
-            "linux/arm64",
+            &pf("linux/arm64"),
             ImageProfile {
                 image: image.into(),
                 digest: format!("sha256:{image}"),
@@ -304,7 +273,7 @@ mod tests {
             .map(|w| w.pod)
             .collect();
         assert_eq!(names, ["proxy", "priv", "all"]);
-        let keys = images_needed(pods.iter(), "linux/arm64");
+        let keys = images_needed(pods.iter(), &pf("linux/arm64"));
         assert_eq!(
             keys.iter().map(|k| k.image.as_str()).collect::<Vec<_>>(),
             ["all:1", "priv:1", "proxy:1"]
@@ -343,10 +312,10 @@ mod tests {
         );
         resolved(&mut images, "wrap:1", Some("1.8.9"), Some(Backend::Wrapper));
         resolved(&mut images, "old:1", Some("1.8.7"), Some(Backend::Nft));
-        images.insert_error("unreachable:1", "linux/arm64", "connection refused");
+        images.insert_error("unreachable:1", &pf("linux/arm64"), "connection refused");
         images.insert_profile(
             "busybox",
-            "linux/arm64",
+            &pf("linux/arm64"),
             ImageProfile {
                 image: "busybox".into(),
                 digest: "sha256:b".into(),
@@ -362,7 +331,7 @@ mod tests {
             }),
             ..Default::default()
         };
-        let inv = inventory([&p], Some(&status), &images, "linux/arm64");
+        let inv = inventory([&p], Some(&status), &images, &pf("linux/arm64"));
         let by: BTreeMap<&str, &Writer> = inv
             .writers
             .iter()
@@ -414,7 +383,7 @@ mod tests {
             }),
             ..Default::default()
         };
-        let inv = inventory([&p], Some(&status), &images, "linux/arm64");
+        let inv = inventory([&p], Some(&status), &images, &pf("linux/arm64"));
         assert_eq!(inv.writers.len(), 1);
         assert_eq!(inv.oldest_reader_version, None);
         assert_eq!(inv.newest_writer_version, None);
@@ -424,7 +393,7 @@ mod tests {
     fn platform_from_node_labels() {
         let l: BTreeMap<String, String> =
             [("kubernetes.io/arch".to_string(), "arm64".to_string())].into();
-        assert_eq!(node_platform(Some(&l)), "linux/arm64");
-        assert_eq!(node_platform(None), DEFAULT_PLATFORM);
+        assert_eq!(node_platform(Some(&l)), pf("linux/arm64"));
+        assert_eq!(node_platform(None), *DEFAULT_PLATFORM);
     }
 }

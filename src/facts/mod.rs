@@ -6,8 +6,10 @@
 
 pub mod hazard;
 pub mod iptables;
+pub mod platform;
 pub mod version;
 
 pub use hazard::{Hazard, HazardCode, Severity};
 pub use iptables::{Backend, Evidence, EvidenceSource, ImageProfile, IptablesFacts};
+pub use platform::{Platform, PlatformError};
 pub use version::Version;

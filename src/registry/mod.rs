@@ -28,58 +28,7 @@ pub const TAG_TTL: Duration = Duration::from_secs(30);
 /// Parsed layers kept at most (each may hold an xtables binary of a few MB).
 pub const LAYER_CACHE_ENTRIES: usize = 256;
 
-/// `os/arch[/variant]`, e.g. "linux/amd64", "linux/arm64/v8".
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Platform {
-    pub os: String,
-    pub architecture: String,
-    pub variant: Option<String>,
-}
-
-impl Platform {
-    /// The platform of the machine nfguard runs on (Go/OCI architecture names).
-    pub fn host() -> Self {
-        let arch = match std::env::consts::ARCH {
-            "x86_64" => "amd64",
-            "aarch64" => "arm64",
-            "x86" => "386",
-            "powerpc64" => "ppc64le",
-            other => other,
-        };
-        Platform {
-            os: "linux".into(),
-            architecture: arch.into(),
-            variant: None,
-        }
-    }
-}
-
-impl std::str::FromStr for Platform {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let mut it = s.split('/');
-        match (it.next(), it.next(), it.next(), it.next()) {
-            (Some(os), Some(arch), variant, None) if !os.is_empty() && !arch.is_empty() => {
-                Ok(Platform {
-                    os: os.into(),
-                    architecture: arch.into(),
-                    variant: variant.filter(|v| !v.is_empty()).map(Into::into),
-                })
-            }
-            _ => Err(format!("platform must be os/arch[/variant], got {s:?}")),
-        }
-    }
-}
-
-impl std::fmt::Display for Platform {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.os, self.architecture)?;
-        if let Some(v) = &self.variant {
-            write!(f, "/{v}")?;
-        }
-        Ok(())
-    }
-}
+pub use crate::facts::Platform;
 
 /// Registry credentials for one look-up (docker config, imagePullSecrets).
 #[derive(Debug, Clone, PartialEq, Eq)]

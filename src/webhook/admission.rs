@@ -19,16 +19,48 @@ use super::metrics::Metrics;
 pub use super::review::{API_VERSION, Request, ReviewError, parse_review};
 use super::review::{Prepared, error_body, response};
 use crate::compat::evaluate::{
-    Decision, ReasonCode, SubjectInput, Verdict, Workload, WorkloadKind, evaluate_subject,
-    images_to_resolve_for, select_candidates,
+    Decision, ImageKey, ImageResolutions, ReasonCode, Verdict, Workload, WorkloadKind,
 };
-use crate::facts::Severity;
+use crate::facts::Platform;
+use crate::judgement::{JudgeError, ResolveImages, Scene, Subject};
+use k8s_openapi::api::core::v1::PodSpec;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
 /// Longest lists in a response (the API server caps warnings in size).
 const MAX_WARNINGS: usize = 10;
+
+/// The webhook's look-up strategy for one request: its image cache, with
+/// the pod's imagePullSecrets read only when an image is not cached yet.
+struct AdmissionImages<'r> {
+    cache: &'r ImageCache,
+    /// For imagePullSecrets (cluster mode); None in file mode.
+    client: Option<&'r kube::Client>,
+    namespace: &'r str,
+    pod_spec: &'r PodSpec,
+}
+
+#[async_trait::async_trait]
+impl ResolveImages for AdmissionImages<'_> {
+    async fn resolve(&self, keys: &[ImageKey], deadline: Instant) -> ImageResolutions {
+        let now = Instant::now();
+        let budget = deadline.saturating_duration_since(now);
+        let secrets = match self.client {
+            Some(c) if keys.iter().any(|k| self.cache.cached(k).is_none()) => {
+                // At most a quarter of the budget on reading Secrets.
+                let until = now + budget / 4;
+                tokio::time::timeout_at(until, pull_secrets(c, self.namespace, self.pod_spec))
+                    .await
+                    .unwrap_or_default()
+            }
+            _ => PullSecrets::default(),
+        };
+        self.cache
+            .resolve(keys, &|img| secrets.for_image(img), deadline, budget)
+            .await
+    }
+}
 
 /// Everything needed to judge one request.
 pub struct Judge {
@@ -39,7 +71,7 @@ pub struct Judge {
     pub metrics: Arc<Metrics>,
     /// The whole request's budget (`--timeout`).
     pub timeout: Duration,
-    pub default_platform: String,
+    pub default_platform: Platform,
     pub max_nodes: usize,
     /// Answers for objects judged before under the same facts; None: off.
     pub decisions: Option<DecisionCache>,
@@ -119,52 +151,28 @@ pub fn render_decision(
 }
 
 impl Judge {
-    /// Judge one workload exactly as `nfguard check` does (same pure steps),
-    /// with image look-ups bounded by `deadline`.
-    pub async fn judge(&self, w: &Workload, deadline: Instant) -> Result<Decision, String> {
+    /// Judge one workload through the one judgement path (as `nfguard
+    /// check` and the controller do), with image look-ups bounded by `deadline`.
+    pub async fn judge(&self, w: &Workload, deadline: Instant) -> Result<Decision, JudgeError> {
         let snap = self.facts.snapshot();
-        let ns = w.namespace.as_deref().unwrap_or("default");
-        let policy = snap.policy_for(ns);
         let profiles: Vec<_> = snap.profiles.iter().map(|p| p.as_ref()).collect();
         let nodes: Vec<_> = snap.nodes.iter().map(|n| n.as_ref()).collect();
-        let candidates = select_candidates(w, &profiles, &nodes, &self.default_platform);
-        // Built once for both the image list and the judgement.
-        let containers = w.containers();
-        let exempt_reason = policy.exempt_reason(w);
-        let keys = images_to_resolve_for(&containers, exempt_reason, &candidates, &policy);
-        let now = Instant::now();
-        let mut deadline = deadline;
-        if let Some(s) = policy.registry_timeout_seconds {
-            deadline = deadline.min(now + Duration::from_secs(u64::from(s.max(1))));
-        }
-        let budget = deadline.saturating_duration_since(now);
-        let images = if keys.is_empty() {
-            Default::default()
-        } else {
-            // Secrets only matter for images not cached yet (cluster mode).
-            let secrets = match &self.client {
-                Some(c) if keys.iter().any(|k| self.images.cached(k).is_none()) => {
-                    // At most a quarter of the budget on reading Secrets.
-                    let until = now + budget / 4;
-                    tokio::time::timeout_at(until, pull_secrets(c, ns, &w.pod_spec))
-                        .await
-                        .unwrap_or_default()
-                }
-                _ => PullSecrets::default(),
-            };
-            self.images
-                .resolve(&keys, &|img| secrets.for_image(img), deadline, budget)
-                .await
+        let scene = Scene {
+            profiles: &profiles,
+            nodes: &nodes,
+            policies: &snap.policies,
+            default_platform: &self.default_platform,
         };
-        // What `evaluate(&EvalInput)` does for `check`, with the containers reused.
-        Ok(evaluate_subject(&SubjectInput {
-            containers: &containers,
-            exempt_reason,
-            candidates: &candidates,
-            images: &images,
-            policy: &policy,
-            min_severity: Severity::Info,
-        }))
+        let images = AdmissionImages {
+            cache: &self.images,
+            client: self.client.as_ref(),
+            namespace: w.namespace.as_deref().unwrap_or("default"),
+            pod_spec: &w.pod_spec,
+        };
+        Ok(scene
+            .judge(Subject::Workload(w), &images, deadline)
+            .await?
+            .decision)
     }
 
     /// The whole review: body bytes in, HTTP status + JSON out. Never panics

@@ -5,60 +5,24 @@
 use super::fingerprint::Fingerprint;
 use crate::api::{NetfilterPolicy, NodeNetfilterProfile};
 use crate::check::load;
-use crate::compat::evaluate::EffectivePolicy;
+use crate::judgement::PolicyBook;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Node};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// Namespace name -> its labels (None: not known).
-pub type NamespaceLabels = Arc<dyn Fn(&str) -> Option<BTreeMap<String, String>> + Send + Sync>;
-
 /// One consistent-enough view for one request (Arcs, no deep clones).
-#[derive(Default, Clone)]
+#[derive(Default)]
 pub struct Snapshot {
     pub profiles: Vec<Arc<NodeNetfilterProfile>>,
     pub nodes: Vec<Arc<Node>>,
-    pub policies: Vec<Arc<NetfilterPolicy>>,
-    /// None in file mode: namespace labels unknown (as `nfguard check` without a cluster).
-    pub namespace_labels: Option<NamespaceLabels>,
-    /// Effective policies by namespace, built once per snapshot (building
-    /// one compiles the exempt-image globs).
-    pub policy_memo: Arc<Mutex<HashMap<String, PolicyOutcome>>>,
-}
-
-/// An effective policy (invalid policies left out, listed in `ignored()`).
-pub type PolicyOutcome = Arc<EffectivePolicy>;
-
-/// Namespaces remembered per snapshot (requests only come for namespaces
-/// that exist; past this they are computed each time).
-const POLICY_MEMO_MAX: usize = 4096;
-
-impl Snapshot {
-    /// The effective policy for `namespace` under this snapshot's policies.
-    pub fn policy_for(&self, namespace: &str) -> PolicyOutcome {
-        if let Some(p) = self.memo().get(namespace) {
-            return p.clone();
-        }
-        let labels = self.namespace_labels.as_ref().and_then(|f| f(namespace));
-        let p = Arc::new(EffectivePolicy::from_policies(
-            self.policies.iter().map(|p| p.as_ref()),
-            namespace,
-            labels.as_ref(),
-        ));
-        let mut memo = self.memo();
-        if memo.len() < POLICY_MEMO_MAX {
-            memo.insert(namespace.to_string(), p.clone());
-        }
-        p
-    }
-
-    fn memo(&self) -> std::sync::MutexGuard<'_, HashMap<String, PolicyOutcome>> {
-        self.policy_memo.lock().unwrap_or_else(|e| e.into_inner())
-    }
+    /// The policies and, in cluster mode, the namespaces' labels (in file
+    /// mode unknown, as `nfguard check` without a cluster); each
+    /// namespace's effective policy is built once per snapshot.
+    pub policies: PolicyBook,
 }
 
 /// A snapshot and the facts generation it was taken at.
@@ -106,9 +70,7 @@ impl Facts {
         Ok(Facts::Static(Arc::new(Snapshot {
             profiles: profiles.into_iter().map(Arc::new).collect(),
             nodes: nodes.into_iter().map(Arc::new).collect(),
-            policies: policies.into_iter().map(Arc::new).collect(),
-            namespace_labels: None,
-            policy_memo: Default::default(),
+            policies: PolicyBook::new(policies),
         })))
     }
 
@@ -165,15 +127,14 @@ impl ClusterStores {
                 Some(s) => s.state(),
                 None => self.static_nodes.clone(),
             },
-            policies: match &self.policies {
+            policies: PolicyBook::shared(match &self.policies {
                 Some(s) => s.state(),
                 None => self.static_policies.clone(),
-            },
-            namespace_labels: Some(Arc::new(move |name: &str| {
+            })
+            .with_namespace_labels(Arc::new(move |name: &str| {
                 ns.get(&reflector::ObjectRef::new(name))
                     .map(|n| n.metadata.labels.clone().unwrap_or_default())
             })),
-            policy_memo: Default::default(),
         }
     }
 }

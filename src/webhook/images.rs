@@ -4,10 +4,10 @@
 //! fills the cache, so the next request for the same image is fast.
 
 use super::metrics::Metrics;
-use crate::check::ImageResolver;
 use crate::compat::evaluate::{ImageKey, ImageResolutions};
 use crate::facts::ImageProfile;
-use crate::registry::{Credentials, ImageInspector, Platform};
+use crate::judgement::{ImageLookup, LookupError, LookupErrorKind};
+use crate::registry::Credentials;
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 use std::collections::HashMap;
@@ -16,48 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// Turns an image into a profile for a platform, with optional pull credentials.
-#[async_trait::async_trait]
-pub trait ImageSource: Send + Sync {
-    async fn resolve(
-        &self,
-        image: &str,
-        platform: &str,
-        credentials: Option<Credentials>,
-    ) -> Result<ImageProfile, String>;
-}
-
-#[async_trait::async_trait]
-impl ImageSource for ImageInspector {
-    async fn resolve(
-        &self,
-        image: &str,
-        platform: &str,
-        credentials: Option<Credentials>,
-    ) -> Result<ImageProfile, String> {
-        let p: Platform = platform.parse()?;
-        self.inspect(image, &p, credentials.as_ref())
-            .await
-            .map_err(|e| e.to_string())
-    }
-}
-
-/// Any `nfguard check` resolver (tests inject fakes through this).
-pub struct FromResolver(pub Arc<dyn ImageResolver>);
-
-#[async_trait::async_trait]
-impl ImageSource for FromResolver {
-    async fn resolve(
-        &self,
-        image: &str,
-        platform: &str,
-        _credentials: Option<Credentials>,
-    ) -> Result<ImageProfile, String> {
-        self.0.resolve(image, platform).await
-    }
-}
-
-type Answer = Arc<Result<Arc<ImageProfile>, String>>;
+type Answer = Arc<Result<Arc<ImageProfile>, LookupError>>;
 
 /// New look-ups one request may start (a hostile object can list thousands
 /// of distinct images); the rest count as unresolved.
@@ -66,11 +25,14 @@ pub const MAX_NEW_LOOKUPS_PER_REQUEST: usize = 32;
 pub const MAX_INFLIGHT: usize = 512;
 
 /// How long answers are kept. Errors briefly (the registry may recover),
-/// profiles longer (the registry module re-checks tags itself when asked).
+/// an image or platform that does not exist a little longer (asking again
+/// soon gives the same answer), profiles longer still (the registry module
+/// re-checks tags itself when asked).
 #[derive(Clone, Copy, Debug)]
 pub struct CacheTtl {
     pub ok: Duration,
     pub error: Duration,
+    pub not_found: Duration,
 }
 
 impl Default for CacheTtl {
@@ -78,6 +40,17 @@ impl Default for CacheTtl {
         CacheTtl {
             ok: Duration::from_secs(300),
             error: Duration::from_secs(15),
+            not_found: Duration::from_secs(60),
+        }
+    }
+}
+
+impl CacheTtl {
+    fn of(&self, answer: &Answer) -> Duration {
+        match answer.as_ref() {
+            Ok(_) => self.ok,
+            Err(e) if e.kind == LookupErrorKind::NotFound => self.not_found,
+            Err(_) => self.error,
         }
     }
 }
@@ -91,13 +64,13 @@ impl moka::Expiry<ImageKey, Answer> for AnswerExpiry {
         v: &Answer,
         _now: std::time::Instant,
     ) -> Option<Duration> {
-        Some(if v.is_ok() { self.0.ok } else { self.0.error })
+        Some(self.0.of(v))
     }
 }
 
 /// The webhook's image cache plus the look-ups in flight (deduplicated).
 pub struct ImageCache {
-    source: Arc<dyn ImageSource>,
+    source: Arc<dyn ImageLookup>,
     cache: moka::sync::Cache<ImageKey, Answer>,
     inflight: Arc<Mutex<HashMap<ImageKey, Shared<BoxFuture<'static, Answer>>>>>,
     metrics: Arc<Metrics>,
@@ -107,7 +80,7 @@ pub struct ImageCache {
 
 impl ImageCache {
     pub fn new(
-        source: Arc<dyn ImageSource>,
+        source: Arc<dyn ImageLookup>,
         entries: u64,
         ttl: CacheTtl,
         metrics: Arc<Metrics>,
@@ -148,7 +121,9 @@ impl ImageCache {
         let k = key.clone();
         // Spawned: runs to completion even when every waiting request gave up.
         let task = tokio::spawn(async move {
-            let res = source.resolve(&k.image, &k.platform, credentials).await;
+            let res = source
+                .lookup(&k.image, &k.platform, credentials.as_ref())
+                .await;
             if res.is_err() {
                 metrics.registry_errors.inc();
             }
@@ -163,7 +138,9 @@ impl ImageCache {
         let fut = task
             .map(|r| match r {
                 Ok(a) => a,
-                Err(e) => Arc::new(Err(format!("image inspection failed unexpectedly: {e}"))),
+                Err(e) => Arc::new(Err(LookupError::unavailable(format!(
+                    "image inspection failed unexpectedly: {e}"
+                )))),
             })
             .boxed()
             .shared();
@@ -246,6 +223,6 @@ impl ImageCache {
 fn put(out: &mut ImageResolutions, key: &ImageKey, a: &Answer) {
     match a.as_ref() {
         Ok(p) => out.insert_shared(&key.image, &key.platform, p.clone()),
-        Err(e) => out.insert_error(&key.image, &key.platform, e.clone()),
+        Err(e) => out.insert_error(&key.image, &key.platform, e.message.clone()),
     }
 }

@@ -13,7 +13,8 @@ use nfguard::controller::metrics::{
     Change, Metrics as ControllerMetrics, NodeObservation, Stage, StageLabel, TaintChangeLabel,
     TaintLabel,
 };
-use nfguard::controller::plan::{NodeFacts, PolicyCache, plan_node};
+use nfguard::controller::plan::{NodeFacts, plan_node};
+use nfguard::judgement::PolicyBook;
 use nfguard::controller::taints::{TAINT_DEGRADED, TAINT_INCOMPATIBLE, TaintSettings};
 use serde_json::json;
 use std::sync::Arc;
@@ -153,7 +154,7 @@ fn degraded_node() -> (Node, NodeNetfilterProfile) {
 async fn controller() -> String {
     let metrics = Arc::new(ControllerMetrics::new());
     let (node, profile) = degraded_node();
-    let policies = PolicyCache::new(&[]);
+    let policies = PolicyBook::default();
     let images = ImageResolutions::new();
     let plan = plan_node(&NodeFacts {
         node: &node,

@@ -4,21 +4,19 @@
 use super::selector::{node_selector_requirement_matches, requirement_matches_value};
 use super::workload::{Workload, WorkloadKind};
 use crate::api::NodeNetfilterProfile;
+use crate::facts::Platform;
 use k8s_openapi::api::core::v1::{Node, NodeSelectorTerm, Taint, Toleration};
 use std::collections::{BTreeMap, HashMap};
 
 /// Used when neither a Node's labels nor the pod's nodeSelector name a platform.
 pub const DEFAULT_PLATFORM: &str = "linux/amd64";
 
-const OS_LABEL: &str = "kubernetes.io/os";
-const ARCH_LABEL: &str = "kubernetes.io/arch";
-
 /// One node the workload can run on.
 #[derive(Clone, Debug)]
 pub struct Candidate<'a> {
     pub name: &'a str,
-    /// `os/arch` to resolve images for.
-    pub platform: String,
+    /// The platform to resolve images for.
+    pub platform: Platform,
     /// None: a Node with no NodeNetfilterProfile (reported as NodeProfileMissing).
     pub profile: Option<&'a NodeNetfilterProfile>,
 }
@@ -44,7 +42,7 @@ pub fn select_candidates<'a>(
     workload: &Workload,
     profiles: &[&'a NodeNetfilterProfile],
     nodes: &[&'a Node],
-    default_platform: &str,
+    default_platform: &Platform,
 ) -> Vec<Candidate<'a>> {
     let spec = &workload.pod_spec;
     if nodes.is_empty() {
@@ -88,27 +86,26 @@ pub fn select_candidates<'a>(
             }
             Some(Candidate {
                 name,
-                platform: node_platform(labels, default_platform),
+                platform: node_platform(Some(labels), default_platform),
                 profile: by_node.get(name).copied(),
             })
         })
         .collect()
 }
 
-/// `os/arch` from a Node's well-known labels.
-pub fn node_platform(labels: &BTreeMap<String, String>, default_platform: &str) -> String {
-    match (labels.get(OS_LABEL), labels.get(ARCH_LABEL)) {
-        (Some(os), Some(arch)) => format!("{os}/{arch}"),
-        (None, Some(arch)) => format!("linux/{arch}"),
-        _ => default_platform.to_string(),
-    }
+/// A Node's platform from its well-known labels (none: `default_platform`).
+pub fn node_platform(
+    labels: Option<&BTreeMap<String, String>>,
+    default_platform: &Platform,
+) -> Platform {
+    labels.map_or_else(
+        || default_platform.clone(),
+        |l| Platform::from_labels(l, default_platform),
+    )
 }
 
-fn pod_platform(workload: &Workload, default_platform: &str) -> String {
-    match &workload.pod_spec.node_selector {
-        Some(sel) if sel.contains_key(ARCH_LABEL) => node_platform(sel, default_platform),
-        _ => default_platform.to_string(),
-    }
+fn pod_platform(workload: &Workload, default_platform: &Platform) -> Platform {
+    node_platform(workload.pod_spec.node_selector.as_ref(), default_platform)
 }
 
 /// nodeName and every `matchFields metadata.name` the pod can satisfy.

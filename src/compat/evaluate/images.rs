@@ -3,16 +3,25 @@
 
 use super::candidates::Candidate;
 use super::policy::EffectivePolicy;
-use super::workload::{ContainerFacts, Workload};
-use crate::facts::ImageProfile;
+use super::workload::ContainerFacts;
+use crate::facts::{ImageProfile, Platform};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-/// One (image reference, `os/arch[/variant]`) pair.
+/// One (image reference, platform) pair.
 #[derive(Clone, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
 pub struct ImageKey {
     pub image: String,
-    pub platform: String,
+    pub platform: Platform,
+}
+
+impl ImageKey {
+    pub fn new(image: &str, platform: &Platform) -> Self {
+        ImageKey {
+            image: image.to_string(),
+            platform: platform.clone(),
+        }
+    }
 }
 
 /// The outcome of inspecting one image for one platform.
@@ -28,7 +37,7 @@ pub enum ImageResolution {
 /// Seeded fast hashing: the controller looks up every writer of every node.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ImageResolutions {
-    by_image: foldhash::HashMap<String, foldhash::HashMap<String, ImageResolution>>,
+    by_image: foldhash::HashMap<String, foldhash::HashMap<Platform, ImageResolution>>,
 }
 
 impl ImageResolutions {
@@ -43,33 +52,27 @@ impl ImageResolutions {
             .insert(key.platform, resolution);
     }
 
-    pub fn insert_profile(&mut self, image: &str, platform: &str, profile: ImageProfile) {
+    pub fn insert_profile(&mut self, image: &str, platform: &Platform, profile: ImageProfile) {
         self.insert_shared(image, platform, Arc::new(profile));
     }
 
-    pub fn insert_shared(&mut self, image: &str, platform: &str, profile: Arc<ImageProfile>) {
+    pub fn insert_shared(&mut self, image: &str, platform: &Platform, profile: Arc<ImageProfile>) {
         self.insert(
-            ImageKey {
-                image: image.into(),
-                platform: platform.into(),
-            },
+            ImageKey::new(image, platform),
             ImageResolution::Resolved(profile),
         );
     }
 
-    pub fn insert_error(&mut self, image: &str, platform: &str, error: impl Into<String>) {
+    pub fn insert_error(&mut self, image: &str, platform: &Platform, error: impl Into<String>) {
         self.insert(
-            ImageKey {
-                image: image.into(),
-                platform: platform.into(),
-            },
+            ImageKey::new(image, platform),
             ImageResolution::Unresolved {
                 error: error.into(),
             },
         );
     }
 
-    pub fn get(&self, image: &str, platform: &str) -> Option<&ImageResolution> {
+    pub fn get(&self, image: &str, platform: &Platform) -> Option<&ImageResolution> {
         self.by_image.get(image)?.get(platform)
     }
 
@@ -87,21 +90,6 @@ impl ImageResolutions {
 /// every candidate. Empty for ordinary workloads, so they cost no registry
 /// look-up. Sorted and deduplicated.
 pub fn images_to_resolve(
-    workload: &Workload,
-    candidates: &[Candidate<'_>],
-    policy: &EffectivePolicy,
-) -> Vec<ImageKey> {
-    images_to_resolve_for(
-        &workload.containers(),
-        policy.exempt_reason(workload),
-        candidates,
-        policy,
-    )
-}
-
-/// [`images_to_resolve`] from borrowed parts (a running pod's containers
-/// and its `nfguard.io/exempt` annotation), without building a `Workload`.
-pub fn images_to_resolve_for(
     containers: &[ContainerFacts],
     exempt_reason: Option<&str>,
     candidates: &[Candidate<'_>],
@@ -116,14 +104,11 @@ pub fn images_to_resolve_for(
         .filter_map(|c| c.image.as_deref())
         .filter(|i| policy.exempt_image_pattern(i).is_none())
         .collect();
-    let platforms: BTreeSet<&str> = candidates.iter().map(|c| c.platform.as_str()).collect();
+    let platforms: BTreeSet<&Platform> = candidates.iter().map(|c| &c.platform).collect();
     let mut out = Vec::with_capacity(images.len() * platforms.len());
     for image in &images {
         for platform in &platforms {
-            out.push(ImageKey {
-                image: (*image).to_string(),
-                platform: (*platform).to_string(),
-            });
+            out.push(ImageKey::new(image, platform));
         }
     }
     out

@@ -27,14 +27,12 @@ mod tests;
 pub use candidates::{
     Candidate, DEFAULT_PLATFORM, node_platform, profile_node_name, select_candidates,
 };
-pub use images::{
-    ImageKey, ImageResolution, ImageResolutions, images_to_resolve, images_to_resolve_for,
-};
+pub use images::{ImageKey, ImageResolution, ImageResolutions, images_to_resolve};
 pub use policy::{EXEMPT_ANNOTATION, EffectivePolicy, InvalidPolicy, PolicyError, validate_policy};
 pub use selector::{label_selector_matches, node_selector_requirement_matches};
 pub use workload::{
-    ContainerFacts, ContainerKind, Scope, Workload, WorkloadError, WorkloadKind, has_net_admin,
-    pod_containers,
+    ContainerFacts, ContainerKind, ContainerRef, Scope, Workload, WorkloadError, WorkloadKind,
+    container_refs, has_net_admin, pod_containers, pod_spec_can_write, security_context_can_write,
 };
 
 use crate::facts::{Backend, Severity, Version};
@@ -263,19 +261,6 @@ impl Decision {
     }
 }
 
-/// Everything `evaluate` looks at. Borrowed, so callers holding reflector
-/// stores (`Arc<NodeNetfilterProfile>`) build it without cloning.
-#[derive(Clone, Copy, Debug)]
-pub struct EvalInput<'a> {
-    pub workload: &'a Workload,
-    /// From [`select_candidates`].
-    pub candidates: &'a [Candidate<'a>],
-    /// Every pair [`images_to_resolve`] listed, resolved or marked unresolved;
-    /// a missing pair counts as unresolved.
-    pub images: &'a ImageResolutions,
-    pub policy: &'a EffectivePolicy,
-}
-
 /// What `evaluate` reads of a workload, borrowed: its containers and the
 /// `nfguard.io/exempt` reason. The controller judges running pods through it
 /// without cloning each pod's spec into a [`Workload`].
@@ -294,20 +279,7 @@ pub struct SubjectInput<'a> {
 }
 
 /// The judgement. See the shared doc §2 and `rules.rs` for the table.
-pub fn evaluate(input: &EvalInput<'_>) -> Decision {
-    let w = input.workload;
-    let containers = w.containers();
-    evaluate_subject(&SubjectInput {
-        containers: &containers,
-        exempt_reason: input.policy.exempt_reason(w),
-        candidates: input.candidates,
-        images: input.images,
-        policy: input.policy,
-        min_severity: Severity::Info,
-    })
-}
-
-/// [`evaluate`] on borrowed workload facts: the same decision for the same facts.
-pub fn evaluate_subject(input: &SubjectInput<'_>) -> Decision {
+/// Callers go through `crate::judgement`, which prepares the input.
+pub fn evaluate(input: &SubjectInput<'_>) -> Decision {
     rules::evaluate(input)
 }

@@ -5,7 +5,7 @@ use super::rules::{Finding, Other};
 use super::workload::{ContainerFacts, ContainerKind};
 use super::{Reason, ReasonCode};
 use crate::facts::version::FIRST_NATIVE_WRITER;
-use crate::facts::{Backend, Version};
+use crate::facts::{Backend, Platform, Version};
 
 fn party(p: Party<'_>) -> String {
     match p {
@@ -190,7 +190,7 @@ pub(super) fn reason(f: &Finding<'_>, nodes: Vec<&str>, containers: &[ContainerF
         ReasonCode::ImageUnresolved => (
             format!(
                 "image could not be inspected for {}: {}",
-                f.platform.unwrap_or("?"),
+                f.platform.map_or_else(|| "?".to_string(), Platform::to_string),
                 f.detail.unwrap_or("not resolved")
             ),
             Some("make the image readable to nfguard (registry access, imagePullSecrets) or exempt it by policy".into()),
@@ -202,7 +202,7 @@ pub(super) fn reason(f: &Finding<'_>, nodes: Vec<&str>, containers: &[ContainerF
         ReasonCode::NoIptables => (
             format!(
                 "the image has no iptables command for {}: it does not use iptables",
-                f.platform.unwrap_or("?")
+                f.platform.map_or_else(|| "?".to_string(), Platform::to_string)
             ),
             None,
         ),
@@ -270,7 +270,7 @@ pub(super) fn reason(f: &Finding<'_>, nodes: Vec<&str>, containers: &[ContainerF
         nodes,
         container: cname,
         image: img,
-        platform: f.platform.map(str::to_string),
+        platform: f.platform.map(Platform::to_string),
         image_version: f.image_version,
         image_backend: f.image_backend,
         node_backend: f.node_backend.map(|b| b.as_str().to_string()),

@@ -16,7 +16,7 @@ use super::workload::{ContainerFacts, Scope};
 use super::{Decision, Reason, ReasonCode, SubjectInput, Verdict};
 use crate::api::{PolicyAction, UnresolvedAction};
 use crate::facts::version::{FIRST_NATIVE_WRITER, is_known_bad};
-use crate::facts::{Backend, HazardCode, IptablesFacts, Severity, Version};
+use crate::facts::{Backend, HazardCode, IptablesFacts, Platform, Severity, Version};
 use std::collections::HashMap;
 
 /// The other party of a finding.
@@ -39,7 +39,7 @@ pub(super) struct Finding<'a> {
     pub severity: Severity,
     pub effect: Verdict,
     pub container: Option<usize>,
-    pub platform: Option<&'a str>,
+    pub platform: Option<&'a Platform>,
     pub image_version: Option<Version>,
     pub image_backend: Option<Backend>,
     /// The backend the image actually uses on this node (wrapper resolved).
@@ -267,7 +267,7 @@ pub(super) fn evaluate(input: &SubjectInput<'_>) -> Decision {
 /// candidates of one class get the same findings, in the same order.
 #[derive(Clone, PartialEq, Eq, Hash)]
 struct NodeClass<'a> {
-    platform: &'a str,
+    platform: &'a Platform,
     node: NodeState<'a>,
 }
 
@@ -324,7 +324,7 @@ fn judge_nodes<'a>(
         .iter()
         .any(|(i, _)| ctx.containers[*i].scope == Scope::HostShared);
     // Per container: platform -> resolution, filled lazily (few platforms).
-    let mut cache: Vec<Vec<(&'a str, Option<&'a ImageResolution>)>> =
+    let mut cache: Vec<Vec<(&'a Platform, Option<&'a ImageResolution>)>> =
         vec![Vec::new(); judged.len()];
     let mut classes = Classes {
         index: HashMap::new(),
@@ -367,7 +367,7 @@ fn judge_node<'a>(
     ctx: &Ctx<'_>,
     judged: &[(usize, &'a str)],
     any_host: bool,
-    cache: &mut [Vec<(&'a str, Option<&'a ImageResolution>)>],
+    cache: &mut [Vec<(&'a Platform, Option<&'a ImageResolution>)>],
     class: &NodeClass<'a>,
     name: &'a str,
     acc: &mut Acc<'a>,
@@ -447,8 +447,8 @@ fn judge_node<'a>(
     }
 }
 
-fn platform_of<'a>(c: &'a Candidate<'a>) -> &'a str {
-    c.platform.as_str()
+fn platform_of<'a>(c: &'a Candidate<'a>) -> &'a Platform {
+    &c.platform
 }
 
 /// The backend a container's iptables writes through on this node.
@@ -468,7 +468,7 @@ fn judge_container<'a>(
     ctx: &Ctx<'_>,
     j: &Judged<'a>,
     nv: Option<&NodeView<'a>>,
-    platform: &'a str,
+    platform: &'a Platform,
     node: Option<&'a str>,
     acc: &mut Acc<'a>,
 ) {
@@ -579,7 +579,7 @@ fn judge_pod<'a>(
     ctx: &Ctx<'_>,
     facts: &[Judged<'a>],
     nv: Option<&NodeView<'a>>,
-    platform: &'a str,
+    platform: &'a Platform,
     node: Option<&'a str>,
     acc: &mut Acc<'a>,
 ) {

@@ -14,6 +14,38 @@ use std::collections::BTreeMap;
 
 const PLATFORM: &str = "linux/amd64";
 
+fn pf(s: &str) -> crate::facts::Platform {
+    s.parse().unwrap()
+}
+
+/// A whole workload's judgement, as `crate::judgement` prepares it.
+struct EvalInput<'a> {
+    workload: &'a Workload,
+    candidates: &'a [Candidate<'a>],
+    images: &'a ImageResolutions,
+    policy: &'a EffectivePolicy,
+}
+
+fn evaluate(input: &EvalInput<'_>) -> Decision {
+    let w = input.workload;
+    super::evaluate(&SubjectInput {
+        containers: &w.containers(),
+        exempt_reason: input.policy.exempt_reason(w),
+        candidates: input.candidates,
+        images: input.images,
+        policy: input.policy,
+        min_severity: Severity::Info,
+    })
+}
+
+fn images_to_resolve(
+    w: &Workload,
+    candidates: &[Candidate<'_>],
+    policy: &EffectivePolicy,
+) -> Vec<ImageKey> {
+    super::images_to_resolve(&w.containers(), policy.exempt_reason(w), candidates, policy)
+}
+
 fn v(s: &str) -> Version {
     s.parse().unwrap()
 }
@@ -199,7 +231,7 @@ fn run_with(
 ) -> Run {
     let profiles: Vec<NodeNetfilterProfile> = nodes.iter().map(|(n, p)| profile(n, p)).collect();
     let refs: Vec<&NodeNetfilterProfile> = profiles.iter().collect();
-    let cands = select_candidates(w, &refs, &[], DEFAULT_PLATFORM);
+    let cands = select_candidates(w, &refs, &[], &pf(DEFAULT_PLATFORM));
     let mut res = ImageResolutions::new();
     for key in images_to_resolve(w, &cands, policy) {
         match imgs.iter().find(|(r, _, _)| *r == key.image) {
@@ -539,11 +571,11 @@ fn incomplete_profile_follows_unresolved_policy() {
         NodeNetfilterProfileSpec::default(),
     )];
     let refs: Vec<_> = profiles.iter().collect();
-    let cands = select_candidates(&w, &refs, &[], DEFAULT_PLATFORM);
+    let cands = select_candidates(&w, &refs, &[], &pf(DEFAULT_PLATFORM));
     let mut res = ImageResolutions::new();
     res.insert_profile(
         "ok:1",
-        PLATFORM,
+        &pf(PLATFORM),
         image("ok:1", Some("1.8.9"), Some(Backend::Nft)),
     );
     let d = evaluate(&EvalInput {
@@ -602,7 +634,7 @@ fn scope_host_network_without_net_admin_is_info_only_and_needs_no_registry() {
     let pol = EffectivePolicy::default();
     let profiles = [profile("n1", &nft_node("1.8.9"))];
     let refs: Vec<_> = profiles.iter().collect();
-    let cands = select_candidates(&w, &refs, &[], DEFAULT_PLATFORM);
+    let cands = select_candidates(&w, &refs, &[], &pf(DEFAULT_PLATFORM));
     assert!(images_to_resolve(&w, &cands, &pol).is_empty());
     let r = run(&w, &[("n1", nft_node("1.8.9"))], &[]);
     assert_eq!(r.codes(), vec![ReasonCode::HostNetworkWithoutNetAdmin]);
@@ -798,7 +830,7 @@ fn exempt_annotation_allows_with_the_reason() {
     let w = Workload::from_value(&obj).unwrap().unwrap();
     let profiles = [profile("n1", &nft_node("1.8.9"))];
     let refs: Vec<_> = profiles.iter().collect();
-    let cands = select_candidates(&w, &refs, &[], DEFAULT_PLATFORM);
+    let cands = select_candidates(&w, &refs, &[], &pf(DEFAULT_PLATFORM));
     let pol = EffectivePolicy::default();
     assert!(images_to_resolve(&w, &cands, &pol).is_empty());
     let r = run(&w, &[("n1", nft_node("1.8.9"))], &[]);
@@ -1054,7 +1086,7 @@ fn node(name: &str, labels: serde_json::Value, taints: serde_json::Value) -> Nod
 fn cand_names(w: &Workload, profiles: &[NodeNetfilterProfile], nodes: &[Node]) -> Vec<String> {
     let p: Vec<_> = profiles.iter().collect();
     let n: Vec<_> = nodes.iter().collect();
-    select_candidates(w, &p, &n, DEFAULT_PLATFORM)
+    select_candidates(w, &p, &n, &pf(DEFAULT_PLATFORM))
         .iter()
         .map(|c| format!("{}@{}", c.name, c.platform))
         .collect()
@@ -1206,13 +1238,13 @@ fn candidates_nodes_without_profile_are_reported() {
     ];
     let p: Vec<_> = profiles.iter().collect();
     let n: Vec<_> = nodes.iter().collect();
-    let cands = select_candidates(&w, &p, &n, DEFAULT_PLATFORM);
+    let cands = select_candidates(&w, &p, &n, &pf(DEFAULT_PLATFORM));
     assert_eq!(cands.len(), 2);
     assert!(cands[1].profile.is_none());
     let mut res = ImageResolutions::new();
     res.insert_profile(
         "ok:1",
-        PLATFORM,
+        &pf(PLATFORM),
         image("ok:1", Some("1.8.9"), Some(Backend::Nft)),
     );
     let d = evaluate(&EvalInput {
@@ -1238,18 +1270,18 @@ fn multi_arch_image_resolved_per_platform() {
     let nodes = three_nodes();
     let p: Vec<_> = profiles.iter().collect();
     let n: Vec<_> = nodes.iter().collect();
-    let cands = select_candidates(&w, &p, &n, DEFAULT_PLATFORM);
+    let cands = select_candidates(&w, &p, &n, &pf(DEFAULT_PLATFORM));
     let keys = images_to_resolve(&w, &cands, &EffectivePolicy::default());
     assert_eq!(keys.len(), 2);
     let mut res = ImageResolutions::new();
     res.insert_profile(
         "multi:1",
-        "linux/amd64",
+        &pf("linux/amd64"),
         image("multi:1", Some("1.8.9"), Some(Backend::Nft)),
     );
     res.insert_profile(
         "multi:1",
-        "linux/arm64",
+        &pf("linux/arm64"),
         image("multi:1", Some("1.8.7"), Some(Backend::Nft)),
     );
     let d = evaluate(&EvalInput {

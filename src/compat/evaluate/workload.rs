@@ -324,34 +324,66 @@ mod typed {
     }
 }
 
+/// One container of a pod spec, borrowed: the one walk over init, app and
+/// ephemeral containers that the judgement, the writer inventory and the
+/// controller's "can this pod write rules" all share.
+#[derive(Clone, Copy, Debug)]
+pub struct ContainerRef<'a> {
+    pub kind: ContainerKind,
+    pub name: &'a str,
+    pub image: Option<&'a str>,
+    pub security_context: Option<&'a SecurityContext>,
+}
+
+impl ContainerRef<'_> {
+    /// Privileged, or NET_ADMIN/ALL: its iptables can change some rule set.
+    pub fn can_write(&self) -> bool {
+        security_context_can_write(self.security_context)
+    }
+}
+
+/// Every container of `spec`: init (in order), app, then ephemeral ones.
+/// An iterator: most pods are walked only to learn they write nothing.
+pub fn container_refs(spec: &PodSpec) -> impl Iterator<Item = ContainerRef<'_>> {
+    fn of(kind: ContainerKind) -> impl Fn(&Container) -> ContainerRef<'_> {
+        move |c| ContainerRef {
+            kind,
+            name: &c.name,
+            image: c.image.as_deref(),
+            security_context: c.security_context.as_ref(),
+        }
+    }
+    let init = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .map(of(ContainerKind::Init));
+    let app = spec.containers.iter().map(of(ContainerKind::App));
+    let ephemeral = spec
+        .ephemeral_containers
+        .iter()
+        .flatten()
+        .map(|c: &EphemeralContainer| ContainerRef {
+            kind: ContainerKind::Ephemeral,
+            name: &c.name,
+            image: c.image.as_deref(),
+            security_context: c.security_context.as_ref(),
+        });
+    init.chain(app).chain(ephemeral)
+}
+
+/// Whether any container of `spec` can write netfilter rules.
+pub fn pod_spec_can_write(spec: &PodSpec) -> bool {
+    container_refs(spec).any(|c| c.can_write())
+}
+
 /// Every container (init, app, ephemeral) of a pod spec with its netfilter
 /// scope: what `evaluate` judges, without needing a whole [`Workload`].
 pub fn pod_containers(spec: &PodSpec) -> Vec<ContainerFacts> {
     let host = spec.host_network.unwrap_or(false);
-    let mut out = Vec::with_capacity(
-        spec.containers.len()
-            + spec.init_containers.as_ref().map_or(0, Vec::len)
-            + spec.ephemeral_containers.as_ref().map_or(0, Vec::len),
-    );
-    let mut push = |kind, c: &Container| {
-        out.push(ContainerFacts::new(
-            kind,
-            &c.name,
-            c.image.as_deref(),
-            c.security_context.as_ref(),
-            host,
-        ))
-    };
-    for c in spec.init_containers.iter().flatten() {
-        push(ContainerKind::Init, c);
-    }
-    for c in &spec.containers {
-        push(ContainerKind::App, c);
-    }
-    for c in spec.ephemeral_containers.iter().flatten() {
-        out.push(ContainerFacts::from_ephemeral(c, host));
-    }
-    out
+    container_refs(spec)
+        .map(|c| ContainerFacts::new(c.kind, c.name, c.image, c.security_context, host))
+        .collect()
 }
 
 impl Meta {
@@ -403,7 +435,7 @@ impl ContainerFacts {
     ) -> Self {
         let privileged = sc.and_then(|s| s.privileged).unwrap_or(false);
         let net_admin = has_net_admin(sc);
-        let can_write = privileged || net_admin;
+        let can_write = security_context_can_write(sc);
         let scope = match (host_network, can_write) {
             (true, true) => Scope::HostShared,
             (false, true) => Scope::PodNetns,
@@ -420,20 +452,15 @@ impl ContainerFacts {
         }
     }
 
-    fn from_ephemeral(c: &EphemeralContainer, host_network: bool) -> Self {
-        Self::new(
-            ContainerKind::Ephemeral,
-            &c.name,
-            c.image.as_deref(),
-            c.security_context.as_ref(),
-            host_network,
-        )
-    }
-
     /// Whether this container's iptables can change some rule set.
     pub fn can_write(&self) -> bool {
         matches!(self.scope, Scope::HostShared | Scope::PodNetns)
     }
+}
+
+/// Privileged, or NET_ADMIN/ALL added.
+pub fn security_context_can_write(sc: Option<&SecurityContext>) -> bool {
+    sc.and_then(|s| s.privileged).unwrap_or(false) || has_net_admin(sc)
 }
 
 /// `capabilities.add` holds NET_ADMIN or ALL (with or without the `CAP_`

@@ -1,0 +1,183 @@
+//! Preparing and deciding one judgement: which policy, which nodes, which
+//! containers and images (pure), then the decision once images are resolved.
+
+use super::policies::PolicyBook;
+use super::resolve::ResolveImages;
+use crate::api::NodeNetfilterProfile;
+use crate::compat::evaluate::{
+    Candidate, ContainerFacts, Decision, EXEMPT_ANNOTATION, EffectivePolicy, ImageKey,
+    ImageResolutions, SubjectInput, Workload, evaluate, images_to_resolve, pod_containers,
+    select_candidates,
+};
+use crate::facts::{Platform, Severity};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// The facts every judgement reads, borrowed from the caller's stores or files.
+#[derive(Clone, Copy, Debug)]
+pub struct Scene<'a> {
+    pub profiles: &'a [&'a NodeNetfilterProfile],
+    /// Empty: no Node objects at hand (every profile is a candidate).
+    pub nodes: &'a [&'a Node],
+    pub policies: &'a PolicyBook,
+    /// For nodes whose labels (and pods whose nodeSelector) name none.
+    pub default_platform: &'a Platform,
+}
+
+/// What is judged.
+#[derive(Clone, Debug)]
+pub enum Subject<'a> {
+    /// A workload about to be created or rolled out: judged on every node
+    /// its pods can land on.
+    Workload(&'a Workload),
+    /// A pod running on a known node: judged there only (the controller's
+    /// `action: Taint` check). `node.profile` is the profile it is judged
+    /// against (None while only the image look-ups are being listed).
+    RunningPod { pod: &'a Pod, node: Candidate<'a> },
+}
+
+/// Why nothing could be judged.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum JudgeError {
+    #[error("pod {0} has no spec")]
+    NoPodSpec(String),
+}
+
+/// Everything a decision needs but the images' answers.
+#[derive(Debug)]
+pub struct Prepared<'a> {
+    pub policy: Arc<EffectivePolicy>,
+    pub candidates: Vec<Candidate<'a>>,
+    /// The (image, platform) pairs `decide` will look at: empty for
+    /// workloads that cannot touch netfilter, so they cost no look-up.
+    pub images: Vec<ImageKey>,
+    containers: Vec<ContainerFacts>,
+    exempt_reason: Option<&'a str>,
+}
+
+/// A prepared judgement and its decision.
+#[derive(Debug)]
+pub struct Judged<'a> {
+    pub prepared: Prepared<'a>,
+    pub decision: Decision,
+}
+
+impl<'a> Scene<'a> {
+    /// Policy, candidates, containers and image pairs for `subject` (pure).
+    pub fn prepare(&self, subject: Subject<'a>) -> Result<Prepared<'a>, JudgeError> {
+        let (namespace, containers, exempt_reason, candidates) = match subject {
+            Subject::Workload(w) => (
+                w.namespace.as_deref().unwrap_or("default"),
+                w.containers(),
+                exempt_annotation(&w.annotations)
+                    .or_else(|| exempt_annotation(&w.template_annotations)),
+                select_candidates(w, self.profiles, self.nodes, self.default_platform),
+            ),
+            Subject::RunningPod { pod, node } => {
+                let spec = pod.spec.as_ref().ok_or_else(|| {
+                    JudgeError::NoPodSpec(pod.metadata.name.clone().unwrap_or_default())
+                })?;
+                (
+                    pod.metadata.namespace.as_deref().unwrap_or("default"),
+                    pod_containers(spec),
+                    pod.metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(exempt_annotation),
+                    vec![node],
+                )
+            }
+        };
+        let policy = self.policies.for_namespace(namespace);
+        let images = images_to_resolve(&containers, exempt_reason, &candidates, &policy);
+        Ok(Prepared {
+            policy,
+            candidates,
+            images,
+            containers,
+            exempt_reason,
+        })
+    }
+
+    /// Prepare, resolve within `deadline` (shortened by the policy's
+    /// `registryTimeoutSeconds`), decide.
+    pub async fn judge(
+        &self,
+        subject: Subject<'a>,
+        images: &dyn ResolveImages,
+        deadline: Instant,
+    ) -> Result<Judged<'a>, JudgeError> {
+        let prepared = self.prepare(subject)?;
+        let deadline = prepared.registry_deadline(deadline);
+        let resolved = if prepared.images.is_empty() {
+            ImageResolutions::new()
+        } else {
+            images.resolve(&prepared.images, deadline).await
+        };
+        let decision = prepared.decide(&resolved, Severity::Info);
+        Ok(Judged { prepared, decision })
+    }
+
+    /// [`Scene::judge`] for many subjects with their look-ups pooled: an
+    /// image several subjects share is looked up once per platform. One
+    /// subject's error does not stop the others.
+    pub async fn judge_all(
+        &self,
+        subjects: impl IntoIterator<Item = Subject<'a>>,
+        images: &dyn ResolveImages,
+        deadline: Instant,
+    ) -> Vec<Result<Judged<'a>, JudgeError>> {
+        let prepared: Vec<_> = subjects.into_iter().map(|s| self.prepare(s)).collect();
+        let keys: BTreeSet<ImageKey> = prepared
+            .iter()
+            .flatten()
+            .flat_map(|p| p.images.iter().cloned())
+            .collect();
+        let resolved = if keys.is_empty() {
+            ImageResolutions::new()
+        } else {
+            let keys: Vec<ImageKey> = keys.into_iter().collect();
+            images.resolve(&keys, deadline).await
+        };
+        prepared
+            .into_iter()
+            .map(|p| {
+                p.map(|prepared| Judged {
+                    decision: prepared.decide(&resolved, Severity::Info),
+                    prepared,
+                })
+            })
+            .collect()
+    }
+}
+
+impl Prepared<'_> {
+    /// The decision on these facts with `images` answered (pure). Reasons
+    /// below `min_severity` are left out of the decision's list (the
+    /// verdict still counts them); `Info` keeps all.
+    pub fn decide(&self, images: &ImageResolutions, min_severity: Severity) -> Decision {
+        evaluate(&SubjectInput {
+            containers: &self.containers,
+            exempt_reason: self.exempt_reason,
+            candidates: &self.candidates,
+            images,
+            policy: &self.policy,
+            min_severity,
+        })
+    }
+
+    /// `deadline`, shortened by the policy's `registryTimeoutSeconds`.
+    pub fn registry_deadline(&self, deadline: Instant) -> Instant {
+        match self.policy.registry_timeout_seconds {
+            Some(s) => deadline.min(Instant::now() + Duration::from_secs(u64::from(s.max(1)))),
+            None => deadline,
+        }
+    }
+}
+
+fn exempt_annotation(annotations: &std::collections::BTreeMap<String, String>) -> Option<&str> {
+    annotations.get(EXEMPT_ANNOTATION).map(String::as_str)
+}

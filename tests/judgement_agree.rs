@@ -1,0 +1,568 @@
+//! The webhook, `nfguard check` and the controller judge through one path
+//! (`nfguard::judgement`), so for the same facts they must agree. Generated
+//! clusters (node backends and versions, marker chains, platforms, policies
+//! with namespace-label selectors, exempt globs, invalid policies, writer
+//! pods with several images, exempt annotations) are fed to all three:
+//! - check and the webhook return the same decision (verdict and reasons);
+//! - the controller taints for a running pod exactly when a `Taint` policy
+//!   selects its namespace and the webhook finds critical reasons, the same ones.
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use nfguard::api::PolicyAction;
+use nfguard::api::{NetfilterPolicy, NodeNetfilterProfile};
+use nfguard::check::{CheckError, Inputs, ResolveOptions, check};
+use nfguard::compat::evaluate::{
+    Decision, ImageKey, ImageResolutions, ReasonCode, Verdict, Workload, validate_policy,
+};
+use nfguard::controller::plan::{NodeFacts, images_to_inspect, plan_node};
+use nfguard::controller::taints::TaintSettings;
+use nfguard::facts::{Backend, ImageProfile, IptablesFacts, Platform, Severity};
+use nfguard::judgement::{Bounded, FixedImages, ImageLookup, PolicyBook, ResolveImages};
+use nfguard::webhook::admission::Judge;
+use nfguard::webhook::facts::{Facts, Snapshot};
+use nfguard::webhook::images::{CacheTtl, ImageCache};
+use nfguard::webhook::metrics::Metrics;
+use proptest::prelude::*;
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+const NAMESPACE: &str = "payments";
+
+/// Image references and what they bundle (None: the registry has no such image).
+const IMAGES: &[(&str, Option<(&str, Backend)>)] = &[
+    ("cni:1.8.7", Some(("1.8.7", Backend::Nft))),
+    ("cni:1.8.9", Some(("1.8.9", Backend::Nft))),
+    ("cni:1.8.11", Some(("1.8.11", Backend::Nft))),
+    ("flannel:legacy", Some(("1.8.9", Backend::Legacy))),
+    ("proxy:wrapper", Some(("1.8.11", Backend::Wrapper))),
+    ("vendor/exempt-agent:1", Some(("1.8.7", Backend::Nft))),
+    ("missing:1", None),
+];
+
+#[derive(Clone, Debug)]
+struct NodeSpec {
+    arm: bool,
+    legacy_rules: bool,
+    host_version: &'static str,
+    min_reader: bool,
+    markers: bool,
+}
+
+#[derive(Clone, Debug)]
+struct PolicySpec {
+    action: &'static str,
+    /// 0: none, 1: matchLabels team=net, 2: team NotIn [net], 3: another namespace by name.
+    selector: u8,
+    exempt: bool,
+    invalid: bool,
+}
+
+#[derive(Clone, Debug)]
+struct ContainerSpec {
+    image: usize,
+    net_admin: bool,
+    privileged: bool,
+    init: bool,
+}
+
+#[derive(Clone, Debug)]
+struct Cluster {
+    nodes: Vec<NodeSpec>,
+    team: &'static str,
+    policies: Vec<PolicySpec>,
+    host_network: bool,
+    on_node: usize,
+    containers: Vec<ContainerSpec>,
+    exempt_annotation: bool,
+}
+
+fn node_spec() -> impl Strategy<Value = NodeSpec> {
+    (
+        any::<bool>(),
+        any::<bool>(),
+        prop::sample::select(vec!["1.8.7", "1.8.9", "1.8.11"]),
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(
+            |(arm, legacy_rules, host_version, min_reader, markers)| NodeSpec {
+                arm,
+                legacy_rules,
+                host_version,
+                min_reader,
+                markers,
+            },
+        )
+}
+
+fn policy_spec() -> impl Strategy<Value = PolicySpec> {
+    (
+        prop::sample::select(vec!["Warn", "Taint", "Deny"]),
+        0u8..4,
+        any::<bool>(),
+        prop::bool::weighted(0.15),
+    )
+        .prop_map(|(action, selector, exempt, invalid)| PolicySpec {
+            action,
+            selector,
+            exempt,
+            invalid,
+        })
+}
+
+fn container_spec() -> impl Strategy<Value = ContainerSpec> {
+    (
+        0..IMAGES.len(),
+        prop::bool::weighted(0.7),
+        prop::bool::weighted(0.2),
+        prop::bool::weighted(0.2),
+    )
+        .prop_map(|(image, net_admin, privileged, init)| ContainerSpec {
+            image,
+            net_admin,
+            privileged,
+            init,
+        })
+}
+
+fn cluster() -> impl Strategy<Value = Cluster> {
+    (
+        prop::collection::vec(node_spec(), 1..4),
+        prop::sample::select(vec!["net", "web"]),
+        prop::collection::vec(policy_spec(), 0..3),
+        prop::bool::weighted(0.8),
+        0usize..3,
+        prop::collection::vec(container_spec(), 1..4),
+        prop::bool::weighted(0.1),
+    )
+        .prop_map(
+            |(nodes, team, policies, host_network, on_node, containers, exempt_annotation)| {
+                let on_node = on_node % nodes.len();
+                Cluster {
+                    nodes,
+                    team,
+                    policies,
+                    host_network,
+                    on_node,
+                    containers,
+                    exempt_annotation,
+                }
+            },
+        )
+}
+
+fn node_name(i: usize) -> String {
+    format!("n{i}")
+}
+
+fn node(i: usize, n: &NodeSpec) -> Node {
+    serde_json::from_value(json!({
+        "metadata": {"name": node_name(i), "labels": {
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": if n.arm { "arm64" } else { "amd64" }}},
+        "spec": {}
+    }))
+    .unwrap()
+}
+
+fn profile(i: usize, n: &NodeSpec) -> NodeNetfilterProfile {
+    let backend = if n.legacy_rules { "legacy" } else { "nft" };
+    let counts = |used: bool| {
+        json!({"tables": if used {3} else {0}, "chains": if used {20} else {0},
+               "rules": if used {100} else {0},
+               "hintChain": used && n.markers, "canaryChain": used && n.markers})
+    };
+    serde_json::from_value(json!({
+        "metadata": {"name": node_name(i), "generation": 1},
+        "spec": {"nodeName": node_name(i)},
+        "status": {
+            "iptables": {"version": n.host_version, "backend": backend, "evidence": []},
+            "kernel": {"release": "6.1", "nfTables": true, "ipTables": true},
+            "backends": {"nft": counts(!n.legacy_rules), "legacy": counts(n.legacy_rules)},
+            "activeBackend": backend,
+            "minReaderVersion": if n.min_reader && !n.legacy_rules { json!("1.8.8") } else { json!(null) },
+            "hazards": [],
+            "lastProbeTime": "2026-03-01T11:59:30Z",
+            "probeIntervalSeconds": 60
+        }
+    }))
+    .unwrap()
+}
+
+fn policy(i: usize, p: &PolicySpec) -> NetfilterPolicy {
+    let selector = match p.selector {
+        1 => json!({"matchLabels": {"team": "net"}}),
+        2 => json!({"matchExpressions": [{"key": "team", "operator": "NotIn", "values": ["net"]}]}),
+        3 => json!({"matchLabels": {"kubernetes.io/metadata.name": "elsewhere"}}),
+        _ => Value::Null,
+    };
+    let mut exempt = Vec::new();
+    if p.exempt {
+        exempt.push("vendor/*");
+    }
+    if p.invalid {
+        exempt.push("[unclosed");
+    }
+    let mut spec = json!({"action": p.action, "exemptImages": exempt});
+    if !selector.is_null() {
+        spec["namespaceSelector"] = selector;
+    }
+    serde_json::from_value(json!({
+        "apiVersion": "nfguard.io/v1alpha1", "kind": "NetfilterPolicy",
+        "metadata": {"name": format!("policy-{i}"), "generation": 1},
+        "spec": spec
+    }))
+    .unwrap()
+}
+
+fn pod(c: &Cluster) -> Value {
+    let container = |i: usize, s: &ContainerSpec| {
+        let mut sc = json!({});
+        if s.net_admin {
+            sc["capabilities"] = json!({"add": ["NET_ADMIN"]});
+        }
+        if s.privileged {
+            sc["privileged"] = json!(true);
+        }
+        json!({"name": format!("c{i}"), "image": IMAGES[s.image].0, "securityContext": sc})
+    };
+    let (init, app): (Vec<_>, Vec<_>) = c
+        .containers
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.init, container(i, s)))
+        .partition(|(init, _)| *init);
+    let mut annotations = json!({});
+    if c.exempt_annotation {
+        annotations["nfguard.io/exempt"] = json!("vendor support case 42");
+    }
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "agent", "namespace": NAMESPACE, "annotations": annotations},
+        "spec": {
+            "nodeName": node_name(c.on_node),
+            "hostNetwork": c.host_network,
+            "initContainers": init.into_iter().map(|(_, c)| c).collect::<Vec<_>>(),
+            "containers": app.into_iter().map(|(_, c)| c).collect::<Vec<_>>(),
+        },
+        "status": {"phase": "Running"}
+    })
+}
+
+/// Every image in the table, for both platforms.
+fn registry() -> Arc<FixedImages> {
+    let mut table = ImageResolutions::new();
+    for platform in ["linux/amd64", "linux/arm64"] {
+        let platform: Platform = platform.parse().unwrap();
+        for (image, facts) in IMAGES {
+            if let Some((version, backend)) = facts {
+                table.insert_profile(
+                    image,
+                    &platform,
+                    ImageProfile {
+                        image: image.to_string(),
+                        digest: format!("sha256:{:0>64}", image.len()),
+                        platform: platform.to_string(),
+                        iptables: Some(IptablesFacts {
+                            version: Some(version.parse().unwrap()),
+                            backend: Some(*backend),
+                            ..Default::default()
+                        }),
+                    },
+                );
+            }
+        }
+    }
+    Arc::new(FixedImages(table))
+}
+
+/// The facts of one generated cluster, as every caller reads them.
+struct Facts3 {
+    nodes: Vec<Node>,
+    profiles: Vec<NodeNetfilterProfile>,
+    policies: Vec<NetfilterPolicy>,
+    labels: BTreeMap<String, String>,
+    pod: Value,
+}
+
+impl Facts3 {
+    fn new(c: &Cluster) -> Self {
+        Facts3 {
+            nodes: c
+                .nodes
+                .iter()
+                .enumerate()
+                .map(|(i, n)| node(i, n))
+                .collect(),
+            profiles: c
+                .nodes
+                .iter()
+                .enumerate()
+                .map(|(i, n)| profile(i, n))
+                .collect(),
+            policies: c
+                .policies
+                .iter()
+                .enumerate()
+                .map(|(i, p)| policy(i, p))
+                .collect(),
+            labels: BTreeMap::from([
+                (
+                    "kubernetes.io/metadata.name".to_string(),
+                    NAMESPACE.to_string(),
+                ),
+                ("team".to_string(), c.team.to_string()),
+            ]),
+            pod: pod(c),
+        }
+    }
+
+    fn book(&self) -> PolicyBook {
+        let labels = self.labels.clone();
+        PolicyBook::new(self.policies.iter().cloned()).with_namespace_labels(Arc::new(
+            move |ns: &str| (ns == NAMESPACE).then(|| labels.clone()),
+        ))
+    }
+
+    fn workload(&self) -> Workload {
+        Workload::from_value(&self.pod)
+            .unwrap()
+            .expect("a pod is a workload")
+    }
+}
+
+/// `nfguard check` on the same facts. The gate refuses an invalid policy
+/// (exit 2) where the webhook and the controller leave it out: so check is
+/// asked with the valid policies only, and must refuse the whole set.
+async fn by_check(f: &Facts3, lookup: Arc<dyn ImageLookup>) -> Result<Decision, TestCaseError> {
+    let valid: Vec<NetfilterPolicy> = f
+        .policies
+        .iter()
+        .filter(|p| validate_policy(&p.spec).is_ok())
+        .cloned()
+        .collect();
+    let inputs = |policies: Vec<NetfilterPolicy>| Inputs {
+        workloads: vec![f.workload()],
+        profiles: f.profiles.clone(),
+        nodes: f.nodes.clone(),
+        policies,
+        namespace_labels: Some(HashMap::from([(NAMESPACE.to_string(), f.labels.clone())])),
+        default_platform: Platform::linux_amd64(),
+        ..Inputs::default()
+    };
+    let opts = ResolveOptions {
+        lookup,
+        timeout: Duration::from_secs(5),
+        concurrency: 4,
+    };
+    if valid.len() < f.policies.len() {
+        let refused = check(&inputs(f.policies.clone()), &opts).await;
+        prop_assert!(
+            matches!(refused, Err(CheckError::Policy { .. })),
+            "check must refuse an invalid policy: {:?}",
+            refused.map(|r| r.verdict)
+        );
+    }
+    let report = check(&inputs(valid), &opts).await.expect("check runs");
+    let r = report.results.into_iter().next().unwrap();
+    Ok(Decision {
+        verdict: r.verdict,
+        reasons: r.reasons,
+        candidate_nodes: r.candidate_nodes,
+        containers_in_scope: r.containers_in_scope,
+    })
+}
+
+async fn by_webhook(f: &Facts3, lookup: Arc<dyn ImageLookup>) -> Decision {
+    let metrics = Arc::new(Metrics::new());
+    let snapshot = Snapshot {
+        profiles: f.profiles.iter().cloned().map(Arc::new).collect(),
+        nodes: f.nodes.iter().cloned().map(Arc::new).collect(),
+        policies: f.book(),
+    };
+    let judge = Judge {
+        facts: Arc::new(Facts::Static(Arc::new(snapshot))),
+        images: Arc::new(ImageCache::new(
+            lookup,
+            64,
+            CacheTtl::default(),
+            metrics.clone(),
+        )),
+        client: None,
+        metrics,
+        timeout: Duration::from_secs(5),
+        default_platform: Platform::linux_amd64(),
+        max_nodes: 5,
+        decisions: None,
+    };
+    judge
+        .judge(
+            &f.workload(),
+            tokio::time::Instant::now() + Duration::from_secs(5),
+        )
+        .await
+        .expect("the webhook judges")
+}
+
+/// The controller's plan for the pod's node: (violation codes, status to write).
+async fn by_controller(
+    f: &Facts3,
+    on_node: usize,
+    lookup: Arc<dyn ImageLookup>,
+) -> (
+    Vec<ReasonCode>,
+    Option<nfguard::api::NodeNetfilterProfileStatus>,
+) {
+    let pod: Pod = serde_json::from_value(f.pod.clone()).unwrap();
+    let pods = [&pod];
+    let book = f.book();
+    let node = &f.nodes[on_node];
+    let keys: Vec<ImageKey> = images_to_inspect(node, &pods, &book);
+    let images = Bounded::new(lookup, 4)
+        .resolve(&keys, tokio::time::Instant::now() + Duration::from_secs(5))
+        .await;
+    let plan = plan_node(&NodeFacts {
+        node,
+        profile: Some(&f.profiles[on_node]),
+        pods: &pods,
+        policies: &book,
+        settings: TaintSettings::from_policies(&f.policies),
+        images: &images,
+        tainted_elsewhere: 0,
+        total_nodes: 100,
+        now: "2026-03-01T12:00:00Z".parse().unwrap(),
+    });
+    let mut codes: Vec<ReasonCode> = plan
+        .violations
+        .iter()
+        .flat_map(|v| v.codes.clone())
+        .collect();
+    codes.sort();
+    codes.dedup();
+    (codes, plan.status)
+}
+
+/// The critical reasons a decision holds (what the controller taints for).
+fn critical_codes(d: &Decision) -> Vec<ReasonCode> {
+    let mut codes: Vec<ReasonCode> = d
+        .reasons
+        .iter()
+        .filter(|r| r.severity == Severity::Critical && r.code != ReasonCode::NodeHazard)
+        .map(|r| r.code)
+        .collect();
+    codes.sort();
+    codes.dedup();
+    codes
+}
+
+async fn agree(c: Cluster) -> Result<(), TestCaseError> {
+    let registry = registry();
+    let mut f = Facts3::new(&c);
+    // The controller's first pass writes the node's writer inventory; all
+    // three then judge the node as it is in the steady state.
+    let (_, status) = by_controller(&f, c.on_node, registry.clone()).await;
+    if let (Some(written), Some(current)) = (status, f.profiles[c.on_node].status.as_mut()) {
+        current.writers = written.writers;
+        current.newest_writer_version = written.newest_writer_version;
+        current.oldest_reader_version = written.oldest_reader_version;
+    }
+    let checked = by_check(&f, registry.clone()).await?;
+    let admitted = by_webhook(&f, registry.clone()).await;
+    // The webhook judges as check does with the invalid policies left out,
+    // and says so in a warning.
+    let (ignored, kept): (Vec<_>, Vec<_>) = admitted
+        .reasons
+        .iter()
+        .cloned()
+        .partition(|r| r.code == ReasonCode::InvalidPolicyIgnored);
+    let floor = if ignored.is_empty() {
+        Verdict::Allow
+    } else {
+        Verdict::Warn
+    };
+    let expected = Decision {
+        verdict: checked.verdict.max(floor),
+        reasons: kept,
+        ..admitted.clone()
+    };
+    prop_assert_eq!(
+        &checked.reasons,
+        &expected.reasons,
+        "check and the webhook disagree"
+    );
+    prop_assert_eq!(
+        admitted.verdict,
+        expected.verdict,
+        "check and the webhook disagree"
+    );
+    prop_assert_eq!(
+        (checked.candidate_nodes, checked.containers_in_scope),
+        (admitted.candidate_nodes, admitted.containers_in_scope)
+    );
+
+    let (violations, _) = by_controller(&f, c.on_node, registry).await;
+    let policy = f.book().for_namespace(NAMESPACE);
+    let taints = policy.action == PolicyAction::Taint && policy.applies();
+    let expected = if taints {
+        critical_codes(&admitted)
+    } else {
+        Vec::new()
+    };
+    prop_assert_eq!(
+        violations,
+        expected,
+        "the controller disagrees with the webhook (policy {:?})",
+        policy.action
+    );
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn webhook_check_and_controller_agree(c in cluster()) {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(agree(c))?;
+    }
+}
+
+/// The generator reaches the cases that matter: a Taint policy selected by
+/// a namespace label that finds a critical reason (so the agreement above
+/// is not only about empty answers).
+#[tokio::test]
+async fn a_namespace_label_selected_taint_policy_finds_an_old_reader() {
+    let c = Cluster {
+        nodes: vec![NodeSpec {
+            arm: false,
+            legacy_rules: false,
+            host_version: "1.8.9",
+            min_reader: true,
+            markers: true,
+        }],
+        team: "net",
+        policies: vec![PolicySpec {
+            action: "Taint",
+            selector: 1,
+            exempt: false,
+            invalid: false,
+        }],
+        host_network: true,
+        on_node: 0,
+        containers: vec![ContainerSpec {
+            image: 0,
+            net_admin: true,
+            privileged: false,
+            init: false,
+        }],
+        exempt_annotation: false,
+    };
+    let f = Facts3::new(&c);
+    let (violations, _) = by_controller(&f, 0, registry()).await;
+    assert_eq!(violations, vec![ReasonCode::OldReaderNewRules]);
+    let admitted = by_webhook(&f, registry()).await;
+    assert_eq!(critical_codes(&admitted), violations);
+    agree(c).await.unwrap();
+}
