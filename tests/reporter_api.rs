@@ -5,15 +5,17 @@
 //! are measured without waiting for them.
 
 use http::{Method, Request, Response};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::client::Body;
 use nfguard::api::{BackendFacts, BackendsFacts, NodeNetfilterProfileStatus, Writer};
 use nfguard::reporter::core::Backoff;
 use nfguard::reporter::metrics::Metrics;
 use nfguard::reporter::nft_watch::Event;
-use nfguard::reporter::prober::{PolledState, Prober};
+use nfguard::reporter::prober::{PolledState, ProbeError, Prober};
 use nfguard::reporter::profile_api::ProfileWriter;
-use nfguard::reporter::run::{Clock, Io, LoopConfig, run_loop};
+use nfguard::reporter::run::{Io, LoopConfig, run_loop};
 use nfguard::reporter::sink::KubeSink;
+use nfguard::runtime::clock::Clock;
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -203,13 +205,13 @@ fn sample_status(rules: u32) -> NodeNetfilterProfileStatus {
 
 /// Returns scripted probe results in order, then repeats the last one.
 struct ScriptedProber {
-    script: Mutex<VecDeque<Result<NodeNetfilterProfileStatus, String>>>,
-    last: Mutex<Option<Result<NodeNetfilterProfileStatus, String>>>,
+    script: Mutex<VecDeque<Result<NodeNetfilterProfileStatus, ProbeError>>>,
+    last: Mutex<Option<Result<NodeNetfilterProfileStatus, ProbeError>>>,
     calls: AtomicU64,
 }
 
 impl ScriptedProber {
-    fn new(script: Vec<Result<NodeNetfilterProfileStatus, String>>) -> Self {
+    fn new(script: Vec<Result<NodeNetfilterProfileStatus, ProbeError>>) -> Self {
         Self {
             script: Mutex::new(script.into()),
             last: Mutex::new(None),
@@ -220,7 +222,7 @@ impl ScriptedProber {
 
 #[async_trait::async_trait]
 impl Prober for ScriptedProber {
-    async fn probe(&self) -> Result<NodeNetfilterProfileStatus, String> {
+    async fn probe(&self) -> Result<NodeNetfilterProfileStatus, ProbeError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         let next = self.script.lock().unwrap().pop_front();
         let mut last = self.last.lock().unwrap();
@@ -234,15 +236,16 @@ impl Prober for ScriptedProber {
     }
 }
 
-/// Wall time derived from paused tokio time, so lastProbeTime moves with it.
+/// Wall time derived from paused tokio time, so lastProbeTime moves with it:
+/// `START` plus the paused time elapsed.
 struct PausedClock(Instant);
 
+const START: &str = "2026-03-01T12:00:00Z";
+
 impl Clock for PausedClock {
-    fn now_rfc3339(&self) -> String {
-        format!("t+{}s", self.0.elapsed().as_secs())
-    }
-    fn unix_seconds(&self) -> i64 {
-        self.0.elapsed().as_secs() as i64
+    fn now(&self) -> Timestamp {
+        let elapsed = SignedDuration::try_from(self.0.elapsed()).unwrap();
+        START.parse::<Timestamp>().unwrap() + elapsed
     }
 }
 
@@ -360,7 +363,7 @@ async fn api_errors_back_off_exponentially_then_succeed_while_probing_continues(
         // Next write only at the heartbeat, 60 s after the accepted one.
         let (hb, t5) = expect_apply(&mut h, 200).await;
         assert_eq!(t5 - t4, Duration::from_secs(60));
-        assert_eq!(hb["lastProbeTime"], "t+63s");
+        assert_eq!(hb["lastProbeTime"], "2026-03-01T12:01:03Z", "START + 63 s");
         assert_eq!(hb["probeIntervalSeconds"], 60);
     })
     .await;
@@ -372,7 +375,7 @@ async fn api_errors_back_off_exponentially_then_succeed_while_probing_continues(
 async fn failed_probe_is_reported_as_probe_error_and_hazard() {
     let prober = ScriptedProber::new(vec![
         Ok(sample_status(2)),
-        Err("probe task failed: panicked".into()),
+        Err(ProbeError("panicked".into())),
     ]);
     let (tx, rx) = mpsc::channel(8);
     with_loop(&prober, Some(rx), |mut h| async move {

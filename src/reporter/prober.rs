@@ -21,11 +21,16 @@ pub struct PolledState {
     pub ip_forward: Option<bool>,
 }
 
+/// A probe that could not run at all (partial failures are inside the
+/// status as probeError/hazards).
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("probe task failed: {0}")]
+pub struct ProbeError(pub String);
+
 #[async_trait::async_trait]
 pub trait Prober: Send + Sync {
-    /// The full probe. `Err` only when the probe could not run at all
-    /// (partial failures are inside the status as probeError/hazards).
-    async fn probe(&self) -> Result<NodeNetfilterProfileStatus, String>;
+    /// The full probe.
+    async fn probe(&self) -> Result<NodeNetfilterProfileStatus, ProbeError>;
     /// The polled snapshot; None when it could not be taken.
     async fn polled_state(&self) -> Option<PolledState>;
 }
@@ -54,7 +59,7 @@ impl NodeProber {
 
 #[async_trait::async_trait]
 impl Prober for NodeProber {
-    async fn probe(&self) -> Result<NodeNetfilterProfileStatus, String> {
+    async fn probe(&self) -> Result<NodeNetfilterProfileStatus, ProbeError> {
         let cfg = self.cfg.clone();
         let cache = self.host.clone();
         let refresh = self.host_refresh;
@@ -73,7 +78,7 @@ impl Prober for NodeProber {
             node::status_from_facts(&gather_with_host(&cfg, host))
         })
         .await
-        .map_err(|e| format!("probe task failed: {e}"))
+        .map_err(|e| ProbeError(e.to_string()))
     }
 
     async fn polled_state(&self) -> Option<PolledState> {
