@@ -1,6 +1,10 @@
-//! Reconcile scenarios against kube's mock client: each scenario scripts the
-//! API server's side (method, path, body asserted; the query string only
-//! where it carries meaning, e.g. the field manager) and checks the events.
+//! Reconcile scenarios against kube's mock client: each scenario fills the
+//! controller's caches as its watches would (the Node, profile, pods,
+//! policies and namespaces listed), scripts the API server's side of the
+//! writes (method, path, body asserted; the query string only where it
+//! carries meaning, e.g. the field manager) and checks the events. A
+//! reconcile reads nothing from the API server: the scripted server fails
+//! the test on any read.
 
 use http::{Request, Response};
 use http_body_util::BodyExt;
@@ -9,25 +13,26 @@ use k8s_openapi::jiff::Timestamp;
 use kube::client::Body;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector;
-use kube::runtime::watcher;
 use nfguard::api::NodeNetfilterProfile;
-use nfguard::check::ImageResolver;
 use nfguard::compat::evaluate::ImageResolutions;
 use nfguard::compat::evaluate::{Decision, ReasonCode, Verdict, Workload};
-use nfguard::controller::clock::ManualClock;
-use nfguard::controller::gather::FixedImages;
 use nfguard::controller::metrics::Metrics;
 use nfguard::controller::namespaces::NamespaceMeta;
 use nfguard::controller::plan::NodePlan;
 use nfguard::controller::run::{Ctx, reconcile_node, run_controller, sweep_orphans};
+use nfguard::controller::stores::{self, FirstLists};
+use nfguard::facts::Platform;
 use nfguard::facts::{Backend, ImageProfile, IptablesFacts, Severity};
+use nfguard::judgement::{Bounded, FixedImages, ImageLookup, LookupError, PolicyBook};
+use nfguard::registry::Credentials;
+use nfguard::runtime::clock::ManualClock;
 use nfguard::webhook::Judge;
 use nfguard::webhook::facts::{Facts, Snapshot};
-use nfguard::webhook::images::{CacheTtl, FromResolver, ImageCache};
+use nfguard::webhook::images::{CacheTtl, ImageCache};
 use nfguard::webhook::metrics::Metrics as WebhookMetrics;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 const NOW: &str = "2026-03-01T12:00:00Z";
@@ -62,13 +67,6 @@ fn expect(
     }
 }
 
-fn not_found() -> (u16, Value) {
-    (
-        404,
-        json!({"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404,"message":"not found"}),
-    )
-}
-
 fn list(kind: &str, api_version: &str, items: Vec<Value>) -> (u16, Value) {
     (
         200,
@@ -78,12 +76,10 @@ fn list(kind: &str, api_version: &str, items: Vec<Value>) -> (u16, Value) {
 
 /// Serve `expects` in order; events (any path under events.k8s.io) are
 /// answered and collected on the side. Ends when every client is dropped.
-fn fake_api(
-    expects: Vec<Expect>,
-) -> (
-    kube::Client,
-    tokio::task::JoinHandle<(Vec<Captured>, Vec<Captured>)>,
-) {
+/// The scripted requests seen, and the events.
+type Seen = tokio::task::JoinHandle<(Vec<Captured>, Vec<Captured>)>;
+
+fn fake_api(expects: Vec<Expect>) -> (kube::Client, Seen) {
     let (svc, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let client = kube::Client::new(svc, "default");
     let task = tokio::spawn(async move {
@@ -113,6 +109,16 @@ fn fake_api(
                 events.push(captured.clone());
                 (201, captured.body.clone())
             } else {
+                // Reconcile scenarios script no read: any is a failure.
+                let scripted_read = expects
+                    .front()
+                    .is_some_and(|e| e.method == "GET" && e.path == captured.path);
+                assert!(
+                    captured.method != "GET" || scripted_read,
+                    "read {} {} from the API server",
+                    captured.path,
+                    captured.query
+                );
                 let e = expects.pop_front().unwrap_or_else(|| {
                     panic!("unexpected request {} {}", captured.method, captured.path)
                 });
@@ -222,7 +228,7 @@ fn policy(spec: Value) -> Value {
 fn image(images: &mut ImageResolutions, reference: &str, version: &str, backend: Backend) {
     images.insert_profile(
         reference,
-        "linux/amd64",
+        &"linux/amd64".parse().unwrap(),
         ImageProfile {
             image: reference.into(),
             digest: format!("sha256:{:0>64}", version.replace('.', "")),
@@ -236,10 +242,41 @@ fn image(images: &mut ImageResolutions, reference: &str, version: &str, backend:
     );
 }
 
-/// A context whose node store holds `nodes` and whose Namespace store has
-/// listed none.
-fn make_ctx(client: kube::Client, nodes: &[Node], images: ImageResolutions) -> (Ctx, Arc<Metrics>) {
-    make_ctx_with_namespaces(client, nodes, &[], images)
+/// What the watches have listed when a reconcile runs: the caches it reads.
+#[derive(Default)]
+struct Listed {
+    nodes: Vec<Node>,
+    profiles: Vec<NodeNetfilterProfile>,
+    pods: Vec<Value>,
+    policies: Vec<Value>,
+    namespaces: Vec<Value>,
+}
+
+impl Listed {
+    fn nodes(nodes: &[Node]) -> Self {
+        Listed {
+            nodes: nodes.to_vec(),
+            ..Default::default()
+        }
+    }
+    fn profile(mut self, p: NodeNetfilterProfile) -> Self {
+        self.profiles.push(p);
+        self
+    }
+    fn pods(mut self, pods: Vec<Value>) -> Self {
+        self.pods = pods;
+        self
+    }
+    fn policy(mut self, p: Value) -> Self {
+        self.policies.push(p);
+        self
+    }
+}
+
+fn from_json<K: serde::de::DeserializeOwned>(v: Vec<Value>) -> Vec<K> {
+    v.into_iter()
+        .map(|o| serde_json::from_value(o).unwrap())
+        .collect()
 }
 
 /// A namespace's metadata as the metadata-only watch returns it.
@@ -248,28 +285,21 @@ fn namespace(name: &str, labels: Value) -> Value {
            "metadata": {"name": name, "resourceVersion": "1", "labels": labels}})
 }
 
-/// [`make_ctx`] whose Namespace store has listed `namespaces`.
-fn make_ctx_with_namespaces(
-    client: kube::Client,
-    nodes: &[Node],
-    namespaces: &[Value],
-    images: ImageResolutions,
-) -> (Ctx, Arc<Metrics>) {
-    let (store, mut writer) = reflector::store::<Node>();
-    for n in nodes {
-        writer.apply_watcher_event(&watcher::Event::Apply(n.clone()));
-    }
-    let (ns_store, mut ns_writer) = reflector::store::<NamespaceMeta>();
-    ns_writer.apply_watcher_event(&watcher::Event::Init);
-    for ns in namespaces {
-        let meta: NamespaceMeta = serde_json::from_value(ns.clone()).unwrap();
-        ns_writer.apply_watcher_event(&watcher::Event::InitApply(meta));
-    }
-    ns_writer.apply_watcher_event(&watcher::Event::InitDone);
+/// A context whose caches hold one first list of each kind, fed through
+/// the controller's own feeds (filtering and slimming as in production).
+fn make_ctx(client: kube::Client, listed: Listed, images: ImageResolutions) -> (Ctx, Arc<Metrics>) {
+    let (caches, mut feeds) = stores::caches();
+    feeds.list(FirstLists {
+        nodes: listed.nodes,
+        profiles: listed.profiles,
+        pods: from_json(listed.pods),
+        policies: from_json(listed.policies),
+        namespaces: from_json(listed.namespaces),
+    });
     let metrics = Arc::new(Metrics::new());
     let ctx = Ctx {
         client: client.clone(),
-        images: Arc::new(FixedImages(images)),
+        images: Arc::new(Bounded::new(Arc::new(FixedImages(images)), 4)),
         clock: Arc::new(ManualClock::new(NOW.parse::<Timestamp>().unwrap())),
         metrics: metrics.clone(),
         recorder: Recorder::new(
@@ -279,9 +309,7 @@ fn make_ctx_with_namespaces(
                 instance: Some("test".into()),
             },
         ),
-        nodes: store,
-        namespaces: ns_store,
-        tainted: Mutex::new(HashMap::new()),
+        caches,
     };
     (ctx, metrics)
 }
@@ -305,16 +333,14 @@ fn event_reasons(events: &[Captured]) -> Vec<(String, String)> {
         .collect()
 }
 
-async fn finish(
-    task: tokio::task::JoinHandle<(Vec<Captured>, Vec<Captured>)>,
-) -> (Vec<Captured>, Vec<Captured>) {
+async fn finish(task: Seen) -> (Vec<Captured>, Vec<Captured>) {
     tokio::time::timeout(Duration::from_secs(10), task)
         .await
         .expect("fake API server did not finish")
         .expect("fake API server assertion failed")
 }
 
-const PROFILE_PATH: &str = "/apis/nfguard.io/v1alpha1/nodenetfilterprofiles/n1";
+const PROFILES_PATH: &str = "/apis/nfguard.io/v1alpha1/nodenetfilterprofiles";
 const STATUS_PATH: &str = "/apis/nfguard.io/v1alpha1/nodenetfilterprofiles/n1/status";
 const PODS_PATH: &str = "/api/v1/pods";
 const POLICIES_PATH: &str = "/apis/nfguard.io/v1alpha1/netfilterpolicies";
@@ -328,7 +354,6 @@ async fn labels_conditions_and_writers_applied() {
         json!([]),
     );
     let p1 = profile("n1", nft_status(Some("1.8.8"), json!([])));
-    let pj = profile_json(&p1);
     let pods = vec![
         pod(
             "kube-system",
@@ -347,6 +372,15 @@ async fn labels_conditions_and_writers_applied() {
             true,
             &["ALL"],
         ),
+        // Another node's writer: never part of n1's inventory.
+        pod(
+            "kube-system",
+            "kube-proxy-elsewhere",
+            "n2",
+            "reg.test/kube-proxy:1.33",
+            true,
+            &["NET_ADMIN"],
+        ),
     ];
     let mut images = ImageResolutions::new();
     image(
@@ -357,18 +391,6 @@ async fn labels_conditions_and_writers_applied() {
     );
     image(&mut images, "reg.test/cni:2", "1.8.11", Backend::Wrapper);
     let (client, task) = fake_api(vec![
-        expect("GET", PROFILE_PATH, move |_| (200, pj)),
-        expect("GET", PODS_PATH, move |c| {
-            assert!(
-                c.query.contains("fieldSelector=spec.nodeName%3Dn1"),
-                "{}",
-                c.query
-            );
-            list("Pod", "v1", pods)
-        }),
-        expect("GET", POLICIES_PATH, |_| {
-            list("NetfilterPolicy", "nfguard.io/v1alpha1", vec![])
-        }),
         expect("PATCH", NODE_PATH, |c| {
             assert_eq!(c.content_type, "application/merge-patch+json");
             assert_eq!(
@@ -432,7 +454,10 @@ async fn labels_conditions_and_writers_applied() {
             (200, c.body.clone())
         }),
     ]);
-    let (ctx, metrics) = make_ctx(client, std::slice::from_ref(&n1), images);
+    let listed = Listed::nodes(std::slice::from_ref(&n1))
+        .profile(p1)
+        .pods(pods);
+    let (ctx, metrics) = make_ctx(client, listed, images);
     let plan = reconcile_node(&n1, &ctx).await.unwrap();
     assert!(
         plan.requeue_after.is_some(),
@@ -464,7 +489,7 @@ async fn labels_conditions_and_writers_applied() {
 }
 
 #[tokio::test]
-async fn in_sync_node_costs_only_reads() {
+async fn in_sync_node_costs_no_request() {
     let n1 = node(
         "n1",
         json!({"nfguard.io/iptables-backend": "nft", "nfguard.io/iptables-version": "1.8.9"}),
@@ -480,19 +505,14 @@ async fn in_sync_node_costs_only_reads() {
         {"type": "Healthy", "status": "True", "reason": "NoCriticalHazard", "message": "no critical netfilter hazard", "lastTransitionTime": "2026-03-01T10:00:00Z", "observedGeneration": 1},
         {"type": "Consistent", "status": "True", "reason": "SingleBackend", "message": "only the nft backend holds rules", "lastTransitionTime": "2026-03-01T10:00:00Z", "observedGeneration": 1},
     ]);
-    let pj = profile_json(&profile("n1", status));
-    let (client, task) = fake_api(vec![
-        expect("GET", PROFILE_PATH, move |_| (200, pj)),
-        expect("GET", PODS_PATH, |_| list("Pod", "v1", vec![])),
-        expect("GET", POLICIES_PATH, |_| {
-            list("NetfilterPolicy", "nfguard.io/v1alpha1", vec![])
-        }),
-    ]);
-    let (ctx, metrics) = make_ctx(client, std::slice::from_ref(&n1), ImageResolutions::new());
+    let (client, task) = fake_api(vec![]);
+    let listed = Listed::nodes(std::slice::from_ref(&n1)).profile(profile("n1", status));
+    let (ctx, metrics) = make_ctx(client, listed, ImageResolutions::new());
     let plan = reconcile_node(&n1, &ctx).await.unwrap();
     assert!(plan.status.is_none() && plan.label_patch.is_none());
     drop(ctx);
-    let (_, events) = finish(task).await;
+    let (seen, events) = finish(task).await;
+    assert!(seen.is_empty(), "{seen:?}");
     assert!(events.is_empty(), "{:?}", event_reasons(&events));
     // Nothing written: the metrics take the profile's (in-sync) conditions.
     let text = metrics.encode();
@@ -514,15 +534,6 @@ async fn labels_removed_when_the_profile_goes_away() {
         json!([{"key": "nfguard.io/netfilter-degraded", "value": "MixedBackends", "effect": "NoSchedule"}]),
     );
     let (client, task) = fake_api(vec![
-        expect("GET", PROFILE_PATH, |_| not_found()),
-        expect("GET", PODS_PATH, |_| list("Pod", "v1", vec![])),
-        expect("GET", POLICIES_PATH, |_| {
-            list(
-                "NetfilterPolicy",
-                "nfguard.io/v1alpha1",
-                vec![policy(json!({"taintDegradedNodes": true}))],
-            )
-        }),
         expect("PATCH", NODE_PATH, |c| {
             assert_eq!(
                 c.body,
@@ -543,7 +554,10 @@ async fn labels_removed_when_the_profile_goes_away() {
             (200, c.body.clone())
         }),
     ]);
-    let (ctx, metrics) = make_ctx(client, std::slice::from_ref(&n1), ImageResolutions::new());
+    // No profile listed.
+    let listed = Listed::nodes(std::slice::from_ref(&n1))
+        .policy(policy(json!({"taintDegradedNodes": true})));
+    let (ctx, metrics) = make_ctx(client, listed, ImageResolutions::new());
     reconcile_node(&n1, &ctx).await.unwrap();
     drop(ctx);
     let (_, events) = finish(task).await;
@@ -598,15 +612,10 @@ async fn degraded_taint_applied_then_cleared() {
     );
     let mut all = many_nodes(9, 0);
     all.push(n1.clone());
-    let pj = profile_json(&profile("n1", nft_status(None, drop_hazard())));
+    let p1 = profile("n1", nft_status(None, drop_hazard()));
     let pol = policy(json!({"taintDegradedNodes": true, "maxTaintedNodesPercent": 10}));
     let pol2 = pol.clone();
     let (client, task) = fake_api(vec![
-        expect("GET", PROFILE_PATH, move |_| (200, pj)),
-        expect("GET", PODS_PATH, |_| list("Pod", "v1", vec![])),
-        expect("GET", POLICIES_PATH, move |_| {
-            list("NetfilterPolicy", "nfguard.io/v1alpha1", vec![pol])
-        }),
         expect("PATCH", NODE_PATH, |c| {
             assert_eq!(c.content_type, "application/merge-patch+json");
             assert_eq!(
@@ -626,7 +635,11 @@ async fn degraded_taint_applied_then_cleared() {
             (200, c.body.clone())
         }),
     ]);
-    let (ctx, metrics) = make_ctx(client, &all, ImageResolutions::new());
+    let (ctx, metrics) = make_ctx(
+        client,
+        Listed::nodes(&all).profile(p1).policy(pol),
+        ImageResolutions::new(),
+    );
     let plan = reconcile_node(&n1, &ctx).await.unwrap();
     assert!(plan.taints.tainted_after);
     drop(ctx);
@@ -653,13 +666,8 @@ async fn degraded_taint_applied_then_cleared() {
         json!([{"key": "dedicated", "value": "infra", "effect": "NoSchedule"},
                {"key": "nfguard.io/netfilter-degraded", "value": "FirewallUnconditionalDrop", "effect": "NoSchedule"}]),
     );
-    let pj = profile_json(&profile("n1", nft_status(None, json!([]))));
+    let healed = profile("n1", nft_status(None, json!([])));
     let (client, task) = fake_api(vec![
-        expect("GET", PROFILE_PATH, move |_| (200, pj)),
-        expect("GET", PODS_PATH, |_| list("Pod", "v1", vec![])),
-        expect("GET", POLICIES_PATH, move |_| {
-            list("NetfilterPolicy", "nfguard.io/v1alpha1", vec![pol2])
-        }),
         expect("PATCH", NODE_PATH, |c| {
             assert_eq!(
                 c.body,
@@ -671,7 +679,9 @@ async fn degraded_taint_applied_then_cleared() {
         }),
         expect("PATCH", STATUS_PATH, |c| (200, c.body.clone())),
     ]);
-    let (ctx, _) = make_ctx(client, &all, ImageResolutions::new());
+    *all.last_mut().unwrap() = n1.clone();
+    let listed = Listed::nodes(&all).profile(healed).policy(pol2);
+    let (ctx, _) = make_ctx(client, listed, ImageResolutions::new());
     reconcile_node(&n1, &ctx).await.unwrap();
     drop(ctx);
     let (_, events) = finish(task).await;
@@ -684,21 +694,14 @@ async fn safety_brake_withholds_the_taint_and_reports() {
     // 20 nodes at 10%: at most 2 tainted; 2 already are.
     let mut all = many_nodes(19, 2);
     all.push(n1.clone());
-    let pj = profile_json(&profile("n1", nft_status(None, drop_hazard())));
     let (client, task) = fake_api(vec![
-        expect("GET", PROFILE_PATH, move |_| (200, pj)),
-        expect("GET", PODS_PATH, |_| list("Pod", "v1", vec![])),
-        expect("GET", POLICIES_PATH, |_| {
-            list(
-                "NetfilterPolicy",
-                "nfguard.io/v1alpha1",
-                vec![policy(json!({"taintDegradedNodes": true}))],
-            )
-        }),
         // No taint patch: straight to the status.
         expect("PATCH", STATUS_PATH, |c| (200, c.body.clone())),
     ]);
-    let (ctx, metrics) = make_ctx(client, &all, ImageResolutions::new());
+    let listed = Listed::nodes(&all)
+        .profile(profile("n1", nft_status(None, drop_hazard())))
+        .policy(policy(json!({"taintDegradedNodes": true})));
+    let (ctx, metrics) = make_ctx(client, listed, ImageResolutions::new());
     let plan = reconcile_node(&n1, &ctx).await.unwrap();
     assert!(plan.taints.taints.is_none() && !plan.taints.tainted_after);
     drop(ctx);
@@ -750,14 +753,9 @@ async fn incompatible_workload_taints_under_action_taint_and_clears_when_it_leav
         "1.8.7",
         Backend::Nft,
     );
-    let pj = profile_json(&profile("n1", nft_status(Some("1.8.8"), json!([]))));
-    let pj2 = pj.clone();
+    let p1 = profile("n1", nft_status(Some("1.8.8"), json!([])));
+    let p1_again = p1.clone();
     let (client, task) = fake_api(vec![
-        expect("GET", PROFILE_PATH, move |_| (200, pj)),
-        expect("GET", PODS_PATH, move |_| list("Pod", "v1", vec![router])),
-        expect("GET", POLICIES_PATH, move |_| {
-            list("NetfilterPolicy", "nfguard.io/v1alpha1", vec![pol_a])
-        }),
         expect("PATCH", NODE_PATH, |c| {
             assert_eq!(
                 c.body["spec"]["taints"],
@@ -771,7 +769,11 @@ async fn incompatible_workload_taints_under_action_taint_and_clears_when_it_leav
             (200, c.body.clone())
         }),
     ]);
-    let (ctx, _) = make_ctx(client, &all, images.clone());
+    let listed = Listed::nodes(&all)
+        .profile(p1)
+        .pods(vec![router])
+        .policy(pol_a);
+    let (ctx, _) = make_ctx(client, listed, images.clone());
     let plan = reconcile_node(&n1, &ctx).await.unwrap();
     assert_eq!(plan.violations.len(), 1);
     assert_eq!(plan.violations[0].pod, "kube-system/kube-router-z");
@@ -795,11 +797,6 @@ async fn incompatible_workload_taints_under_action_taint_and_clears_when_it_leav
         json!([{"key": "nfguard.io/iptables-incompatible", "effect": "NoSchedule"}]),
     );
     let (client, task) = fake_api(vec![
-        expect("GET", PROFILE_PATH, move |_| (200, pj2)),
-        expect("GET", PODS_PATH, |_| list("Pod", "v1", vec![])),
-        expect("GET", POLICIES_PATH, move |_| {
-            list("NetfilterPolicy", "nfguard.io/v1alpha1", vec![pol_b])
-        }),
         expect("PATCH", NODE_PATH, |c| {
             assert_eq!(c.body["spec"]["taints"], json!([]));
             (200, c.body.clone())
@@ -809,7 +806,10 @@ async fn incompatible_workload_taints_under_action_taint_and_clears_when_it_leav
             (200, c.body.clone())
         }),
     ]);
-    let (ctx, _) = make_ctx(client, &all, images);
+    *all.last_mut().unwrap() = n1.clone();
+    // No pod listed any more.
+    let listed = Listed::nodes(&all).profile(p1_again).policy(pol_b);
+    let (ctx, _) = make_ctx(client, listed, images);
     let plan = reconcile_node(&n1, &ctx).await.unwrap();
     assert!(plan.violations.is_empty());
     drop(ctx);
@@ -822,25 +822,16 @@ async fn taint_conflict_is_an_error_to_retry() {
     let n1 = node("n1", synced_labels(), json!([]));
     let mut all = many_nodes(9, 0);
     all.push(n1.clone());
-    let pj = profile_json(&profile("n1", nft_status(None, drop_hazard())));
-    let (client, task) = fake_api(vec![
-        expect("GET", PROFILE_PATH, move |_| (200, pj)),
-        expect("GET", PODS_PATH, |_| list("Pod", "v1", vec![])),
-        expect("GET", POLICIES_PATH, |_| {
-            list(
-                "NetfilterPolicy",
-                "nfguard.io/v1alpha1",
-                vec![policy(json!({"taintDegradedNodes": true}))],
-            )
-        }),
-        expect("PATCH", NODE_PATH, |_| {
-            (
-                409,
-                json!({"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Conflict","code":409,"message":"the object has been modified"}),
-            )
-        }),
-    ]);
-    let (ctx, metrics) = make_ctx(client, &all, ImageResolutions::new());
+    let (client, task) = fake_api(vec![expect("PATCH", NODE_PATH, |_| {
+        (
+            409,
+            json!({"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Conflict","code":409,"message":"the object has been modified"}),
+        )
+    })]);
+    let listed = Listed::nodes(&all)
+        .profile(profile("n1", nft_status(None, drop_hazard())))
+        .policy(policy(json!({"taintDegradedNodes": true})));
+    let (ctx, metrics) = make_ctx(client, listed, ImageResolutions::new());
     let err = reconcile_node(&n1, &ctx).await.unwrap_err();
     assert!(err.to_string().contains("taints"), "{err}");
     drop(ctx);
@@ -924,11 +915,16 @@ fn router_image() -> ImageProfile {
 struct OneImage(ImageProfile);
 
 #[async_trait::async_trait]
-impl ImageResolver for OneImage {
-    async fn resolve(&self, image: &str, _platform: &str) -> Result<ImageProfile, String> {
+impl ImageLookup for OneImage {
+    async fn lookup(
+        &self,
+        image: &str,
+        _platform: &Platform,
+        _credentials: Option<&Credentials>,
+    ) -> Result<ImageProfile, LookupError> {
         (image == self.0.image)
             .then(|| self.0.clone())
-            .ok_or_else(|| format!("{image} not in the table"))
+            .ok_or_else(|| LookupError::not_found(format!("{image} not in the table")))
     }
 }
 
@@ -968,17 +964,10 @@ fn shared_facts(payments_labels: Value) -> SharedFacts {
     }
 }
 
-/// What the controller plans for n1 (reconciled against a scripted API
-/// server, the namespace from its Namespace store).
+/// What the controller plans for n1 (its facts from its caches, the
+/// namespace's labels from its Namespace store; writes scripted).
 async fn controller_plan(f: &SharedFacts, expect_taint: bool) -> NodePlan {
-    let (pj, pod, pol) = (profile_json(&f.profile), f.pod.clone(), f.policy.clone());
-    let mut script = vec![
-        expect("GET", PROFILE_PATH, move |_| (200, pj)),
-        expect("GET", PODS_PATH, move |_| list("Pod", "v1", vec![pod])),
-        expect("GET", POLICIES_PATH, move |_| {
-            list("NetfilterPolicy", "nfguard.io/v1alpha1", vec![pol])
-        }),
-    ];
+    let mut script = Vec::new();
     if expect_taint {
         script.push(expect("PATCH", NODE_PATH, |c| {
             assert_eq!(
@@ -993,9 +982,19 @@ async fn controller_plan(f: &SharedFacts, expect_taint: bool) -> NodePlan {
     let mut all = many_nodes(9, 0);
     all.push(f.node.clone());
     let mut images = ImageResolutions::new();
-    images.insert_profile(ROUTER_IMAGE, "linux/amd64", router_image());
-    let (ctx, _) =
-        make_ctx_with_namespaces(client, &all, std::slice::from_ref(&f.namespace), images);
+    images.insert_profile(
+        ROUTER_IMAGE,
+        &"linux/amd64".parse().unwrap(),
+        router_image(),
+    );
+    let listed = Listed {
+        namespaces: vec![f.namespace.clone()],
+        ..Listed::nodes(&all)
+            .profile(f.profile.clone())
+            .pods(vec![f.pod.clone()])
+            .policy(f.policy.clone())
+    };
+    let (ctx, _) = make_ctx(client, listed, images);
     let plan = reconcile_node(&f.node, &ctx).await.unwrap();
     drop(ctx);
     finish(task).await;
@@ -1013,17 +1012,18 @@ async fn webhook_decision(f: &SharedFacts) -> Decision {
     let snapshot = Snapshot {
         profiles: vec![Arc::new(f.profile.clone())],
         nodes: vec![Arc::new(f.node.clone())],
-        policies: vec![Arc::new(serde_json::from_value(f.policy.clone()).unwrap())],
-        namespace_labels: Some(Arc::new(move |ns: &str| {
+        policies: PolicyBook::shared(vec![Arc::new(
+            serde_json::from_value(f.policy.clone()).unwrap(),
+        )])
+        .with_namespace_labels(Arc::new(move |ns: &str| {
             (ns == ns_name).then(|| labels.clone())
         })),
-        policy_memo: Default::default(),
     };
     let metrics = Arc::new(WebhookMetrics::new());
     let judge = Judge {
         facts: Arc::new(Facts::Static(Arc::new(snapshot))),
         images: Arc::new(ImageCache::new(
-            Arc::new(FromResolver(Arc::new(OneImage(router_image())))),
+            Arc::new(OneImage(router_image())),
             16,
             CacheTtl::default(),
             metrics.clone(),
@@ -1031,7 +1031,7 @@ async fn webhook_decision(f: &SharedFacts) -> Decision {
         client: None,
         metrics,
         timeout: Duration::from_secs(5),
-        default_platform: "linux/amd64".into(),
+        default_platform: "linux/amd64".parse().unwrap(),
         max_nodes: 5,
         decisions: None,
     };
@@ -1102,9 +1102,10 @@ async fn namespace_selector_on_any_label_taints_and_agrees_with_the_webhook() {
 async fn a_reconcile_waits_for_the_namespace_list_and_fails_clearly_without_it() {
     let n1 = node("n1", synced_labels(), json!([]));
     let (client, task) = fake_api(vec![]);
-    let (mut ctx, metrics) = make_ctx(client, std::slice::from_ref(&n1), ImageResolutions::new());
+    let listed = Listed::nodes(std::slice::from_ref(&n1));
+    let (mut ctx, metrics) = make_ctx(client, listed, ImageResolutions::new());
     let (never_listed, _writer) = reflector::store::<NamespaceMeta>();
-    ctx.namespaces = never_listed;
+    ctx.caches.namespaces = never_listed;
     tokio::time::pause();
     let err = reconcile_node(&n1, &ctx).await.unwrap_err();
     let text = err.to_string();
@@ -1119,34 +1120,41 @@ async fn a_reconcile_waits_for_the_namespace_list_and_fails_clearly_without_it()
     assert!(seen.is_empty(), "no reads before the namespaces are known");
 }
 
-/// Lists answer from `lists` by path (empty otherwise); the first watch of
-/// Namespaces answers `ns_event` once n1 has been reconciled (its policies
-/// read); other watches stay open. Stops the controller at the second read
-/// of n1's profile. Returns every request seen (events aside).
-fn permissive_api(
-    lists: HashMap<&'static str, Vec<Value>>,
-    ns_event: Value,
-    stop: tokio::sync::oneshot::Sender<()>,
-) -> (
-    kube::Client,
-    tokio::task::JoinHandle<Vec<(Captured, String)>>,
-) {
-    let (svc, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+type BoxBody = http_body_util::combinators::UnsyncBoxBody<bytes::Bytes, std::convert::Infallible>;
+
+/// An API server for the running controller: lists answer from `lists` by
+/// path (empty otherwise), watches stay open and stream what the test
+/// pushes ([`WatchApi::push`]), PATCHes are accepted and reported, events
+/// accepted. `task` returns every request seen (events aside), each with
+/// its Accept header, once the controller dropped its client.
+struct WatchApi {
+    /// (collection path, the watch's stream) as each watch is opened.
+    watches: tokio::sync::mpsc::UnboundedReceiver<(
+        String,
+        futures::channel::mpsc::UnboundedSender<bytes::Bytes>,
+    )>,
+    open: HashMap<String, futures::channel::mpsc::UnboundedSender<bytes::Bytes>>,
+    patches: tokio::sync::mpsc::UnboundedReceiver<Captured>,
+    task: tokio::task::JoinHandle<Vec<(Captured, String)>>,
+}
+
+fn watch_api(lists: HashMap<&'static str, Vec<Value>>) -> (kube::Client, WatchApi) {
+    use futures::StreamExt;
+    use http_body_util::{Full, StreamBody};
+    let (svc, mut handle) = tower_test::mock::pair::<Request<Body>, Response<BoxBody>>();
     let client = kube::Client::new(svc, "default");
+    let (watch_tx, watches) = tokio::sync::mpsc::unbounded_channel();
+    let (patch_tx, patches) = tokio::sync::mpsc::unbounded_channel();
     let task = tokio::spawn(async move {
         let mut seen = Vec::new();
-        let mut open_watches = Vec::new();
-        let mut held_ns_watch = None;
-        let mut ns_event = Some(ns_event);
-        let mut stop = Some(stop);
-        let mut profile_reads = 0;
-        let reply = |code: u16, body: Vec<u8>| {
+        let reply = |code: u16, body: BoxBody| {
             Response::builder()
                 .status(code)
                 .header("content-type", "application/json")
-                .body(Body::from(body))
+                .body(body)
                 .unwrap()
         };
+        let full = |bytes: Vec<u8>| Full::new(bytes::Bytes::from(bytes)).boxed_unsync();
         while let Some((req, send)) = handle.next_request().await {
             let accept = req
                 .headers()
@@ -1164,46 +1172,130 @@ fn permissive_api(
                 body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
             };
             if c.path.starts_with("/apis/events.k8s.io/") {
-                send.send_response(reply(201, bytes.to_vec()));
+                send.send_response(reply(201, full(bytes.to_vec())));
                 continue;
             }
             seen.push((c.clone(), accept));
-            let watch = c.query.contains("watch=true");
-            if watch && c.path == "/api/v1/namespaces" && ns_event.is_some() {
-                held_ns_watch = Some(send);
-            } else if watch {
-                open_watches.push(send);
+            if c.query.contains("watch=true") {
+                let (tx, rx) = futures::channel::mpsc::unbounded::<bytes::Bytes>();
+                let stream = rx.map(|b| Ok(hyper::body::Frame::data(b)));
+                send.send_response(reply(200, StreamBody::new(stream).boxed_unsync()));
+                let _ = watch_tx.send((c.path.clone(), tx));
             } else if c.method == "PATCH" {
                 let out = as_server_answer(&c, 200, c.body.clone());
-                send.send_response(reply(200, serde_json::to_vec(&out).unwrap()));
-            } else if c.path == PROFILE_PATH {
-                profile_reads += 1;
-                if profile_reads == 2
-                    && let Some(s) = stop.take()
-                {
-                    let _ = s.send(());
-                }
-                let (code, out) = not_found();
-                send.send_response(reply(code, serde_json::to_vec(&out).unwrap()));
+                send.send_response(reply(200, full(serde_json::to_vec(&out).unwrap())));
+                let _ = patch_tx.send(c);
             } else {
                 let items = lists.get(c.path.as_str()).cloned().unwrap_or_default();
                 let out = json!({"apiVersion": "v1", "kind": "List",
                                  "metadata": {"resourceVersion": "1"}, "items": items});
-                send.send_response(reply(200, serde_json::to_vec(&out).unwrap()));
-                if c.path == POLICIES_PATH
-                    && held_ns_watch.is_some()
-                    && let (Some(w), Some(e)) = (held_ns_watch.take(), ns_event.take())
-                {
-                    let mut line = serde_json::to_vec(&e).unwrap();
-                    line.push(b'\n');
-                    w.send_response(reply(200, line));
-                }
+                send.send_response(reply(200, full(serde_json::to_vec(&out).unwrap())));
             }
         }
-        drop(open_watches);
         seen
     });
-    (client, task)
+    let api = WatchApi {
+        watches,
+        open: HashMap::new(),
+        patches,
+        task,
+    };
+    (client, api)
+}
+
+impl WatchApi {
+    /// Stream `event` ({"type": ..., "object": ...}) on the watch of `path`,
+    /// waiting for the controller to open it.
+    async fn push(&mut self, path: &str, event: Value) {
+        while !self.open.contains_key(path) {
+            let (p, tx) = tokio::time::timeout(Duration::from_secs(10), self.watches.recv())
+                .await
+                .unwrap_or_else(|_| panic!("no watch of {path}"))
+                .expect("the API server stopped");
+            self.open.insert(p, tx);
+        }
+        let mut line = serde_json::to_vec(&event).unwrap();
+        line.push(b'\n');
+        self.open[path].unbounded_send(line.into()).unwrap();
+    }
+
+    /// The next PATCH the controller makes.
+    async fn next_patch(&mut self) -> Captured {
+        tokio::time::timeout(Duration::from_secs(10), self.patches.recv())
+            .await
+            .expect("no write within 10 s")
+            .expect("the API server stopped")
+    }
+}
+
+/// The running controller on `client` until `stop` fires.
+fn start_controller(
+    client: kube::Client,
+    metrics: Arc<Metrics>,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "nfguard-controller".into(),
+            instance: Some("test".into()),
+        },
+    );
+    let run = run_controller(
+        client,
+        Arc::new(Bounded::new(
+            Arc::new(FixedImages(ImageResolutions::new())),
+            4,
+        )),
+        Arc::new(ManualClock::new(NOW.parse::<Timestamp>().unwrap())),
+        metrics,
+        recorder,
+        async move {
+            let _ = stop_rx.await;
+        },
+    );
+    (stop_tx, tokio::spawn(run))
+}
+
+/// Stop the controller, then the API server; every request it saw.
+async fn stop_controller(
+    stop: tokio::sync::oneshot::Sender<()>,
+    run: tokio::task::JoinHandle<()>,
+    api: WatchApi,
+) -> Vec<(Captured, String)> {
+    let _ = stop.send(());
+    tokio::time::timeout(Duration::from_secs(20), run)
+        .await
+        .expect("the controller did not stop")
+        .unwrap();
+    drop(api.open);
+    tokio::time::timeout(Duration::from_secs(10), api.task)
+        .await
+        .expect("the controller kept its client")
+        .unwrap()
+}
+
+const COLLECTIONS: [&str; 5] = [
+    "/api/v1/nodes",
+    PROFILES_PATH,
+    PODS_PATH,
+    POLICIES_PATH,
+    "/api/v1/namespaces",
+];
+
+/// The running controller only lists and watches: no GET of one object.
+fn assert_only_lists_and_watches(seen: &[(Captured, String)]) {
+    for (c, _) in seen.iter().filter(|(c, _)| c.method == "GET") {
+        assert!(
+            COLLECTIONS.contains(&c.path.as_str()),
+            "read {} {}",
+            c.path,
+            c.query
+        );
+    }
 }
 
 #[tokio::test]
@@ -1216,38 +1308,28 @@ async fn the_controller_watches_namespace_metadata_and_relabelling_re_reconciles
             vec![namespace("payments", json!({"team": "web"}))],
         ),
     ]);
+    let (client, mut api) = watch_api(lists);
+    let (stop, run) = start_controller(client, Arc::new(Metrics::new()));
+    // No profile: each reconcile removes n1's nfguard labels (the store
+    // never sees the patch, so every reconcile writes it).
+    assert_eq!(
+        api.next_patch().await.path,
+        NODE_PATH,
+        "the first reconcile"
+    );
     let mut relabelled = namespace("payments", json!({"team": "net"}));
     relabelled["metadata"]["resourceVersion"] = json!("2");
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
-    let (client, task) = permissive_api(
-        lists,
+    api.push(
+        "/api/v1/namespaces",
         json!({"type": "MODIFIED", "object": relabelled}),
-        stop_tx,
+    )
+    .await;
+    assert_eq!(
+        api.next_patch().await.path,
+        NODE_PATH,
+        "the namespace label change never re-reconciled n1"
     );
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: "nfguard-controller".into(),
-            instance: Some("test".into()),
-        },
-    );
-    let run = run_controller(
-        client,
-        Arc::new(FixedImages(ImageResolutions::new())),
-        Arc::new(ManualClock::new(NOW.parse::<Timestamp>().unwrap())),
-        Arc::new(Metrics::new()),
-        recorder,
-        async move {
-            let _ = stop_rx.await;
-        },
-    );
-    tokio::time::timeout(Duration::from_secs(20), run)
-        .await
-        .expect("the namespace label change never re-reconciled n1");
-    let seen = tokio::time::timeout(Duration::from_secs(10), task)
-        .await
-        .expect("the controller kept its client")
-        .unwrap();
+    let seen = stop_controller(stop, run, api).await;
     let ns: Vec<&(Captured, String)> = seen
         .iter()
         .filter(|(c, _)| c.method == "GET" && c.path == "/api/v1/namespaces")
@@ -1268,9 +1350,124 @@ async fn the_controller_watches_namespace_metadata_and_relabelling_re_reconciles
             c.query
         );
     }
-    let profile_reads = seen.iter().filter(|(c, _)| c.path == PROFILE_PATH).count();
+    assert_only_lists_and_watches(&seen);
+    let node_patches = seen
+        .iter()
+        .filter(|(c, _)| c.method == "PATCH" && c.path == NODE_PATH)
+        .count();
     assert_eq!(
-        profile_reads, 2,
+        node_patches, 2,
         "one reconcile at start, one for the new labels"
     );
+}
+
+/// Reconciles finished so far (the duration histogram's count).
+fn reconciles(metrics: &Metrics) -> u64 {
+    let text = metrics.encode();
+    text.lines()
+        .find_map(|l| l.strip_prefix("nfguard_controller_reconcile_duration_seconds_count "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Wait until `done` holds (10 s at most).
+async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(tokio::time::Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The reconcile count once it stopped moving for half a second.
+async fn settled_reconciles(metrics: &Metrics) -> u64 {
+    let mut last = reconciles(metrics);
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = reconciles(metrics);
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+}
+
+/// n1's profile, in sync, probed at `probe` (11:59:MM:SS), its Fresh
+/// condition as the controller last wrote it.
+fn heartbeat(probe: &str, fresh: &str, rv: &str) -> Value {
+    let mut status = nft_status(None, json!([]));
+    status["lastProbeTime"] = json!(format!("2026-03-01T{probe}Z"));
+    status["writers"] = json!([]);
+    status["newestWriterVersion"] = json!("1.8.9");
+    status["oldestReaderVersion"] = json!("1.8.9");
+    status["conditions"] = json!([
+        {"type": "Fresh", "status": fresh, "reason": "R", "message": "", "lastTransitionTime": "2026-03-01T10:00:00Z", "observedGeneration": 1},
+        {"type": "Healthy", "status": "True", "reason": "NoCriticalHazard", "message": "no critical netfilter hazard", "lastTransitionTime": "2026-03-01T10:00:00Z", "observedGeneration": 1},
+        {"type": "Consistent", "status": "True", "reason": "SingleBackend", "message": "only the nft backend holds rules", "lastTransitionTime": "2026-03-01T10:00:00Z", "observedGeneration": 1},
+    ]);
+    let mut p = profile_json(&profile("n1", status));
+    p["metadata"]["resourceVersion"] = json!(rv);
+    json!({"type": "MODIFIED", "object": p})
+}
+
+#[tokio::test]
+async fn a_heartbeat_reconciles_only_when_the_node_is_not_fresh() {
+    let n1 = node("n1", synced_labels(), json!([]));
+    let first = heartbeat("11:59:30", "True", "1")["object"].clone();
+    let lists = HashMap::from([
+        ("/api/v1/nodes", vec![serde_json::to_value(&n1).unwrap()]),
+        (PROFILES_PATH, vec![first]),
+    ]);
+    let (client, mut api) = watch_api(lists);
+    let metrics = Arc::new(Metrics::new());
+    let (stop, run) = start_controller(client, metrics.clone());
+    eventually("no first reconcile", || reconciles(&metrics) > 0).await;
+    let at_start = settled_reconciles(&metrics).await;
+
+    // A heartbeat while Fresh: stored (the probe-time gauge follows it),
+    // but no reconcile.
+    api.push(PROFILES_PATH, heartbeat("11:59:45", "True", "2"))
+        .await;
+    let probed = "nfguard_controller_node_last_probe_timestamp_seconds{node=\"n1\"} 1772366385";
+    eventually("the heartbeat never arrived", || {
+        metrics.encode().contains(probed)
+    })
+    .await;
+    assert_eq!(
+        settled_reconciles(&metrics).await,
+        at_start,
+        "a heartbeat while Fresh reconciled"
+    );
+
+    // Stale (as the controller marks it when the heartbeat is late): the
+    // next heartbeat must reconcile, it makes the node Fresh again.
+    api.push(PROFILES_PATH, heartbeat("11:59:45", "Unknown", "3"))
+        .await;
+    eventually("marking it stale did not reconcile", || {
+        reconciles(&metrics) > at_start
+    })
+    .await;
+    let stale = settled_reconciles(&metrics).await;
+    api.push(PROFILES_PATH, heartbeat("11:59:55", "Unknown", "4"))
+        .await;
+    eventually("a heartbeat after staleness did not reconcile", || {
+        reconciles(&metrics) > stale
+    })
+    .await;
+    let seen = stop_controller(stop, run, api).await;
+    assert_only_lists_and_watches(&seen);
+    // That reconcile made the node Fresh again.
+    let last_status = seen
+        .iter()
+        .rev()
+        .find(|(c, _)| c.method == "PATCH" && c.path == STATUS_PATH)
+        .expect("no status written");
+    let fresh = last_status.0.body["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Fresh")
+        .unwrap()
+        .clone();
+    assert_eq!(fresh["status"], "True", "{fresh}");
 }

@@ -1,114 +1,242 @@
-//! Gather (I/O): everything one node's plan needs, read from the API server,
-//! the controller's Namespace store and the image inspection cache.
+//! Gather and plan with no read from the API server: one node's facts come
+//! from the controller's caches ([`super::stores`]), the writers' images
+//! through the image look-ups (the only I/O), then the pure
+//! [`plan_node`]. Every reconcile runs this before it applies the plan,
+//! and the controller benchmark runs it for a whole cluster.
 
-use super::namespaces::NamespaceMeta;
-use crate::api::{NetfilterPolicy, NodeNetfilterProfile};
-use crate::compat::evaluate::{ImageKey, ImageResolutions};
-use crate::registry::{ImageInspector, Platform};
-use futures::StreamExt;
+use super::namespaces::labels_in;
+use super::plan::{NodeFacts, NodePlan, images_to_inspect, plan_node};
+use super::stores::Caches;
+use super::taints::TaintSettings;
+use crate::judgement::{PolicyBook, ResolveImages};
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, ListParams};
-use kube::runtime::reflector::Store;
-use std::time::Duration;
+use k8s_openapi::jiff::Timestamp;
+use std::sync::Arc;
+use tokio::time::Instant;
 
-/// How images are resolved to the iptables they bundle.
-#[async_trait::async_trait]
-pub trait ImageSource: Send + Sync {
-    /// Resolve every key; failures are recorded as unresolved, never dropped.
-    async fn resolve(&self, keys: &[ImageKey]) -> ImageResolutions;
-}
-
-/// The registry, through the shared inspector and its cache.
-pub struct RegistryImages {
-    pub inspector: ImageInspector,
-    /// Look-ups in flight at once.
-    pub concurrency: usize,
-}
-
-#[async_trait::async_trait]
-impl ImageSource for RegistryImages {
-    async fn resolve(&self, keys: &[ImageKey]) -> ImageResolutions {
-        let results: Vec<_> = futures::stream::iter(keys.iter().cloned())
-            .map(|key| async move {
-                let platform: Result<Platform, String> = key.platform.parse();
-                let outcome = match platform {
-                    Err(e) => Err(e),
-                    Ok(p) => self
-                        .inspector
-                        .inspect(&key.image, &p, None)
-                        .await
-                        .map_err(|e| e.to_string()),
-                };
-                (key, outcome)
-            })
-            .buffer_unordered(self.concurrency.max(1))
-            .collect()
-            .await;
-        let mut out = ImageResolutions::new();
-        for (key, outcome) in results {
-            match outcome {
-                Ok(profile) => out.insert_profile(&key.image, &key.platform, profile),
-                Err(error) => {
-                    tracing::debug!(image = %key.image, platform = %key.platform, %error, "image not resolved");
-                    out.insert_error(&key.image, &key.platform, error)
-                }
-            }
-        }
-        out
-    }
-}
-
-/// Answers from a fixed table (tests, benchmarks, `--no-registry`).
-#[derive(Clone, Debug, Default)]
-pub struct FixedImages(pub ImageResolutions);
-
-#[async_trait::async_trait]
-impl ImageSource for FixedImages {
-    async fn resolve(&self, keys: &[ImageKey]) -> ImageResolutions {
-        let mut out = ImageResolutions::new();
-        for k in keys {
-            match self.0.get(&k.image, &k.platform) {
-                Some(r) => out.insert(k.clone(), r.clone()),
-                None => out.insert_error(&k.image, &k.platform, "not in the fixed image table"),
-            }
-        }
-        out
-    }
-}
-
-/// What the API server says about one node.
-#[derive(Clone, Debug)]
-pub struct Gathered {
-    pub profile: Option<NodeNetfilterProfile>,
-    pub pods: Vec<Pod>,
-    pub policies: Vec<NetfilterPolicy>,
-}
-
-/// The node's profile (named after it), its pods and every policy.
-pub async fn gather(client: &kube::Client, node: &Node) -> Result<Gathered, kube::Error> {
+/// Plan `node` from the caches. Image look-ups not answered by `deadline`
+/// count as unresolved. The caches must have listed (see
+/// [`Caches::wait_listed`]).
+pub async fn plan_from_caches(
+    node: &Node,
+    caches: &Caches,
+    images: &dyn ResolveImages,
+    deadline: Instant,
+    now: Timestamp,
+) -> NodePlan {
     let name = node.metadata.name.as_deref().unwrap_or_default();
-    let profiles: Api<NodeNetfilterProfile> = Api::all(client.clone());
-    let pods: Api<Pod> = Api::all(client.clone());
-    let policies: Api<NetfilterPolicy> = Api::all(client.clone());
-    let profile = profiles.get_opt(name).await?;
-    let pods = pods
-        .list(&ListParams::default().fields(&format!("spec.nodeName={name}")))
-        .await?
-        .items;
-    let policies = policies.list(&ListParams::default()).await?.items;
-    Ok(Gathered {
-        profile,
-        pods,
-        policies,
+    let profile = caches.profile(name);
+    let pods = caches.pods_on(name);
+    let pods: Vec<&Pod> = pods.iter().map(Arc::as_ref).collect();
+    let policies = caches.policies();
+    let settings = TaintSettings::from_policies(policies.iter().map(Arc::as_ref));
+    let namespaces = caches.namespaces.clone();
+    let policies = PolicyBook::shared(policies)
+        .with_namespace_labels(Arc::new(move |ns: &str| labels_in(&namespaces, ns)));
+    let keys = images_to_inspect(node, &pods, &policies);
+    let images = images.resolve(&keys, deadline).await;
+    // After the look-ups: the brake counts the taints written meanwhile.
+    let (tainted_elsewhere, total_nodes) = {
+        let tainted = caches.tainted();
+        (tainted.elsewhere(name), tainted.total().max(1))
+    };
+    plan_node(&NodeFacts {
+        node,
+        profile: profile.as_deref(),
+        pods: &pods,
+        policies: &policies,
+        settings,
+        images: &images,
+        tainted_elsewhere,
+        total_nodes,
+        now,
     })
 }
 
-/// Whether the Namespace store has its first full list within `wait`.
-/// Judging before it would match `namespaceSelector`s against no labels and
-/// lift taints that the policies ask for.
-pub async fn namespaces_listed(store: &Store<NamespaceMeta>, wait: Duration) -> bool {
-    matches!(
-        tokio::time::timeout(wait, store.wait_until_ready()).await,
-        Ok(Ok(()))
-    )
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{NetfilterPolicy, NodeNetfilterProfile};
+    use crate::compat::evaluate::ImageResolutions;
+    use crate::controller::stores::{FirstLists, caches};
+    use crate::judgement::{Bounded, FixedImages, PolicyBook};
+    use serde_json::json;
+    use std::time::Duration;
+
+    const NOW: &str = "2026-01-01T00:01:00Z";
+
+    fn node(i: usize) -> Node {
+        serde_json::from_value(
+            json!({"metadata": {"name": format!("n{i}"), "resourceVersion": "1"}, "spec": {}}),
+        )
+        .unwrap()
+    }
+
+    fn degraded_profile(i: usize) -> NodeNetfilterProfile {
+        serde_json::from_value(json!({
+            "metadata": {"name": format!("n{i}")}, "spec": {},
+            "status": {"activeBackend": "nft",
+                       "iptables": {"version": "1.8.9", "backend": "nft", "evidence": []},
+                       "hazards": [{"code": "FirewallUnconditionalDrop", "severity": "critical", "message": "drop"}],
+                       "lastProbeTime": "2026-01-01T00:00:00Z"}
+        }))
+        .unwrap()
+    }
+
+    fn policy(spec: serde_json::Value) -> NetfilterPolicy {
+        serde_json::from_value(json!({
+            "apiVersion": "nfguard.io/v1alpha1", "kind": "NetfilterPolicy",
+            "metadata": {"name": "p"}, "spec": spec
+        }))
+        .unwrap()
+    }
+
+    /// Caches holding one first list of each kind.
+    fn filled(
+        nodes: &[Node],
+        profiles: &[NodeNetfilterProfile],
+        pods: &[Pod],
+        policies: &[NetfilterPolicy],
+    ) -> Caches {
+        let (caches, mut feeds) = caches();
+        feeds.list(FirstLists {
+            nodes: nodes.to_vec(),
+            profiles: profiles.to_vec(),
+            pods: pods.to_vec(),
+            policies: policies.to_vec(),
+            namespaces: Vec::new(),
+        });
+        caches
+    }
+
+    /// Plan every node in order from the caches, recording each plan's
+    /// taint as a reconcile does after applying it.
+    async fn plan_every_node(
+        caches: &Caches,
+        nodes: &[Node],
+        images: ImageResolutions,
+    ) -> Vec<NodePlan> {
+        caches.wait_listed(Duration::from_secs(1)).await.unwrap();
+        let images = Bounded::new(Arc::new(FixedImages(images)), 4);
+        let mut plans = Vec::new();
+        for n in nodes {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            let plan = plan_from_caches(n, caches, &images, deadline, NOW.parse().unwrap()).await;
+            let name = n.metadata.name.as_deref().unwrap();
+            caches.tainted().wrote(name, plan.taints.tainted_after);
+            plans.push(plan);
+        }
+        plans
+    }
+
+    #[tokio::test]
+    async fn the_brake_holds_across_the_cluster() {
+        let nodes: Vec<Node> = (0..20).map(node).collect();
+        let profiles: Vec<_> = (0..20).map(degraded_profile).collect();
+        let policies = [policy(json!({"taintDegradedNodes": true}))];
+        let caches = filled(&nodes, &profiles, &[], &policies);
+        let plans = plan_every_node(&caches, &nodes, ImageResolutions::new()).await;
+        let tainted = plans.iter().filter(|p| p.taints.tainted_after).count();
+        let withheld = plans
+            .iter()
+            .filter(|p| p.events.iter().any(|e| e.reason == "TaintWithheld"))
+            .count();
+        assert_eq!((tainted, withheld), (2, 18));
+        assert_eq!(caches.tainted().tainted(), 2);
+    }
+
+    /// Every kind of pod on three nodes, with what the plan never reads
+    /// (labels, env, status conditions, managedFields): writers on the
+    /// host, a privileged pod in its own netns, a finished writer,
+    /// ordinary pods.
+    fn mixed_cluster_pods() -> Vec<Pod> {
+        let pod = |name: &str,
+                   node: usize,
+                   host: bool,
+                   phase: &str,
+                   sc: serde_json::Value|
+         -> Pod {
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": "kube-system", "labels": {"app": name},
+                             "managedFields": [{"manager": "kubelet"}]},
+                "spec": {"nodeName": format!("n{node}"), "hostNetwork": host,
+                         "containers": [{"name": "c", "image": format!("{name}:1"), "securityContext": sc,
+                                         "env": [{"name": "A", "value": "1"}]}]},
+                "status": {"phase": phase, "conditions": [{"type": "Ready", "status": "True"}]}
+            }))
+            .unwrap()
+        };
+        let mut pods = Vec::new();
+        for n in 0..3 {
+            let caps = json!({"capabilities": {"add": ["cap_net_admin"]}});
+            pods.push(pod(&format!("proxy-{n}"), n, true, "Running", caps));
+            pods.push(pod(&format!("app-{n}"), n, false, "Running", json!({})));
+            let privileged = json!({"privileged": true});
+            pods.push(pod(
+                &format!("vpn-{n}"),
+                n,
+                false,
+                "Running",
+                privileged.clone(),
+            ));
+            pods.push(pod(&format!("done-{n}"), n, true, "Succeeded", privileged));
+            pods.push(pod(&format!("ro-{n}"), n, true, "Running", json!({})));
+        }
+        pods
+    }
+
+    #[tokio::test]
+    async fn the_kept_slimmed_pods_plan_as_every_full_pod() {
+        let nodes: Vec<Node> = (0..3).map(node).collect();
+        let profiles: Vec<_> = (0..3).map(degraded_profile).collect();
+        let pods = mixed_cluster_pods();
+        let platform = "linux/amd64".parse().unwrap();
+        let mut images = ImageResolutions::new();
+        for image in ["proxy-0:1", "proxy-1:1", "proxy-2:1", "vpn-0:1", "vpn-2:1"] {
+            let profile = crate::facts::ImageProfile {
+                image: image.into(),
+                digest: format!("sha256:{image}"),
+                platform: "linux/amd64".into(),
+                iptables: Some(crate::facts::IptablesFacts {
+                    version: Some("1.8.7".parse().unwrap()),
+                    backend: Some(crate::facts::Backend::Nft),
+                    ..Default::default()
+                }),
+            };
+            images.insert_profile(image, &platform, profile);
+        }
+        images.insert_error("vpn-1:1", &platform, "registry down");
+        let policies = [policy(
+            json!({"action": "Taint", "taintDegradedNodes": true,
+                                      "maxTaintedNodesPercent": 100}),
+        )];
+        let caches = filled(&nodes, &profiles, &pods, &policies);
+        assert_eq!(caches.pods.state().len(), 9, "proxy, vpn and done pods");
+        let plans = plan_every_node(&caches, &nodes, images.clone()).await;
+
+        // The same plans from every full pod, unfiltered.
+        let book = PolicyBook::new(policies.iter().cloned());
+        for (i, n) in nodes.iter().enumerate() {
+            let name = format!("n{i}");
+            let on_node: Vec<&Pod> = pods
+                .iter()
+                .filter(|p| p.spec.as_ref().unwrap().node_name.as_deref() == Some(&name))
+                .collect();
+            let full = plan_node(&NodeFacts {
+                node: n,
+                profile: Some(&profiles[i]),
+                pods: &on_node,
+                policies: &book,
+                settings: TaintSettings::from_policies(&policies),
+                images: &images,
+                tainted_elsewhere: i,
+                total_nodes: 3,
+                now: NOW.parse().unwrap(),
+            });
+            assert_eq!(plans[i], full, "{name}");
+        }
+        let writers = |p: &NodePlan| p.status.as_ref().and_then(|s| s.writers.clone());
+        assert_eq!(writers(&plans[0]).map(|w| w.len()), Some(1));
+        assert!(plans.iter().all(|p| p.taints.tainted_after));
+    }
 }

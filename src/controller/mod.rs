@@ -3,17 +3,18 @@
 //! writer inventory, opt-in taints with a safety brake, and clean-up of
 //! profiles whose Node is gone.
 //!
-//! Every reconcile is a pipeline: gather (I/O: the Node, its profile, its
-//! running pods, the policies, namespace labels, image look-ups) -> [`plan::plan_node`] (pure,
-//! clock passed in) -> apply (node labels, taints, status, events). Only the
+//! Every reconcile is a pipeline: gather (the Node, its profile, its
+//! running writer pods, the policies and namespace labels from the caches
+//! the watches fill ([`stores`]); image look-ups) -> [`plan::plan_node`]
+//! (pure, clock passed in) -> apply (node labels, taints, status, events). Only the
 //! holder of a `coordination.k8s.io/v1` Lease reconciles ([`lease`]).
 
 pub mod apply;
 pub mod cli;
-pub mod clock;
 pub mod conditions;
 pub mod gather;
 pub mod http;
+pub mod index;
 pub mod inventory;
 pub mod labels;
 pub mod lease;
@@ -21,7 +22,9 @@ pub mod metrics;
 pub mod namespaces;
 pub mod orphans;
 pub mod plan;
+pub mod predicates;
 pub mod run;
+pub mod stores;
 pub mod taints;
 
 /// Field manager for the controller's part of the profile status.

@@ -1,96 +1,24 @@
 //! The pure reconcile core: one node's facts in, everything the controller
 //! should change on that node out (labels, profile status, taints, events).
 //! No I/O, no clock (`now` is an argument), so it is unit-tested directly and
-//! benchmarked for a whole cluster with [`plan_all`].
+//! benchmarked for a whole cluster through the caches
+//! ([`super::gather::plan_from_caches`], as every reconcile runs it).
 
 use super::conditions::{self, ConditionStatus, ConditionType, fresh_until};
 use super::inventory::{self, Inventory, node_platform};
 use super::labels::{desired_labels, label_patch};
 use super::taints::{Brake, TaintChange, TaintPlan, TaintSettings, WantedTaints, plan_taints};
-use crate::api::{
-    ActiveBackend, NetfilterPolicy, NodeNetfilterProfile, NodeNetfilterProfileStatus, PolicyAction,
-};
+use crate::api::{ActiveBackend, NodeNetfilterProfile, NodeNetfilterProfileStatus, PolicyAction};
 use crate::compat::evaluate::{
-    Candidate, EXEMPT_ANNOTATION, EffectivePolicy, ImageKey, ImageResolutions, ReasonCode,
-    SubjectInput, evaluate_subject, images_to_resolve_for, pod_containers,
+    Candidate, ImageKey, ImageResolutions, ReasonCode, pod_spec_can_write,
 };
-use crate::facts::{HazardCode, Severity};
+use crate::facts::{HazardCode, Platform, Severity};
+use crate::judgement::{PolicyBook, Scene, Subject};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
-
-/// Maps keyed by names (nodes, namespaces): a whole-cluster plan looks up
-/// one per pod, where std's SipHash cost more than the rest of the grouping.
-/// Seeded per map, so names picked by a user cannot force collisions.
-type FastMap<K, V> = foldhash::HashMap<K, V>;
-type FastSet<K> = foldhash::HashSet<K>;
-
-/// Namespace name -> its labels; None when the namespace is not known.
-pub type NamespaceLabelsFn<'a> =
-    &'a (dyn Fn(&str) -> Option<BTreeMap<String, String>> + Send + Sync);
-
-/// Effective policies by namespace, computed once (building one compiles
-/// the exempt-image globs) and shared by every node of a plan.
-pub struct PolicyCache<'a> {
-    policies: &'a [NetfilterPolicy],
-    /// None: no namespace is known (only `kubernetes.io/metadata.name`).
-    namespace_labels: Option<NamespaceLabelsFn<'a>>,
-    by_namespace: std::sync::Mutex<FastMap<String, std::sync::Arc<EffectivePolicy>>>,
-}
-
-impl std::fmt::Debug for PolicyCache<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PolicyCache")
-            .field("policies", &self.policies.len())
-            .finish()
-    }
-}
-
-impl<'a> PolicyCache<'a> {
-    /// Namespace labels unknown: a `namespaceSelector` can match only
-    /// `kubernetes.io/metadata.name` (as `nfguard check` without a cluster).
-    pub fn new(policies: &'a [NetfilterPolicy]) -> Self {
-        Self {
-            policies,
-            namespace_labels: None,
-            by_namespace: Default::default(),
-        }
-    }
-
-    /// Selectors are matched against the labels `labels` gives, exactly as
-    /// the webhook matches them (both through [`EffectivePolicy::from_policies`]).
-    pub fn with_namespace_labels(
-        policies: &'a [NetfilterPolicy],
-        labels: NamespaceLabelsFn<'a>,
-    ) -> Self {
-        Self {
-            namespace_labels: Some(labels),
-            ..Self::new(policies)
-        }
-    }
-
-    pub fn policies(&self) -> &'a [NetfilterPolicy] {
-        self.policies
-    }
-
-    /// Invalid policies are left out (their status says why).
-    pub fn for_namespace(&self, ns: &str) -> std::sync::Arc<EffectivePolicy> {
-        let mut m = self.by_namespace.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(p) = m.get(ns) {
-            return p.clone();
-        }
-        let labels = self.namespace_labels.and_then(|f| f(ns));
-        let p = std::sync::Arc::new(EffectivePolicy::from_policies(
-            self.policies,
-            ns,
-            labels.as_ref(),
-        ));
-        m.insert(ns.to_string(), p.clone());
-        p
-    }
-}
 
 /// Everything gathered about one node.
 #[derive(Clone, Copy, Debug)]
@@ -99,7 +27,8 @@ pub struct NodeFacts<'a> {
     pub profile: Option<&'a NodeNetfilterProfile>,
     /// The node's pods (not running ones are ignored).
     pub pods: &'a [&'a Pod],
-    pub policies: &'a PolicyCache<'a>,
+    /// Every policy and the namespaces' labels (judgements of running pods).
+    pub policies: &'a PolicyBook,
     pub settings: TaintSettings,
     pub images: &'a ImageResolutions,
     /// Nodes other than this one that carry an nfguard taint.
@@ -191,115 +120,82 @@ pub fn controller_fields(s: &NodeNetfilterProfileStatus) -> NodeNetfilterProfile
 /// Whether any container of the pod can write netfilter rules (privileged or
 /// NET_ADMIN/ALL): such pods are writers and `action: Taint` subjects.
 pub(crate) fn pod_can_write(pod: &Pod) -> bool {
-    let Some(spec) = pod.spec.as_ref() else {
-        return false;
-    };
-    let w = |sc: Option<&k8s_openapi::api::core::v1::SecurityContext>| {
-        sc.and_then(|s| s.privileged).unwrap_or(false) || crate::compat::evaluate::has_net_admin(sc)
-    };
-    spec.containers
-        .iter()
-        .any(|c| w(c.security_context.as_ref()))
-        || spec
-            .init_containers
-            .iter()
-            .flatten()
-            .any(|c| w(c.security_context.as_ref()))
-        || spec
-            .ephemeral_containers
-            .iter()
-            .flatten()
-            .any(|c| w(c.security_context.as_ref()))
+    pod.spec.as_ref().is_some_and(pod_spec_can_write)
 }
 
-/// The pod's `nfguard.io/exempt` annotation (a Pod's template is itself).
-fn pod_exempt_reason(pod: &Pod) -> Option<&str> {
-    pod.metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(EXEMPT_ANNOTATION))
-        .map(String::as_str)
+/// The judgement scene for pods running on known nodes: no candidates to
+/// select, only the policies.
+fn running_scene(policies: &PolicyBook) -> Scene<'_> {
+    Scene {
+        profiles: &[],
+        nodes: &[],
+        policies,
+        default_platform: &inventory::DEFAULT_PLATFORM,
+    }
 }
 
 /// Every (image, platform) the plan for this node looks at: the writers'
-/// images and, for pods under `action: Taint`, what `evaluate` needs.
-pub fn images_to_inspect(node: &Node, pods: &[&Pod], policies: &PolicyCache<'_>) -> Vec<ImageKey> {
+/// images and, for pods under `action: Taint`, what their judgement needs.
+pub fn images_to_inspect(node: &Node, pods: &[&Pod], policies: &PolicyBook) -> Vec<ImageKey> {
     let platform = node_platform(node.metadata.labels.as_ref());
     let mut keys: BTreeSet<ImageKey> = inventory::images_needed(pods.iter().copied(), &platform)
         .into_iter()
         .collect();
     let name = node.metadata.name.as_deref().unwrap_or("");
-    let cand = [Candidate {
-        name,
-        platform: platform.clone(),
-        profile: None,
-    }];
-    for pod in pods
-        .iter()
-        .filter(|p| inventory::is_running(p) && pod_can_write(p))
-    {
-        let Some(spec) = pod.spec.as_ref() else {
-            continue;
+    let scene = running_scene(policies);
+    for pod in taint_subjects(pods, policies) {
+        let subject = Subject::RunningPod {
+            pod,
+            node: Candidate {
+                name,
+                platform: platform.clone(),
+                profile: None,
+            },
         };
-        let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
-        let policy = policies.for_namespace(ns);
-        if policy.action != PolicyAction::Taint {
-            continue;
+        if let Ok(prepared) = scene.prepare(subject) {
+            keys.extend(prepared.images);
         }
-        keys.extend(images_to_resolve_for(
-            &pod_containers(spec),
-            pod_exempt_reason(pod),
-            &cand,
-            &policy,
-        ));
     }
     keys.into_iter().collect()
 }
 
 /// Running pods that can write netfilter rules under a `action: Taint` policy.
-fn taint_subjects<'p>(facts: &NodeFacts<'p>) -> Vec<(&'p Pod, std::sync::Arc<EffectivePolicy>)> {
-    facts
-        .pods
-        .iter()
+fn taint_subjects<'p>(pods: &[&'p Pod], policies: &PolicyBook) -> Vec<&'p Pod> {
+    pods.iter()
         .filter(|p| inventory::is_running(p) && pod_can_write(p))
-        .filter_map(|p| {
+        .filter(|p| {
             let ns = p.metadata.namespace.as_deref().unwrap_or("default");
-            let policy = facts.policies.for_namespace(ns);
-            (policy.action == PolicyAction::Taint && policy.applies()).then_some((*p, policy))
+            let policy = policies.for_namespace(ns);
+            policy.action == PolicyAction::Taint && policy.applies()
         })
+        .copied()
         .collect()
 }
 
-/// The subjects that `evaluate` finds unsafe on this node.
+/// The subjects the judgement finds unsafe on this node.
 fn violations(
     facts: &NodeFacts<'_>,
-    subjects: &[(&Pod, std::sync::Arc<EffectivePolicy>)],
+    subjects: &[&Pod],
     profile: &NodeNetfilterProfile,
-    platform: &str,
+    platform: &Platform,
 ) -> Vec<Violation> {
     let name = facts.node.metadata.name.as_deref().unwrap_or("");
-    let candidates = [Candidate {
-        name,
-        platform: platform.to_string(),
-        profile: Some(profile),
-    }];
+    let scene = running_scene(facts.policies);
     let mut out = Vec::new();
-    for (pod, policy) in subjects {
-        // What `evaluate` would read of the pod as a Workload, borrowed.
-        let (Some(pod_name), Some(spec)) = (pod.metadata.name.as_deref(), pod.spec.as_ref()) else {
+    for pod in subjects {
+        let subject = Subject::RunningPod {
+            pod,
+            node: Candidate {
+                name,
+                platform: platform.clone(),
+                profile: Some(profile),
+            },
+        };
+        let Ok(prepared) = scene.prepare(subject) else {
             continue;
         };
-        let containers = pod_containers(spec);
-        let exempt_reason = pod_exempt_reason(pod);
-        let decision = evaluate_subject(&SubjectInput {
-            containers: &containers,
-            exempt_reason,
-            candidates: &candidates,
-            images: facts.images,
-            policy,
-            // Only critical reasons make a violation: skip rendering the rest.
-            min_severity: Severity::Critical,
-        });
+        // Only critical reasons make a violation: skip rendering the rest.
+        let decision = prepared.decide(facts.images, Severity::Critical);
         let unsafe_reasons: Vec<_> = decision
             .reasons
             .iter()
@@ -310,6 +206,7 @@ fn violations(
             codes.sort();
             codes.dedup();
             let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+            let pod_name = pod.metadata.name.as_deref().unwrap_or("");
             out.push(Violation {
                 pod: format!("{ns}/{pod_name}"),
                 codes,
@@ -451,7 +348,7 @@ pub fn plan_node(facts: &NodeFacts<'_>) -> NodePlan {
         }
         // Judge running workloads against the profile as it will be (new
         // writers); the copy is only made when some pod is to be judged.
-        let subjects = taint_subjects(facts);
+        let subjects = taint_subjects(facts.pods, facts.policies);
         if !subjects.is_empty() {
             let in_sync = desired.writers == current.writers
                 && desired.newest_writer_version == current.newest_writer_version
@@ -581,136 +478,6 @@ pub fn plan_node(facts: &NodeFacts<'_>) -> NodePlan {
     }
 }
 
-/// A whole cluster's facts (the benchmark's input, and a full resync's).
-pub struct ClusterFacts<'a> {
-    pub nodes: &'a [Node],
-    pub profiles: &'a [NodeNetfilterProfile],
-    pub pods: &'a [Pod],
-    pub policies: &'a [NetfilterPolicy],
-    pub images: &'a ImageResolutions,
-    pub now: Timestamp,
-}
-
-/// Plan every node in order, the brake counting the taints of the plans
-/// already made (as the controller does when it reconciles one by one).
-pub fn plan_all(c: &ClusterFacts<'_>) -> Vec<NodePlan> {
-    // plan_node looks only at running pods that can write netfilter rules
-    // (writer inventory, taint subjects): dropping the rest while grouping
-    // reads each of the many ordinary pods once, not once more per node.
-    plan_grouped(c, |p| inventory::is_running(p) && pod_can_write(p))
-}
-
-/// [`plan_all`] giving each node only the pods `keep` accepts.
-fn plan_grouped(c: &ClusterFacts<'_>, keep: impl Fn(&Pod) -> bool) -> Vec<NodePlan> {
-    let pods_by_node = PodsByNode::new(c.nodes, c.pods, keep);
-    let profiles: FastMap<&str, &NodeNetfilterProfile> = c
-        .profiles
-        .iter()
-        .filter_map(|p| Some((profile_node(p)?, p)))
-        .collect();
-    let settings = TaintSettings::from_policies(c.policies);
-    let policy_cache = PolicyCache::new(c.policies);
-    let mut tainted: FastSet<&str> = c
-        .nodes
-        .iter()
-        .filter(|n| {
-            super::taints::has_nfguard_taint(n.spec.as_ref().and_then(|s| s.taints.as_ref()))
-        })
-        .filter_map(|n| n.metadata.name.as_deref())
-        .collect();
-    c.nodes
-        .iter()
-        .map(|node| {
-            let name = node.metadata.name.as_deref().unwrap_or("");
-            let plan = plan_node(&NodeFacts {
-                node,
-                profile: profiles.get(name).copied(),
-                pods: pods_by_node.of(name),
-                policies: &policy_cache,
-                settings,
-                images: c.images,
-                tainted_elsewhere: tainted.len() - usize::from(tainted.contains(name)),
-                total_nodes: c.nodes.len(),
-                now: c.now,
-            });
-            if plan.taints.tainted_after {
-                tainted.insert(name);
-            } else {
-                tainted.remove(name);
-            }
-            plan
-        })
-        .collect()
-}
-
-/// The pods of each node in one flat list, sorted by node with a counting
-/// sort: one hash look-up per pod and no per-node vector to grow.
-struct PodsByNode<'a> {
-    /// Node name -> slot.
-    slots: FastMap<&'a str, usize>,
-    /// Slot by slot, each slot's pods in the order given.
-    pods: Vec<&'a Pod>,
-    /// Slot `i`'s pods are `pods[starts[i]..starts[i + 1]]`.
-    starts: Vec<usize>,
-}
-
-impl<'a> PodsByNode<'a> {
-    /// Only the pods `keep` accepts.
-    fn new(nodes: &'a [Node], pods: &'a [Pod], keep: impl Fn(&Pod) -> bool) -> Self {
-        let mut slots: FastMap<&str, usize> = FastMap::default();
-        slots.reserve(nodes.len());
-        for n in nodes {
-            let next = slots.len();
-            slots
-                .entry(n.metadata.name.as_deref().unwrap_or(""))
-                .or_insert(next);
-        }
-        // Pods on no listed node are never looked at.
-        let slot_of: Vec<Option<usize>> = pods
-            .iter()
-            .map(|p| {
-                let name = p.spec.as_ref()?.node_name.as_deref()?;
-                let slot = slots.get(name).copied()?;
-                keep(p).then_some(slot)
-            })
-            .collect();
-        // Counts per slot, then each slot's start (the last entry: the total).
-        let mut starts = vec![0usize; slots.len() + 1];
-        for s in slot_of.iter().flatten() {
-            starts[*s] += 1;
-        }
-        let mut total = 0;
-        for start in &mut starts {
-            let count = *start;
-            *start = total;
-            total += count;
-        }
-        let mut grouped: Vec<&Pod> = match pods.first() {
-            Some(first) => vec![first; starts[slots.len()]],
-            None => Vec::new(),
-        };
-        let mut next = starts.clone();
-        for (pod, slot) in pods.iter().zip(&slot_of) {
-            if let Some(s) = *slot {
-                grouped[next[s]] = pod;
-                next[s] += 1;
-            }
-        }
-        PodsByNode {
-            slots,
-            pods: grouped,
-            starts,
-        }
-    }
-
-    fn of(&self, node: &str) -> &[&'a Pod] {
-        match self.slots.get(node) {
-            Some(&s) => &self.pods[self.starts[s]..self.starts[s + 1]],
-            None => &[],
-        }
-    }
-}
-
 /// The node a profile describes: spec.nodeName, else metadata.name.
 pub fn profile_node(p: &NodeNetfilterProfile) -> Option<&str> {
     crate::compat::evaluate::profile_node_name(p)
@@ -719,7 +486,9 @@ pub fn profile_node(p: &NodeNetfilterProfile) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::NetfilterPolicy;
     use serde_json::json;
+    use std::collections::BTreeMap;
 
     fn node(i: usize) -> Node {
         serde_json::from_value(
@@ -736,24 +505,6 @@ mod tests {
                        "hazards": [{"code": "FirewallUnconditionalDrop", "severity": "critical", "message": "drop"}],
                        "lastProbeTime": "2026-01-01T00:00:00Z"}
         }))
-        .unwrap()
-    }
-
-    fn opt_in(max: Option<u32>) -> NetfilterPolicy {
-        NetfilterPolicy::new(
-            "p",
-            crate::api::NetfilterPolicySpec {
-                taint_degraded_nodes: true,
-                max_tainted_nodes_percent: max,
-                ..Default::default()
-            },
-        )
-    }
-
-    fn pod_on(name: &str, node: Option<&str>) -> Pod {
-        serde_json::from_value(
-            json!({"metadata": {"name": name}, "spec": {"nodeName": node, "containers": []}}),
-        )
         .unwrap()
     }
 
@@ -787,7 +538,7 @@ mod tests {
         let mut images = ImageResolutions::new();
         images.insert_profile(
             "router:old",
-            "linux/amd64",
+            &"linux/amd64".parse().unwrap(),
             crate::facts::ImageProfile {
                 image: "router:old".into(),
                 digest: format!("sha256:{:0>64}", 187),
@@ -806,7 +557,8 @@ mod tests {
         });
         let lookup = move |ns: &str| known.clone().filter(|_| ns == "payments");
         let policies = [policy];
-        let cache = PolicyCache::with_namespace_labels(&policies, &lookup);
+        let cache = PolicyBook::new(policies.iter().cloned())
+            .with_namespace_labels(std::sync::Arc::new(lookup));
         let pods = [&pod];
         let keys = images_to_inspect(&node, &pods, &cache);
         assert!(
@@ -848,129 +600,22 @@ mod tests {
         }
     }
 
-    #[test]
-    fn pods_by_node_keeps_each_nodes_pods_in_order() {
-        let nodes = [node(1), node(2), node(1)];
-        let pods = [
-            pod_on("a", Some("n1")),
-            pod_on("b", Some("n9")),
-            pod_on("c", Some("n2")),
-            pod_on("d", None),
-            pod_on("e", Some("n1")),
-        ];
-        let by = PodsByNode::new(&nodes, &pods, |_| true);
-        let names = |node: &str| -> Vec<&str> {
-            by.of(node)
-                .iter()
-                .filter_map(|p| p.metadata.name.as_deref())
-                .collect()
-        };
-        assert_eq!(names("n1"), ["a", "e"]);
-        assert_eq!(names("n2"), ["c"]);
-        assert!(names("n9").is_empty() && names("").is_empty());
-        assert!(PodsByNode::new(&nodes, &[], |_| true).of("n1").is_empty());
-        let not_e = PodsByNode::new(&nodes, &pods, |p| p.metadata.name.as_deref() != Some("e"));
-        assert_eq!(not_e.of("n1").len(), 1);
-    }
-
-    /// Every kind of pod on three nodes: writers on the host, a privileged
-    /// pod in its own netns, a finished writer, ordinary pods.
-    fn mixed_cluster_pods() -> Vec<Pod> {
-        let pod = |name: &str,
-                   node: usize,
-                   host: bool,
-                   phase: &str,
-                   sc: serde_json::Value|
-         -> Pod {
-            serde_json::from_value(json!({
-                "metadata": {"name": name, "namespace": "kube-system"},
-                "spec": {"nodeName": format!("n{node}"), "hostNetwork": host,
-                         "containers": [{"name": "c", "image": format!("{name}:1"), "securityContext": sc}]},
-                "status": {"phase": phase}
-            }))
-            .unwrap()
-        };
-        let mut pods = Vec::new();
-        for n in 0..3 {
-            let caps = json!({"capabilities": {"add": ["cap_net_admin"]}});
-            pods.push(pod(&format!("proxy-{n}"), n, true, "Running", caps));
-            pods.push(pod(&format!("app-{n}"), n, false, "Running", json!({})));
-            let privileged = json!({"privileged": true});
-            pods.push(pod(
-                &format!("vpn-{n}"),
-                n,
-                false,
-                "Running",
-                privileged.clone(),
-            ));
-            pods.push(pod(&format!("done-{n}"), n, true, "Succeeded", privileged));
-            pods.push(pod(&format!("ro-{n}"), n, true, "Running", json!({})));
-        }
-        pods
-    }
-
-    #[test]
-    fn plan_all_dropping_ignored_pods_plans_as_with_every_pod() {
-        let nodes: Vec<Node> = (0..3).map(node).collect();
-        let profiles: Vec<_> = (0..3).map(degraded_profile).collect();
-        let pods = mixed_cluster_pods();
-        let mut images = ImageResolutions::new();
-        images.insert_error("vpn-1:1", "linux/amd64", "registry down");
-        let mut policy = opt_in(Some(100));
-        policy.spec.action = PolicyAction::Taint;
-        let policies = [policy];
-        let facts = ClusterFacts {
-            nodes: &nodes,
-            profiles: &profiles,
-            pods: &pods,
-            policies: &policies,
-            images: &images,
-            now: "2026-01-01T00:01:00Z".parse().unwrap(),
-        };
-        let plans = plan_all(&facts);
-        assert_eq!(plans, plan_grouped(&facts, |_| true));
-        let writers = |p: &NodePlan| p.status.as_ref().and_then(|s| s.writers.clone());
-        assert_eq!(writers(&plans[0]).map(|w| w.len()), Some(1));
-        assert!(plans.iter().all(|p| p.taints.tainted_after));
-    }
-
-    #[test]
-    fn brake_holds_across_the_cluster() {
-        let nodes: Vec<Node> = (0..20).map(node).collect();
-        let profiles: Vec<_> = (0..20).map(degraded_profile).collect();
-        let policies = [opt_in(None)];
-        let images = ImageResolutions::new();
-        let plans = plan_all(&ClusterFacts {
-            nodes: &nodes,
-            profiles: &profiles,
-            pods: &[],
-            policies: &policies,
-            images: &images,
-            now: "2026-01-01T00:01:00Z".parse().unwrap(),
-        });
-        let tainted = plans.iter().filter(|p| p.taints.tainted_after).count();
-        let withheld = plans
-            .iter()
-            .filter(|p| p.events.iter().any(|e| e.reason == "TaintWithheld"))
-            .count();
-        assert_eq!((tainted, withheld), (2, 18));
-    }
-
     /// The plan for one degraded node, no pods and no policy, a minute
     /// after its last heartbeat.
     fn one_degraded_node_plan() -> NodePlan {
-        let nodes = [node(0)];
-        let profiles = [degraded_profile(0)];
-        let images = ImageResolutions::new();
-        plan_all(&ClusterFacts {
-            nodes: &nodes,
-            profiles: &profiles,
+        let node = node(0);
+        let profile = degraded_profile(0);
+        plan_node(&NodeFacts {
+            node: &node,
+            profile: Some(&profile),
             pods: &[],
-            policies: &[],
-            images: &images,
+            policies: &PolicyBook::default(),
+            settings: TaintSettings::default(),
+            images: &ImageResolutions::new(),
+            tainted_elsewhere: 0,
+            total_nodes: 1,
             now: "2026-01-01T00:01:00Z".parse().unwrap(),
         })
-        .remove(0)
     }
 
     #[test]

@@ -1,45 +1,46 @@
-//! Wiring: the per-node reconcile (gather -> plan -> apply), the
-//! kube-runtime Controller that drives it, and the orphan sweep.
+//! Wiring: the per-node reconcile (gather from the caches -> plan ->
+//! apply), the watches that fill the caches and trigger reconciles, the
+//! kube-runtime Controller that drives it all, and the orphan sweep.
 
 use super::apply::{Applier, ApplyError};
-use super::clock::Clock;
-use super::gather::{self, ImageSource};
-use super::metrics::{Metrics, Stage, StageLabel};
-use super::namespaces::{LabelChanges, NamespaceMeta, labels_in};
+use super::gather::plan_from_caches;
+use super::metrics::{Metrics, NodeLabel, Stage, StageLabel};
 use super::orphans::orphans;
-use super::plan::{NodeFacts, NodePlan, PolicyCache, images_to_inspect, plan_node, profile_node};
-use super::taints::{TaintSettings, has_nfguard_taint};
+use super::plan::NodePlan;
+use super::stores::{Caches, Feeds, Unlisted};
 use crate::api::{NetfilterPolicy, NodeNetfilterProfile};
-use futures::StreamExt;
+use crate::judgement::ResolveImages;
+use crate::runtime::clock::Clock;
+use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, Preconditions};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::events::Recorder;
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, watcher};
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Reconcile every node at least this often (catches missed events).
 pub const RESYNC: Duration = Duration::from_secs(300);
 /// Retry a failed reconcile after this long.
 pub const RETRY: Duration = Duration::from_secs(30);
-/// How long a reconcile waits for the Namespaces' first list.
-pub const NAMESPACES_WAIT: Duration = Duration::from_secs(10);
+/// How long a reconcile waits for its image look-ups (each is also bounded
+/// by the registry timeout); what is not in by then counts as unresolved.
+pub const IMAGE_DEADLINE: Duration = Duration::from_secs(60);
+/// How long a reconcile waits for the caches' first lists.
+pub const LIST_WAIT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
-    #[error("node {node}: reading its profile, pods or policies: {source}")]
-    Gather {
+    #[error("node {node}: {source}")]
+    Unlisted {
         node: String,
         #[source]
-        source: kube::Error,
+        source: Unlisted,
     },
-    #[error(
-        "node {node}: Namespaces not listed within {NAMESPACES_WAIT:?} (their labels select policies); does the controller's ClusterRole allow list and watch on namespaces?"
-    )]
-    NamespacesUnlisted { node: String },
     #[error(transparent)]
     Apply(#[from] ApplyError),
 }
@@ -47,103 +48,51 @@ pub enum ReconcileError {
 /// Shared by every reconcile.
 pub struct Ctx {
     pub client: kube::Client,
-    pub images: Arc<dyn ImageSource>,
+    pub images: Arc<dyn ResolveImages>,
     pub clock: Arc<dyn Clock>,
     pub metrics: Arc<Metrics>,
     pub recorder: Recorder,
-    /// All Nodes (the controller's own store): the brake's denominator.
-    pub nodes: Store<Node>,
-    /// All Namespaces' metadata: policies select namespaces by their labels.
-    pub namespaces: Store<NamespaceMeta>,
-    /// Whether a node carries an nfguard taint, as last written by us; wins
-    /// over the store, which may not have seen our own patch yet.
-    pub tainted: Mutex<HashMap<String, bool>>,
+    /// Everything a reconcile reads (no API reads).
+    pub caches: Caches,
 }
 
-impl Ctx {
-    /// (nodes tainted by nfguard other than `node`, all nodes).
-    fn tainted_counts(&self, node: &str) -> (usize, usize) {
-        let ours = self.tainted.lock().unwrap_or_else(|e| e.into_inner());
-        let all = self.nodes.state();
-        let total = all.len().max(1);
-        let tainted = all
-            .iter()
-            .filter_map(|n| {
-                let name = n.metadata.name.as_deref()?;
-                let t = ours.get(name).copied().unwrap_or_else(|| {
-                    has_nfguard_taint(n.spec.as_ref().and_then(|s| s.taints.as_ref()))
-                });
-                (t && name != node).then_some(())
-            })
-            .count();
-        (tainted, total)
-    }
-}
-
-/// One node: gather, plan (pure), apply. Returns the plan it applied.
+/// One node: gather from the caches, plan (pure), apply. Returns the plan
+/// it applied. The only API calls are the writes and image look-ups.
 pub async fn reconcile_node(node: &Node, ctx: &Ctx) -> Result<NodePlan, ReconcileError> {
     let started = Instant::now();
     let name = node.metadata.name.clone().unwrap_or_default();
-    let gather_failed = |e: ReconcileError| {
+    if let Err(source) = ctx.caches.wait_listed(LIST_WAIT).await {
         ctx.metrics
             .reconcile_errors
             .get_or_create(&StageLabel {
                 stage: Stage::gather,
             })
             .inc();
-        e
-    };
-    if !gather::namespaces_listed(&ctx.namespaces, NAMESPACES_WAIT).await {
-        return Err(gather_failed(ReconcileError::NamespacesUnlisted {
-            node: name,
-        }));
+        return Err(ReconcileError::Unlisted { node: name, source });
     }
-    let g = gather::gather(&ctx.client, node).await.map_err(|source| {
-        gather_failed(ReconcileError::Gather {
-            node: name.clone(),
-            source,
-        })
-    })?;
-    let pods: Vec<&Pod> = g.pods.iter().collect();
-    let namespace_labels = |ns: &str| labels_in(&ctx.namespaces, ns);
-    let policies = PolicyCache::with_namespace_labels(&g.policies, &namespace_labels);
-    let keys = images_to_inspect(node, &pods, &policies);
-    let images = ctx.images.resolve(&keys).await;
-    let (tainted_elsewhere, total_nodes) = ctx.tainted_counts(&name);
-    let plan = plan_node(&NodeFacts {
+    let deadline = tokio::time::Instant::now() + IMAGE_DEADLINE;
+    let plan = plan_from_caches(
         node,
-        profile: g.profile.as_ref(),
-        pods: &pods,
-        policies: &policies,
-        settings: TaintSettings::from_policies(&g.policies),
-        images: &images,
-        tainted_elsewhere,
-        total_nodes,
-        now: ctx.clock.now(),
-    });
+        &ctx.caches,
+        ctx.images.as_ref(),
+        deadline,
+        ctx.clock.now(),
+    )
+    .await;
+    let profile = ctx.caches.profile(&name);
     Applier {
         client: &ctx.client,
         recorder: &ctx.recorder,
         metrics: &ctx.metrics,
     }
-    .apply(node, g.profile.as_ref(), &plan)
+    .apply(node, profile.as_deref(), &plan)
     .await?;
-    {
-        let mut t = ctx.tainted.lock().unwrap_or_else(|e| e.into_inner());
-        t.insert(name, plan.taints.tainted_after);
-        let count = ctx
-            .nodes
-            .state()
-            .iter()
-            .filter(|n| {
-                let nn = n.metadata.name.as_deref().unwrap_or("");
-                t.get(nn).copied().unwrap_or_else(|| {
-                    has_nfguard_taint(n.spec.as_ref().and_then(|s| s.taints.as_ref()))
-                })
-            })
-            .count();
-        ctx.metrics.tainted_nodes.set(count as i64);
-    }
+    let tainted = {
+        let mut t = ctx.caches.tainted();
+        t.wrote(&name, plan.taints.tainted_after);
+        t.tainted()
+    };
+    ctx.metrics.tainted_nodes.set(tainted as i64);
     ctx.metrics
         .reconcile_duration
         .observe(started.elapsed().as_secs_f64());
@@ -161,62 +110,126 @@ fn error_policy(_node: Arc<Node>, err: &ReconcileError, _ctx: Arc<Ctx>) -> Actio
     Action::requeue(RETRY)
 }
 
-/// Whether a pod can matter to the plan (writers and `action: Taint` subjects).
-fn pod_matters(pod: &Pod) -> bool {
-    super::plan::pod_can_write(pod)
+/// A watch of `api` whose every event goes to `feed` (which fills the
+/// caches); yields what `feed` returns for it. Watch errors are logged and
+/// retried with backoff.
+fn watch<K, T>(
+    api: Api<K>,
+    mut feed: impl FnMut(watcher::Event<K>) -> Vec<T> + Send + 'static,
+) -> impl Stream<Item = T> + Send + 'static
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    T: Send + 'static,
+{
+    watcher(api, watcher::Config::default())
+        .default_backoff()
+        .flat_map(move |event| {
+            let out = match event {
+                Ok(event) => feed(event),
+                Err(error) => {
+                    let kind = std::any::type_name::<K>();
+                    tracing::warn!(%error, kind, "watch failed (retrying)");
+                    Vec::new()
+                }
+            };
+            futures::stream::iter(out)
+        })
 }
 
-/// Build the context around a Controller's node store and run it until
-/// `stop` completes. Nodes are reconciled one at a time so the brake counts
-/// every taint it allows.
+/// Keep `node_last_probe_timestamp_seconds` on every heartbeat, though a
+/// heartbeat alone no longer reconciles: only a node that already has the
+/// series (a reconcile made it; deletion removes it).
+fn follow_heartbeat(metrics: &Metrics, event: &watcher::Event<NodeNetfilterProfile>) {
+    let (watcher::Event::Apply(p) | watcher::Event::InitApply(p)) = event else {
+        return;
+    };
+    let Some(node) = super::plan::profile_node(p) else {
+        return;
+    };
+    let probed = p
+        .status
+        .as_ref()
+        .and_then(|s| s.last_probe_time.as_deref())
+        .and_then(|t| t.trim().parse::<Timestamp>().ok());
+    let label = NodeLabel {
+        node: node.to_string(),
+    };
+    if let (Some(t), Some(gauge)) = (probed, metrics.node_last_probe.get(&label)) {
+        gauge.set(t.as_second());
+    }
+}
+
+fn node_refs(names: Vec<String>) -> Vec<ObjectRef<Node>> {
+    names.iter().map(|n| ObjectRef::new(n)).collect()
+}
+
+/// Fill the caches from watches and run the node Controller on them until
+/// `stop` completes. Nodes are reconciled one at a time so the brake
+/// counts every taint it allows.
+///
+/// What triggers a node's reconcile: its Node's labels or spec changing
+/// (not its status), its profile changing (not a heartbeat while Fresh),
+/// a pod on it that can write rules changing in what the plan reads (not
+/// its status), any policy's spec, a namespace's labels (both: every
+/// node), the requeue at the moment its heartbeat would turn stale, and
+/// the resync.
 pub async fn run_controller(
     client: kube::Client,
-    images: Arc<dyn ImageSource>,
+    images: Arc<dyn ResolveImages>,
     clock: Arc<dyn Clock>,
     metrics: Arc<Metrics>,
     recorder: Recorder,
     stop: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let wc = watcher::Config::default();
-    let controller = Controller::new(Api::<Node>::all(client.clone()), wc.clone());
-    let store = controller.store();
-    let all_nodes = store.clone();
-    let (namespaces, relabelled) = watch_namespace_labels(client.clone());
+    let (caches, feeds) = super::stores::caches();
+    let Feeds {
+        mut nodes,
+        mut profiles,
+        mut pods,
+        mut policies,
+        mut namespaces,
+    } = feeds;
+    let heartbeats = metrics.clone();
+    let per_node = futures::stream::select_all([
+        watch(Api::<Node>::all(client.clone()), move |e| {
+            node_refs(nodes.feed(e))
+        })
+        .boxed(),
+        watch(Api::<NodeNetfilterProfile>::all(client.clone()), move |e| {
+            follow_heartbeat(&heartbeats, &e);
+            node_refs(profiles.feed(e))
+        })
+        .boxed(),
+        watch(Api::<Pod>::all(client.clone()), move |e| {
+            node_refs(pods.feed(e))
+        })
+        .boxed(),
+    ]);
+    let policy_changed = watch(Api::<NetfilterPolicy>::all(client.clone()), move |e| {
+        policies.feed(e).then_some(()).into_iter().collect()
+    });
+    // An Api of PartialObjectMeta asks for metadata only.
+    let relabelled = watch(
+        Api::<super::namespaces::NamespaceMeta>::all(client.clone()),
+        move |e| namespaces.feed(e).then_some(()).into_iter().collect(),
+    );
+    let node_store = caches.nodes.clone();
     let ctx = Arc::new(Ctx {
-        client: client.clone(),
+        client,
         images,
         clock,
         metrics: metrics.clone(),
         recorder,
-        nodes: store,
-        namespaces,
-        tainted: Mutex::new(HashMap::new()),
+        caches,
     });
-    controller
-        .watches(
-            Api::<NodeNetfilterProfile>::all(client.clone()),
-            wc.clone(),
-            |p| profile_node(&p).map(ObjectRef::<Node>::new),
-        )
-        .watches(Api::<Pod>::all(client.clone()), wc.clone(), |pod| {
-            if !pod_matters(&pod) {
-                return None;
-            }
-            pod.spec
-                .as_ref()
-                .and_then(|s| s.node_name.as_deref())
-                .map(ObjectRef::<Node>::new)
-        })
-        .watches(Api::<NetfilterPolicy>::all(client), wc, move |_| {
-            all_nodes
-                .state()
-                .iter()
-                .map(|n| ObjectRef::from_obj(n.as_ref()))
-                .collect::<Vec<_>>()
-        })
-        // A namespace's new labels may select it into or out of a Taint
-        // policy: re-judge every node, as for a policy change (both are rare
-        // admin actions; which nodes run its writers is not in any store).
+    // Every trigger comes from the feeds: the Controller's own stream is
+    // idle, its store is the Node cache.
+    Controller::for_stream(futures::stream::pending(), node_store)
+        .reconcile_on(per_node)
+        // A policy, or a namespace's new labels (which may select it into
+        // or out of a Taint policy), re-judge every node: rare admin
+        // actions, and which nodes run a namespace's writers is not indexed.
+        .reconcile_all_on(policy_changed)
         .reconcile_all_on(relabelled)
         .with_config(ControllerConfig::default().concurrency(1))
         .graceful_shutdown_on(stop)
@@ -233,34 +246,6 @@ pub async fn run_controller(
             std::future::ready(())
         })
         .await;
-}
-
-/// A metadata-only reflector store of Namespaces and a stream that yields
-/// once per label change of a known namespace. The Controller polls the
-/// stream, which keeps the store filled.
-fn watch_namespace_labels(
-    client: kube::Client,
-) -> (
-    Store<NamespaceMeta>,
-    impl futures::Stream<Item = ()> + Send + 'static,
-) {
-    let (store, writer) = reflector::store::<NamespaceMeta>();
-    let mut changes = LabelChanges::default();
-    // An Api of PartialObjectMeta asks for metadata only.
-    let api = Api::<NamespaceMeta>::all(client);
-    let events = watcher(api, watcher::Config::default());
-    let relabelled = reflector::reflector(writer, events)
-        .default_backoff()
-        .filter_map(move |event| {
-            std::future::ready(match event {
-                Ok(e) => changes.observe(&e).then_some(()),
-                Err(error) => {
-                    tracing::warn!(%error, "watching Namespaces");
-                    None
-                }
-            })
-        });
-    (store, relabelled)
 }
 
 /// Delete profiles whose Node is gone. Returns how many were deleted.

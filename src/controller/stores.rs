@@ -1,0 +1,780 @@
+//! What the controller keeps in memory, so that a reconcile reads nothing
+//! from the API server: reflector stores of Nodes, NodeNetfilterProfiles,
+//! Pods, NetfilterPolicies and Namespace metadata, an index from each node
+//! to its pods, and the nodes nfguard taints (the brake's numerator).
+//!
+//! The write side is one feed per watched kind ([`Feeds`]): each applies a
+//! watch event to its store and index and tells which nodes to reconcile
+//! ([`predicates`] decide which changes matter). Feeds are plain functions
+//! of events, so tests and the benchmark fill the caches by feeding objects
+//! in, exactly as the watches do.
+//!
+//! Memory stays bounded in large clusters (5,000 nodes × 20 pods): objects
+//! are slimmed to what the plan reads before they are stored, and only pods
+//! that can write netfilter rules are kept (see [`keep_pod`]).
+
+use super::index::{PodsByNode, TaintedNodes};
+use super::namespaces::{Labels, NamespaceMeta, labels_in};
+use super::plan::{pod_can_write, profile_node};
+use super::predicates::{self, Changes, Touched};
+use crate::api::{NetfilterPolicy, NodeNetfilterProfile};
+use crate::compat::evaluate::EXEMPT_ANNOTATION;
+use futures::FutureExt;
+use k8s_openapi::api::core::v1::{Container, EphemeralContainer, Node, Pod, PodSpec, PodStatus};
+use kube::Resource;
+use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
+use kube::runtime::watcher::Event;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard};
+use std::time::Duration;
+
+/// The read side, shared by every reconcile. Cheap to clone.
+#[derive(Clone)]
+pub struct Caches {
+    /// All Nodes (the Controller's own store): the brake's denominator.
+    pub nodes: Store<Node>,
+    pub profiles: Store<NodeNetfilterProfile>,
+    /// Pods that can write netfilter rules, slimmed ([`slim_pod`]).
+    pub pods: Store<Pod>,
+    pub pods_by_node: Arc<RwLock<PodsByNode>>,
+    pub policies: Store<NetfilterPolicy>,
+    /// All Namespaces' metadata: policies select namespaces by their labels.
+    pub namespaces: Store<NamespaceMeta>,
+    pub tainted: Arc<Mutex<TaintedNodes>>,
+}
+
+/// Stores whose first list never arrived, named as RBAC names them.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{kinds} not listed within {wait:?}; does the controller's ClusterRole allow list and watch on {resources}?"
+)]
+pub struct Unlisted {
+    /// e.g. "Pods, Namespaces".
+    pub kinds: String,
+    /// e.g. "pods, namespaces".
+    pub resources: String,
+    pub wait: Duration,
+}
+
+fn is_listed<K>(store: &Store<K>) -> bool
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    // `wait_until_ready` resolves once the first full list was applied.
+    store
+        .wait_until_ready()
+        .now_or_never()
+        .is_some_and(|r| r.is_ok())
+}
+
+impl Caches {
+    /// (kind, resource, listed) for every store.
+    fn listed(&self) -> [(&'static str, &'static str, bool); 5] {
+        [
+            ("Nodes", "nodes", is_listed(&self.nodes)),
+            (
+                "NodeNetfilterProfiles",
+                "nodenetfilterprofiles",
+                is_listed(&self.profiles),
+            ),
+            ("Pods", "pods", is_listed(&self.pods)),
+            (
+                "NetfilterPolicies",
+                "netfilterpolicies",
+                is_listed(&self.policies),
+            ),
+            ("Namespaces", "namespaces", is_listed(&self.namespaces)),
+        ]
+    }
+
+    /// Wait up to `wait` for every store's first list. Judging before it
+    /// would e.g. match `namespaceSelector`s against no labels, or see no
+    /// writer on a node that runs some, and lift taints the policies ask for.
+    pub async fn wait_listed(&self, wait: Duration) -> Result<(), Unlisted> {
+        if self.listed().iter().all(|(_, _, listed)| *listed) {
+            return Ok(());
+        }
+        let all = async {
+            // Errors (a dropped writer) show as unlisted below.
+            let _ = futures::join!(
+                self.nodes.wait_until_ready(),
+                self.profiles.wait_until_ready(),
+                self.pods.wait_until_ready(),
+                self.policies.wait_until_ready(),
+                self.namespaces.wait_until_ready(),
+            );
+        };
+        let _ = tokio::time::timeout(wait, all).await;
+        let missing: Vec<_> = self
+            .listed()
+            .into_iter()
+            .filter(|(_, _, listed)| !listed)
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let join = |f: fn(&(&'static str, &'static str, bool)) -> &'static str| {
+            missing.iter().map(f).collect::<Vec<_>>().join(", ")
+        };
+        Err(Unlisted {
+            kinds: join(|m| m.0),
+            resources: join(|m| m.1),
+            wait,
+        })
+    }
+
+    /// The profile describing `node` (the reporter names it after the node).
+    pub fn profile(&self, node: &str) -> Option<Arc<NodeNetfilterProfile>> {
+        self.profiles.get(&ObjectRef::new(node))
+    }
+
+    /// The pods on `node` the plan reads, by namespace and name.
+    pub fn pods_on(&self, node: &str) -> Vec<Arc<Pod>> {
+        let refs = read(&self.pods_by_node).on(node);
+        refs.iter().filter_map(|r| self.pods.get(r)).collect()
+    }
+
+    /// Every policy, by name (as a LIST returns them).
+    pub fn policies(&self) -> Vec<Arc<NetfilterPolicy>> {
+        let mut all = self.policies.state();
+        all.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        all
+    }
+
+    /// The labels of namespace `ns`; None when it is not known.
+    pub fn namespace_labels(&self, ns: &str) -> Option<Labels> {
+        labels_in(&self.namespaces, ns)
+    }
+
+    pub fn tainted(&self) -> MutexGuard<'_, TaintedNodes> {
+        self.tainted.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn read<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether the controller keeps a pod: it can write netfilter rules (a
+/// writer, or an `action: Taint` subject); `plan_node` ignores every other
+/// pod. Dropping the rest at the watch is safe because a pod never turns
+/// from writer into non-writer: containers' securityContext is immutable
+/// and ephemeral containers can only be added. A pod that becomes a writer
+/// (an ephemeral container added) is kept from that event on.
+pub fn keep_pod(pod: &Pod) -> bool {
+    pod_can_write(pod)
+}
+
+fn slim_container(c: Container) -> Container {
+    Container {
+        name: c.name,
+        image: c.image,
+        security_context: c.security_context,
+        ..Default::default()
+    }
+}
+
+fn slim_ephemeral(c: EphemeralContainer) -> EphemeralContainer {
+    EphemeralContainer {
+        name: c.name,
+        image: c.image,
+        security_context: c.security_context,
+        ..Default::default()
+    }
+}
+
+/// A pod cut down to what the plan and `compat::evaluate` read: name,
+/// namespace, uid, the `nfguard.io/exempt` annotation, deletion, node,
+/// hostNetwork, each container's name, image and securityContext, and
+/// the phase. Everything else (managedFields, labels, env, volumes, probes,
+/// container statuses, conditions) is dropped. Keep in step with what
+/// `plan_node` reads (a test plans slim and full pods alike).
+pub fn slim_pod(pod: Pod) -> Pod {
+    let m = pod.metadata;
+    let annotations = m
+        .annotations
+        .map(|mut a| {
+            a.retain(|k, _| k == EXEMPT_ANNOTATION);
+            a
+        })
+        .filter(|a| !a.is_empty());
+    let spec = pod.spec.map(|s| PodSpec {
+        node_name: s.node_name,
+        host_network: s.host_network,
+        containers: s.containers.into_iter().map(slim_container).collect(),
+        init_containers: s
+            .init_containers
+            .map(|cs| cs.into_iter().map(slim_container).collect()),
+        ephemeral_containers: s
+            .ephemeral_containers
+            .map(|cs| cs.into_iter().map(slim_ephemeral).collect()),
+        ..Default::default()
+    });
+    let status = pod.status.map(|s| PodStatus {
+        phase: s.phase,
+        ..Default::default()
+    });
+    Pod {
+        metadata: kube::api::ObjectMeta {
+            name: m.name,
+            namespace: m.namespace,
+            uid: m.uid,
+            resource_version: m.resource_version,
+            deletion_timestamp: m.deletion_timestamp,
+            annotations,
+            ..Default::default()
+        },
+        spec,
+        status,
+    }
+}
+
+/// A Node without its status (kubelet heartbeats, images, conditions: a
+/// large part of a Node and never read), annotations or managedFields.
+pub fn slim_node(mut node: Node) -> Node {
+    node.status = None;
+    node.metadata.managed_fields = None;
+    node.metadata.annotations = None;
+    node
+}
+
+/// Any object without managedFields and annotations (never read).
+fn slim_meta<K: Resource>(mut o: K) -> K {
+    let m = o.meta_mut();
+    m.managed_fields = None;
+    m.annotations = None;
+    o
+}
+
+/// One watched kind's store and change tracker.
+struct Feed<K: Resource<DynamicType = ()> + Clone + 'static, T> {
+    writer: Writer<K>,
+    changes: Changes<K, T>,
+    /// The object as stored; None: not kept.
+    prepare: fn(K) -> Option<K>,
+}
+
+impl<K, T> Feed<K, T>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+    T: Clone + PartialEq,
+{
+    fn new(writer: Writer<K>, fingerprint: fn(&K) -> u64, tag: fn(&K) -> T) -> Self {
+        Feed {
+            writer,
+            changes: Changes::new(fingerprint, tag),
+            prepare: Some,
+        }
+    }
+
+    /// Prepare the event's object, apply the event to the store, and tell
+    /// which objects changed. None: the event is about an object not kept.
+    fn apply(&mut self, event: Event<K>) -> Option<(Event<K>, Vec<Touched<T>>)> {
+        let event = match event {
+            Event::Apply(o) => Event::Apply((self.prepare)(o)?),
+            Event::InitApply(o) => Event::InitApply((self.prepare)(o)?),
+            // Removing an object never stored removes nothing.
+            other => other,
+        };
+        self.writer.apply_watcher_event(&event);
+        let touched = self.changes.observe(&event);
+        Some((event, touched))
+    }
+}
+
+/// The nodes named by `touched` tags (before and after), deduplicated.
+fn nodes_of(touched: Vec<Touched<Option<String>>>) -> Vec<String> {
+    let mut out: Vec<String> = touched
+        .into_iter()
+        .flat_map(|t| [t.before.flatten(), t.after.flatten()])
+        .flatten()
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Nodes: the store and the tainted-node count.
+pub struct NodeFeed {
+    feed: Feed<Node, String>,
+    tainted: Arc<Mutex<TaintedNodes>>,
+}
+
+impl NodeFeed {
+    /// Apply one event; the nodes to reconcile (changed labels or spec,
+    /// deleted: then found gone and forgotten).
+    pub fn feed(&mut self, event: Event<Node>) -> Vec<String> {
+        let Some((event, touched)) = self.feed.apply(event) else {
+            return Vec::new();
+        };
+        self.tainted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .observe(&event);
+        let mut out: Vec<String> = touched
+            .into_iter()
+            .flat_map(|t| t.after.or(t.before))
+            .collect();
+        out.dedup();
+        out
+    }
+}
+
+/// NodeNetfilterProfiles.
+pub struct ProfileFeed {
+    feed: Feed<NodeNetfilterProfile, Option<String>>,
+}
+
+impl ProfileFeed {
+    /// Apply one event; the nodes whose profile changed (heartbeats while
+    /// Fresh aside: [`predicates::profile`]).
+    pub fn feed(&mut self, event: Event<NodeNetfilterProfile>) -> Vec<String> {
+        match self.feed.apply(event) {
+            Some((_, touched)) => nodes_of(touched),
+            None => Vec::new(),
+        }
+    }
+}
+
+/// Pods: the writer pods' store and the node index.
+pub struct PodFeed {
+    feed: Feed<Pod, Option<String>>,
+    index: Arc<RwLock<PodsByNode>>,
+}
+
+impl PodFeed {
+    /// Apply one event; the nodes whose kept pods changed in what the plan
+    /// reads (status churn aside: [`predicates::pod`]).
+    pub fn feed(&mut self, event: Event<Pod>) -> Vec<String> {
+        let Some((event, touched)) = self.feed.apply(event) else {
+            return Vec::new();
+        };
+        self.index
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .observe(&event);
+        nodes_of(touched)
+    }
+}
+
+/// NetfilterPolicies.
+pub struct PolicyFeed {
+    feed: Feed<NetfilterPolicy, ()>,
+}
+
+impl PolicyFeed {
+    /// Apply one event; whether every node is to be re-planned (a policy's
+    /// spec changed, or one came or went; its status does not count).
+    pub fn feed(&mut self, event: Event<NetfilterPolicy>) -> bool {
+        self.feed
+            .apply(event)
+            .is_some_and(|(_, touched)| !touched.is_empty())
+    }
+}
+
+/// Namespace metadata.
+pub struct NamespaceFeed {
+    feed: Feed<NamespaceMeta, ()>,
+}
+
+impl NamespaceFeed {
+    /// Apply one event; whether a namespace known before changed labels (it
+    /// may select it into or out of a Taint policy: every node is re-judged,
+    /// as for a policy change). A new namespace runs no pods yet (their own
+    /// events bring their nodes) and a deleted one takes its pods along.
+    pub fn feed(&mut self, event: Event<NamespaceMeta>) -> bool {
+        self.feed.apply(event).is_some_and(|(_, touched)| {
+            touched
+                .iter()
+                .any(|t| t.before.is_some() && t.after.is_some())
+        })
+    }
+}
+
+/// The write side: one feed per watched kind.
+pub struct Feeds {
+    pub nodes: NodeFeed,
+    pub profiles: ProfileFeed,
+    pub pods: PodFeed,
+    pub policies: PolicyFeed,
+    pub namespaces: NamespaceFeed,
+}
+
+/// Empty caches and the feeds that fill them.
+pub fn caches() -> (Caches, Feeds) {
+    let (nodes, node_writer) = reflector::store::<Node>();
+    let (profiles, profile_writer) = reflector::store::<NodeNetfilterProfile>();
+    let (pods, pod_writer) = reflector::store::<Pod>();
+    let (policies, policy_writer) = reflector::store::<NetfilterPolicy>();
+    let (namespaces, namespace_writer) = reflector::store::<NamespaceMeta>();
+    let pods_by_node = Arc::new(RwLock::new(PodsByNode::default()));
+    let tainted = Arc::new(Mutex::new(TaintedNodes::default()));
+    let node_name = |n: &Node| n.metadata.name.clone().unwrap_or_default();
+    let profile_tag = |p: &NodeNetfilterProfile| profile_node(p).map(str::to_string);
+    let pod_tag = |p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.clone());
+    let feeds = Feeds {
+        nodes: NodeFeed {
+            feed: Feed {
+                prepare: |n| Some(slim_node(n)),
+                ..Feed::new(node_writer, predicates::node, node_name)
+            },
+            tainted: tainted.clone(),
+        },
+        profiles: ProfileFeed {
+            feed: Feed {
+                prepare: |p| Some(slim_meta(p)),
+                ..Feed::new(profile_writer, predicates::profile, profile_tag)
+            },
+        },
+        pods: PodFeed {
+            feed: Feed {
+                prepare: |p| keep_pod(&p).then(|| slim_pod(p)),
+                ..Feed::new(pod_writer, predicates::pod, pod_tag)
+            },
+            index: pods_by_node.clone(),
+        },
+        policies: PolicyFeed {
+            feed: Feed {
+                prepare: |p| Some(slim_meta(p)),
+                ..Feed::new(policy_writer, predicates::policy, |_| ())
+            },
+        },
+        namespaces: NamespaceFeed {
+            feed: Feed {
+                prepare: |n| Some(slim_meta(n)),
+                ..Feed::new(
+                    namespace_writer,
+                    predicates::namespace_labels::<NamespaceMeta>,
+                    |_| (),
+                )
+            },
+        },
+    };
+    let caches = Caches {
+        nodes,
+        profiles,
+        pods,
+        pods_by_node,
+        policies,
+        namespaces,
+        tainted,
+    };
+    (caches, feeds)
+}
+
+/// The events of a watch's first list holding `objects` (for tests and
+/// benchmarks feeding the caches as a watch does).
+pub fn listed<K>(objects: impl IntoIterator<Item = K>) -> impl Iterator<Item = Event<K>> {
+    std::iter::once(Event::Init)
+        .chain(objects.into_iter().map(Event::InitApply))
+        .chain(std::iter::once(Event::InitDone))
+}
+
+/// One first list of every watched kind.
+#[derive(Clone, Debug, Default)]
+pub struct FirstLists {
+    pub nodes: Vec<Node>,
+    pub profiles: Vec<NodeNetfilterProfile>,
+    pub pods: Vec<Pod>,
+    pub policies: Vec<NetfilterPolicy>,
+    pub namespaces: Vec<NamespaceMeta>,
+}
+
+impl Feeds {
+    /// Feed every kind's first list, as the watches do at start (tests and
+    /// benchmarks fill the caches this way).
+    pub fn list(&mut self, lists: FirstLists) {
+        for e in listed(lists.nodes) {
+            self.nodes.feed(e);
+        }
+        for e in listed(lists.profiles) {
+            self.profiles.feed(e);
+        }
+        for e in listed(lists.pods) {
+            self.pods.feed(e);
+        }
+        for e in listed(lists.policies) {
+            self.policies.feed(e);
+        }
+        for e in listed(lists.namespaces) {
+            self.namespaces.feed(e);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn profile(probe: &str, fresh: Option<&str>) -> NodeNetfilterProfile {
+        let conditions = fresh.map(|s| {
+            json!([{"type": "Fresh", "status": s, "reason": "R", "message": "",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z"}])
+        });
+        serde_json::from_value(json!({
+            "metadata": {"name": "n1", "resourceVersion": probe,
+                         "managedFields": [{"manager": "nfguard-reporter"}]},
+            "spec": {"nodeName": "n1"},
+            "status": {"lastProbeTime": probe, "probeIntervalSeconds": 60,
+                       "activeBackend": "nft", "conditions": conditions}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_heartbeat_reconciles_only_a_node_that_is_not_fresh() {
+        let (caches, mut feeds) = caches();
+        let mut feed = |p| feeds.profiles.feed(p);
+        let first: Vec<_> = listed([profile("2026-01-01T00:00:00Z", Some("True"))])
+            .flat_map(&mut feed)
+            .collect();
+        assert_eq!(first, ["n1"], "a new profile");
+        // Heartbeats while Fresh: stored, but no reconcile.
+        let t1 = "2026-01-01T00:01:00Z";
+        assert!(feed(Event::Apply(profile(t1, Some("True")))).is_empty());
+        let stored = caches.profile("n1").unwrap();
+        let s = stored.status.as_ref().unwrap();
+        assert_eq!(s.last_probe_time.as_deref(), Some(t1));
+        assert!(stored.metadata.managed_fields.is_none(), "slimmed");
+        // The controller marks it stale (its requeue found the heartbeat
+        // late); the next heartbeat makes it Fresh again, so it reconciles.
+        assert_eq!(feed(Event::Apply(profile(t1, Some("Unknown")))), ["n1"]);
+        let t2 = "2026-01-01T00:09:00Z";
+        assert_eq!(feed(Event::Apply(profile(t2, Some("Unknown")))), ["n1"]);
+        assert_eq!(feed(Event::Delete(profile(t2, Some("Unknown")))), ["n1"]);
+        assert!(caches.profile("n1").is_none());
+    }
+
+    fn pod(name: &str, node: &str, caps: &[&str], phase: &str, extra: Value) -> Pod {
+        let mut v = json!({
+            "metadata": {"name": name, "namespace": "kube-system", "uid": format!("u-{name}"),
+                         "labels": {"app": name}, "managedFields": [{"manager": "kubelet"}],
+                         "annotations": {"nfguard.io/exempt": "audited", "big": "x".repeat(100)}},
+            "spec": {"nodeName": node, "hostNetwork": true, "serviceAccountName": "sa",
+                     "containers": [{"name": "c", "image": format!("{name}:1"),
+                                     "env": [{"name": "A", "value": "1"}],
+                                     "securityContext": {"capabilities": {"add": caps}}}]},
+            "status": {"phase": phase, "podIP": "10.0.0.1",
+                       "conditions": [{"type": "Ready", "status": "True"}]}
+        });
+        json_merge(&mut v, extra);
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn json_merge(into: &mut Value, from: Value) {
+        match (into, from) {
+            (Value::Object(a), Value::Object(b)) => {
+                for (k, v) in b {
+                    json_merge(a.entry(k).or_insert(Value::Null), v);
+                }
+            }
+            (slot, v) => *slot = v,
+        }
+    }
+
+    #[test]
+    fn only_writer_pods_are_kept_slimmed_and_status_churn_does_not_reconcile() {
+        let (caches, mut feeds) = caches();
+        let proxy = pod("proxy", "n1", &["NET_ADMIN"], "Running", json!({}));
+        let app = pod("app", "n1", &[], "Running", json!({}));
+        let triggered: Vec<_> = listed([proxy.clone(), app.clone()])
+            .flat_map(|e| feeds.pods.feed(e))
+            .collect();
+        assert_eq!(triggered, ["n1"]);
+        let on_n1 = caches.pods_on("n1");
+        assert_eq!(on_n1.len(), 1, "the pod that cannot write is not kept");
+        let kept = &on_n1[0];
+        assert_eq!(kept.metadata.name.as_deref(), Some("proxy"));
+        assert!(kept.metadata.managed_fields.is_none() && kept.metadata.labels.is_none());
+        assert_eq!(
+            kept.metadata.annotations,
+            Some([("nfguard.io/exempt".to_string(), "audited".to_string())].into())
+        );
+        let spec = kept.spec.as_ref().unwrap();
+        assert!(spec.containers[0].env.is_none() && spec.service_account_name.is_none());
+        assert!(spec.containers[0].security_context.is_some());
+        let status = kept.status.as_ref().unwrap();
+        assert_eq!(status.phase.as_deref(), Some("Running"));
+        assert!(status.conditions.is_none() && status.pod_ip.is_none());
+
+        let churn = json!({"status": {"conditions": [{"type": "Ready", "status": "False"}]},
+                           "metadata": {"resourceVersion": "7", "labels": {"app": "x"}}});
+        let churned = pod("proxy", "n1", &["NET_ADMIN"], "Running", churn);
+        assert!(feeds.pods.feed(Event::Apply(churned)).is_empty());
+        assert!(feeds.pods.feed(Event::Apply(app.clone())).is_empty());
+        let image = json!({"spec": {"containers": [{"name": "c", "image": "proxy:2",
+                            "securityContext": {"capabilities": {"add": ["NET_ADMIN"]}}}]}});
+        let upgraded = pod("proxy", "n1", &["NET_ADMIN"], "Running", image);
+        assert_eq!(feeds.pods.feed(Event::Apply(upgraded.clone())), ["n1"]);
+        let done = pod("proxy", "n1", &["NET_ADMIN"], "Succeeded", json!({}));
+        assert_eq!(feeds.pods.feed(Event::Apply(done)), ["n1"]);
+        assert_eq!(feeds.pods.feed(Event::Delete(upgraded)), ["n1"]);
+        assert!(feeds.pods.feed(Event::Delete(app)).is_empty());
+        assert!(caches.pods_on("n1").is_empty());
+        assert!(caches.pods.state().is_empty());
+    }
+
+    #[test]
+    fn a_pod_that_gains_a_privileged_ephemeral_container_is_kept_from_then_on() {
+        let (caches, mut feeds) = caches();
+        let app = pod("app", "n2", &[], "Running", json!({}));
+        assert!(feeds.pods.feed(Event::Apply(app)).is_empty());
+        let debug = json!({"spec": {"ephemeralContainers": [{"name": "dbg", "image": "busybox",
+                           "securityContext": {"privileged": true}}]}});
+        let debugged = pod("app", "n2", &[], "Running", debug);
+        assert_eq!(feeds.pods.feed(Event::Apply(debugged)), ["n2"]);
+        assert_eq!(caches.pods_on("n2").len(), 1);
+    }
+
+    fn node(labels: Value, taints: Value, ready: &str) -> Node {
+        serde_json::from_value(json!({
+            "metadata": {"name": "n1", "labels": labels, "resourceVersion": ready,
+                         "annotations": {"volumes.kubernetes.io/controller-managed-attach-detach": "true"}},
+            "spec": {"taints": taints},
+            "status": {"conditions": [{"type": "Ready", "status": ready}],
+                       "images": [{"names": ["reg.test/big:1"], "sizeBytes": 1}]}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn node_status_updates_do_not_reconcile_labels_and_taints_do() {
+        let (caches, mut feeds) = caches();
+        let degraded =
+            json!([{"key": "nfguard.io/netfilter-degraded", "value": "X", "effect": "NoSchedule"}]);
+        let triggered: Vec<_> = listed([node(json!({}), degraded.clone(), "True")])
+            .flat_map(|e| feeds.nodes.feed(e))
+            .collect();
+        assert_eq!(triggered, ["n1"]);
+        assert_eq!(caches.tainted().tainted(), 1);
+        let stored = caches.nodes.get(&ObjectRef::new("n1")).unwrap();
+        assert!(stored.status.is_none() && stored.metadata.annotations.is_none());
+        assert_eq!(
+            stored.metadata.resource_version.as_deref(),
+            Some("True"),
+            "the taint patch's precondition"
+        );
+        // A kubelet heartbeat: stored (new resourceVersion), no reconcile.
+        let heartbeat = node(json!({}), degraded.clone(), "False");
+        assert!(feeds.nodes.feed(Event::Apply(heartbeat)).is_empty());
+        let stored = caches.nodes.get(&ObjectRef::new("n1")).unwrap();
+        assert_eq!(stored.metadata.resource_version.as_deref(), Some("False"));
+        let relabelled = node(json!({"kubernetes.io/arch": "arm64"}), degraded, "False");
+        assert_eq!(feeds.nodes.feed(Event::Apply(relabelled)), ["n1"]);
+        let untainted = node(json!({"kubernetes.io/arch": "arm64"}), json!([]), "False");
+        assert_eq!(feeds.nodes.feed(Event::Apply(untainted.clone())), ["n1"]);
+        assert_eq!(caches.tainted().tainted(), 0);
+        assert_eq!(feeds.nodes.feed(Event::Delete(untainted)), ["n1"]);
+        assert_eq!(caches.tainted().total(), 0);
+    }
+
+    #[test]
+    fn only_a_policys_spec_re_judges_every_node() {
+        let (_caches, mut feeds) = caches();
+        let policy = |action: &str, status: Value| -> NetfilterPolicy {
+            serde_json::from_value(json!({
+                "apiVersion": "nfguard.io/v1alpha1", "kind": "NetfilterPolicy",
+                "metadata": {"name": "p"}, "spec": {"action": action}, "status": status
+            }))
+            .unwrap()
+        };
+        assert!(listed([policy("Warn", json!({}))]).any(|e| feeds.policies.feed(e)));
+        let valid = json!({"type": "Valid", "status": "True", "reason": "Valid", "message": "",
+                           "lastTransitionTime": "2026-01-01T00:00:00Z"});
+        let with_status = policy("Warn", json!({"conditions": [valid]}));
+        assert!(!feeds.policies.feed(Event::Apply(with_status)));
+        assert!(
+            feeds
+                .policies
+                .feed(Event::Apply(policy("Taint", json!({}))))
+        );
+        assert!(
+            feeds
+                .policies
+                .feed(Event::Delete(policy("Taint", json!({}))))
+        );
+    }
+
+    fn ns(name: &str, labels: &[(&str, &str)]) -> NamespaceMeta {
+        let mut m = NamespaceMeta::default();
+        m.metadata.name = Some(name.into());
+        m.metadata.labels = Some(
+            labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        m
+    }
+
+    #[test]
+    fn only_a_known_namespace_changing_labels_is_a_change() {
+        let (caches, mut feeds) = caches();
+        let mut c = |e| feeds.namespaces.feed(e);
+        let initial = [
+            Event::Init,
+            Event::InitApply(ns("net", &[("team", "net")])),
+            Event::InitDone,
+        ];
+        assert!(initial.into_iter().all(|e| !c(e)), "first list: no change");
+        assert!(!c(Event::Apply(ns("new", &[]))), "a new namespace");
+        let mut other_meta = ns("net", &[("team", "net")]);
+        other_meta.metadata.resource_version = Some("9".into());
+        assert!(!c(Event::Apply(other_meta)), "same labels");
+        assert!(c(Event::Apply(ns("net", &[]))), "label removed");
+        assert!(c(Event::Apply(ns("net", &[("team", "x")]))));
+        assert!(!c(Event::Delete(ns("net", &[]))));
+        assert!(!c(Event::Apply(ns("net", &[]))), "re-created");
+        assert_eq!(caches.namespace_labels("new"), Some(Labels::new()));
+    }
+
+    #[test]
+    fn a_relist_reports_a_namespace_relabelled_during_the_gap_once_at_its_end() {
+        let (_caches, mut feeds) = caches();
+        let mut c = |e| feeds.namespaces.feed(e);
+        c(Event::Apply(ns("net", &[("team", "net")])));
+        assert!(!c(Event::Init));
+        assert!(!c(Event::InitApply(ns("net", &[]))));
+        assert!(c(Event::InitDone));
+        // An unchanged re-list is no change.
+        c(Event::Init);
+        c(Event::InitApply(ns("net", &[])));
+        assert!(!c(Event::InitDone));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn waiting_for_the_first_lists_names_the_kinds_never_listed() {
+        let (caches, mut feeds) = caches();
+        listed(Vec::<Node>::new()).for_each(|e| {
+            feeds.nodes.feed(e);
+        });
+        listed(Vec::<NodeNetfilterProfile>::new()).for_each(|e| {
+            feeds.profiles.feed(e);
+        });
+        listed(Vec::<NetfilterPolicy>::new()).for_each(|e| {
+            feeds.policies.feed(e);
+        });
+        let err = caches
+            .wait_listed(Duration::from_secs(10))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            (err.kinds.as_str(), err.resources.as_str()),
+            ("Pods, Namespaces", "pods, namespaces")
+        );
+        assert!(
+            err.to_string().ends_with(
+                "does the controller's ClusterRole allow list and watch on pods, namespaces?"
+            ),
+            "{err}"
+        );
+        listed(Vec::<Pod>::new()).for_each(|e| {
+            feeds.pods.feed(e);
+        });
+        listed(Vec::<NamespaceMeta>::new()).for_each(|e| {
+            feeds.namespaces.feed(e);
+        });
+        caches.wait_listed(Duration::from_secs(10)).await.unwrap();
+    }
+}
