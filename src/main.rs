@@ -101,11 +101,9 @@ fn main() -> ExitCode {
         .clone()
         .unwrap_or_else(|| default_log_filter(&cli.command).to_string());
     init_logging(cli.log_format, &filter);
-    // kube-client and reqwest enable rustls with different crypto backends
-    // (ring and aws-lc-rs), so rustls cannot choose one by itself and the
-    // first TLS client (every in-cluster kube client) would panic. Name ring,
-    // the one the webhook's server already uses, for the whole process.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    // One rustls crypto provider (ring, the webhook server's) for the whole
+    // process, before any TLS client exists.
+    nfguard::runtime::client::install_crypto_provider();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

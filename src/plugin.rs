@@ -6,7 +6,7 @@
 //! file-mode facts (`--profiles`).
 
 use crate::check::cli::{Args as CheckCliArgs, Env, run, run_with};
-use crate::kubeclient::connect;
+use crate::runtime::client::connect;
 use std::ffi::OsStr;
 use std::path::Path;
 

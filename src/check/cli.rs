@@ -102,22 +102,6 @@ impl Args {
     }
 }
 
-async fn client_for(args: &Args) -> anyhow::Result<kube::Client> {
-    match &args.kubeconfig {
-        Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-            let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-                .await
-                .with_context(|| format!("kubeconfig {}", path.display()))?;
-            Ok(kube::Client::try_from(cfg)?)
-        }
-        None => Ok(kube::Client::try_default()
-            .await
-            .context("connecting to the cluster")?),
-    }
-}
-
 /// Load manifests and facts from files and/or the cluster.
 pub async fn gather(args: &Args, client: Option<kube::Client>) -> anyhow::Result<Inputs> {
     args.platform_default
@@ -146,7 +130,7 @@ pub async fn gather(args: &Args, client: Option<kube::Client>) -> anyhow::Result
     if args.cluster_mode() || client.is_some() {
         let client = match client {
             Some(c) => c,
-            None => client_for(args).await?,
+            None => crate::runtime::client::client(args.kubeconfig.as_deref()).await?,
         };
         let facts = cluster::load(client, args.nodes.is_none(), args.policy.is_none()).await?;
         if args.profiles.is_none() {

@@ -2,7 +2,7 @@
 //! Node, NetfilterPolicy and Namespace, read with plain `list` calls.
 
 use crate::api::{NetfilterPolicy, NodeNetfilterProfile};
-use crate::kubeclient::ClusterKind;
+use crate::runtime::list::ClusterKind;
 use k8s_openapi::api::core::v1::{Namespace, Node};
 use std::collections::{BTreeMap, HashMap};
 
@@ -28,7 +28,7 @@ async fn list_all<K: ClusterKind>(
     client: &kube::Client,
     what: &'static str,
 ) -> Result<Vec<K>, ClusterError> {
-    crate::kubeclient::list_all(client)
+    crate::runtime::list::list_all(client)
         .await
         .map_err(|error| ClusterError::List { what, error })
 }

@@ -9,6 +9,7 @@ use super::metrics::{
 use super::plan::{EventTarget, NodePlan, PlannedEvent};
 use super::taints::TaintChange;
 use crate::api::NodeNetfilterProfile;
+use crate::runtime::status_apply::StatusApply;
 use k8s_openapi::api::core::v1::{Node, ObjectReference};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder};
@@ -21,19 +22,6 @@ pub struct ApplyError {
     pub stage: Stage,
     #[source]
     pub source: kube::Error,
-}
-
-/// The SSA body for the controller-owned status fields only.
-pub fn status_apply_body(
-    profile_name: &str,
-    status: &crate::api::NodeNetfilterProfileStatus,
-) -> serde_json::Value {
-    serde_json::json!({
-        "apiVersion": "nfguard.io/v1alpha1",
-        "kind": "NodeNetfilterProfile",
-        "metadata": { "name": profile_name },
-        "status": status,
-    })
 }
 
 /// The merge patch replacing the Node's taint list, conditional on the
@@ -132,7 +120,8 @@ impl Applier<'_> {
                 .patch_status(
                     &pname,
                     &PatchParams::apply(FIELD_MANAGER).force(),
-                    &Patch::Apply(status_apply_body(&pname, status)),
+                    // The plan's status holds the controller-owned fields only.
+                    &Patch::Apply(StatusApply::new::<NodeNetfilterProfile>(&pname, status)),
                 )
                 .await
                 .map_err(|e| self.fail(&name, Stage::status, e))?;

@@ -2,17 +2,16 @@
 //! periodic orphan sweep while leading; metrics and probes always.
 
 use super::EVENT_REPORTER;
-use super::clock::{Clock, SystemClock};
 use super::gather::RegistryImages;
-use super::http::{HttpState, serve};
+use super::http::{self, HttpState};
 use super::lease::{LeaderElector, LeaseConfig};
 use super::metrics::Metrics;
 use super::run::{run_controller, sweep_orphans};
 use crate::registry::ImageInspector;
 use crate::registry::cli::RegistryArgs;
-use anyhow::Context;
+use crate::runtime::admin;
+use crate::runtime::clock::{Clock, SystemClock};
 use kube::runtime::events::{Recorder, Reporter};
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,9 +23,9 @@ pub struct Args {
     /// kubeconfig to use instead of the in-cluster config / default kubeconfig.
     #[arg(long, env = "NFGUARD_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
-    /// Where /metrics, /healthz and /readyz are served (plain HTTP).
+    /// Where /metrics, /healthz and /readyz are served (plain HTTP); "off" disables.
     #[arg(long, env = "NFGUARD_METRICS_LISTEN", default_value = "0.0.0.0:9090")]
-    pub metrics_listen: SocketAddr,
+    pub metrics_listen: String,
     /// This replica's identity in the Lease (the pod name).
     #[arg(long, env = "POD_NAME")]
     pub identity: Option<String>,
@@ -54,22 +53,6 @@ pub struct Args {
     pub orphan_interval: u64,
 }
 
-async fn client(args: &Args) -> anyhow::Result<kube::Client> {
-    match &args.kubeconfig {
-        Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-            let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-                .await
-                .with_context(|| format!("kubeconfig {}", path.display()))?;
-            kube::Client::try_from(cfg).context("building the Kubernetes client")
-        }
-        None => kube::Client::try_default()
-            .await
-            .context("no Kubernetes configuration (in-cluster or kubeconfig)"),
-    }
-}
-
 fn identity(args: &Args) -> String {
     args.identity
         .clone()
@@ -85,30 +68,24 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
         args.renew_deadline,
         args.lease_duration
     );
-    let client = client(&args).await?;
+    let client = crate::runtime::client::client(args.kubeconfig.as_deref()).await?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let metrics = Arc::new(Metrics::new());
     let ready = Arc::new(AtomicBool::new(false));
     let me = identity(&args);
 
     let (stop_tx, stop_rx) = watch::channel(false);
-    let listener = tokio::net::TcpListener::bind(args.metrics_listen)
-        .await
-        .with_context(|| format!("listening on {}", args.metrics_listen))?;
     let http_stop = {
         let mut rx = stop_rx.clone();
         async move {
             let _ = rx.wait_for(|s| *s).await;
         }
     };
-    let http = tokio::spawn(serve(
-        listener,
-        HttpState {
-            metrics: metrics.clone(),
-            ready: ready.clone(),
-        },
-        http_stop,
-    ));
+    let state = HttpState {
+        metrics: metrics.clone(),
+        ready: ready.clone(),
+    };
+    let http = admin::spawn(&args.metrics_listen, http::router(state), http_stop).await?;
 
     let mut lease = LeaseConfig::new(&args.lease_name, &args.lease_namespace, &me);
     lease.lease_duration = Duration::from_secs(args.lease_duration);
@@ -203,6 +180,8 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
     }
     let _ = stop_tx.send(true);
     let _ = tokio::time::timeout(Duration::from_secs(5), election).await;
-    let _ = http.await;
+    if let Some(http) = http {
+        let _ = http.task.await;
+    }
     Ok(0)
 }

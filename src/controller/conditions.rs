@@ -6,9 +6,9 @@
 //!
 //! `lastTransitionTime` changes only when a condition's status changes.
 
-use super::clock::rfc3339;
 use crate::api::{ActiveBackend, Condition, NodeNetfilterProfileStatus};
 use crate::facts::Severity;
+use crate::runtime::clock::rfc3339;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 /// The profile's condition types.

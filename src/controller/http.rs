@@ -1,11 +1,9 @@
-//! /metrics, /healthz and /readyz on `--metrics-listen` (plain HTTP).
+//! The controller's admin surface on `--metrics-listen`: always live, ready
+//! once the first leader-election round has finished (leading or standby).
 
 use super::metrics::Metrics;
+use crate::runtime::admin::{self, Admin, health};
 use axum::Router;
-use axum::extract::State;
-use axum::http::{StatusCode, header};
-use axum::response::IntoResponse;
-use axum::routing::get;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -16,49 +14,22 @@ pub struct HttpState {
     pub ready: Arc<AtomicBool>,
 }
 
+pub fn admin(state: HttpState) -> Admin {
+    let ready = state.ready;
+    Admin::new(state.metrics).ready(move || {
+        let done = ready.load(Ordering::Relaxed);
+        health(done, "not ready: no leader-election round yet")
+    })
+}
+
 pub fn router(state: HttpState) -> Router {
-    Router::new()
-        .route("/metrics", get(metrics))
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route("/readyz", get(readyz))
-        .with_state(state)
-}
-
-async fn metrics(State(s): State<HttpState>) -> impl IntoResponse {
-    (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        s.metrics.encode(),
-    )
-}
-
-async fn readyz(State(s): State<HttpState>) -> impl IntoResponse {
-    if s.ready.load(Ordering::Relaxed) {
-        (StatusCode::OK, "ok\n")
-    } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "not ready: no leader-election round yet\n",
-        )
-    }
-}
-
-/// Serve until `shutdown` completes.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    state: HttpState,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    admin::router(admin(state))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::http::StatusCode;
     use tower::ServiceExt;
 
     #[tokio::test]

@@ -7,7 +7,7 @@
 //! deadline (shorter than the lease duration) stops leading before anyone
 //! else may start. Time comes from a [`Clock`], so every step is testable.
 
-use super::clock::Clock;
+use crate::runtime::clock::Clock;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};

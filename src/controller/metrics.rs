@@ -393,11 +393,13 @@ impl Metrics {
 
     /// The text exposition format.
     pub fn encode(&self) -> String {
-        let mut out = String::new();
-        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
-            out.clear();
-        }
-        out
+        crate::runtime::admin::encode(&self.registry)
+    }
+}
+
+impl crate::runtime::admin::Exposition for Metrics {
+    fn registry(&self) -> &Registry {
+        &self.registry
     }
 }
 

@@ -4,6 +4,7 @@
 
 use crate::api::{NodeNetfilterProfile, NodeNetfilterProfileSpec};
 use crate::output::{Format, render_structured};
+use crate::runtime::clock::{Clock, SystemClock, rfc3339};
 use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
@@ -29,8 +30,7 @@ pub struct Args {
 pub async fn run(args: Args) -> anyhow::Result<u8> {
     let cfg = super::ProbeConfig::new(args.host_root.clone());
     let mut status = tokio::task::spawn_blocking(move || super::probe(&cfg)).await?;
-    status.last_probe_time =
-        Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+    status.last_probe_time = Some(rfc3339(SystemClock.now()));
     let out = match args.as_profile {
         Some(node) => {
             let mut profile = NodeNetfilterProfile::new(

@@ -6,10 +6,11 @@ use super::metrics::{Metrics, router};
 use super::nft_watch::NftWatcher;
 use super::prober::NodeProber;
 use super::profile_api::ProfileWriter;
-use super::run::{Io, LoopConfig, SystemClock, run_loop};
+use super::run::{Io, LoopConfig, run_loop};
 use super::sink::{FileSink, KubeSink, StatusSink};
 use crate::node::ProbeConfig;
-use anyhow::Context;
+use crate::runtime::admin;
+use crate::runtime::clock::SystemClock;
 use std::path::PathBuf;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
@@ -78,33 +79,19 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
             node_name: node_name.clone(),
         }),
         None => {
-            let client = match &args.kubeconfig {
-                Some(path) => {
-                    let kc = kube::config::Kubeconfig::read_from(path)
-                        .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-                    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-                        .await
-                        .context("loading kubeconfig")?;
-                    kube::Client::try_from(config).context("building the Kubernetes client")?
-                }
-                None => kube::Client::try_default()
-                    .await
-                    .context("building the Kubernetes client (in-cluster or $KUBECONFIG)")?,
-            };
+            let client = crate::runtime::client::client(args.kubeconfig.as_deref()).await?;
             Box::new(KubeSink(ProfileWriter::new(client, node_name.clone())))
         }
     };
 
-    if !args.once && args.metrics_listen != "off" {
-        let listener = tokio::net::TcpListener::bind(&args.metrics_listen)
-            .await
-            .with_context(|| format!("listening on {}", args.metrics_listen))?;
-        let app = router(metrics.clone());
-        tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, app).await {
-                tracing::error!(error = %e, "metrics server stopped");
-            }
-        });
+    if !args.once {
+        // Served until the process exits: probes keep answering while the loop stops.
+        admin::spawn(
+            &args.metrics_listen,
+            router(metrics.clone()),
+            std::future::pending(),
+        )
+        .await?;
     }
 
     let nft_events = if args.once || args.no_nft_notifications {

@@ -1,8 +1,9 @@
 //! /metrics (Prometheus text), /healthz (the loop is turning) and /readyz
 //! (a status has been written). Labels are fixed and bounded.
 
-use axum::{Router, extract::State, http::StatusCode, response::IntoResponse, routing::get};
-use prometheus_client::encoding::text::encode;
+use crate::runtime::admin::{self, Admin, Exposition, health};
+use crate::runtime::clock::{Clock, SystemClock, unix_seconds};
+use axum::Router;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
@@ -82,52 +83,35 @@ impl Metrics {
     pub fn healthy(&self, unix_now: i64) -> bool {
         unix_now - self.alive.load(Ordering::Relaxed) <= self.stale_after
     }
+}
 
-    pub fn encode(&self) -> String {
-        let mut out = String::new();
-        // Encoding into a String cannot fail except on fmt errors, which a String never returns.
-        let _ = encode(&mut out, &self.registry);
-        out
+impl Exposition for Metrics {
+    fn registry(&self) -> &Registry {
+        &self.registry
     }
 }
 
+/// Live while the loop turned within `stale_after` of `clock`'s now; ready
+/// once a status has been written.
+pub fn admin(m: Arc<Metrics>, clock: Arc<dyn Clock>) -> Admin {
+    let (live, ready) = (m.clone(), m.clone());
+    Admin::new(m)
+        .live(move || {
+            let turning = live.healthy(unix_seconds(clock.now()));
+            health(turning, "reporter loop stalled")
+        })
+        .ready(move || health(ready.ready.load(Ordering::Relaxed), "no status written yet"))
+}
+
+/// The admin routes on the machine's clock.
 pub fn router(m: Arc<Metrics>) -> Router {
-    Router::new()
-        .route("/metrics", get(metrics))
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .with_state(m)
-}
-
-async fn metrics(State(m): State<Arc<Metrics>>) -> impl IntoResponse {
-    (
-        [(
-            axum::http::header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        m.encode(),
-    )
-}
-
-async fn healthz(State(m): State<Arc<Metrics>>) -> impl IntoResponse {
-    if m.healthy(chrono::Utc::now().timestamp()) {
-        (StatusCode::OK, "ok\n")
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "reporter loop stalled\n")
-    }
-}
-
-async fn readyz(State(m): State<Arc<Metrics>>) -> impl IntoResponse {
-    if m.ready.load(Ordering::Relaxed) {
-        (StatusCode::OK, "ready\n")
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "no status written yet\n")
-    }
+    admin::router(admin(m, Arc::new(SystemClock)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::clock::ManualClock;
     use tower::ServiceExt;
 
     async fn get(m: &Arc<Metrics>, path: &str) -> (u16, String) {
@@ -147,7 +131,7 @@ mod tests {
         let m = Metrics::new(60);
         assert_eq!(get(&m, "/readyz").await.0, 503);
         assert_eq!(get(&m, "/healthz").await.0, 503, "loop never turned");
-        m.tick(chrono::Utc::now().timestamp());
+        m.tick(unix_seconds(SystemClock.now()));
         assert_eq!(get(&m, "/healthz").await.0, 200);
         m.set_ready();
         assert_eq!(get(&m, "/readyz").await.0, 200);
@@ -155,5 +139,29 @@ mod tests {
         let (code, text) = get(&m, "/metrics").await;
         assert_eq!(code, 200);
         assert!(text.contains("nfguard_reporter_probes_total 1"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn liveness_follows_the_injected_clock() {
+        let m = Metrics::new(60);
+        let clock = ManualClock::new("2026-03-01T12:00:00Z".parse().unwrap());
+        let app = admin::router(admin(m.clone(), Arc::new(clock.clone())));
+        let status = |app: Router| async move {
+            let req = axum::http::Request::get("/healthz")
+                .body(axum::body::Body::empty())
+                .unwrap();
+            app.oneshot(req).await.unwrap().status().as_u16()
+        };
+        m.tick(unix_seconds(clock.now()));
+        clock.advance(std::time::Duration::from_secs(60));
+        assert_eq!(
+            status(app.clone()).await,
+            200,
+            "turned 60 s ago: still live"
+        );
+        clock.advance(std::time::Duration::from_secs(1));
+        assert_eq!(status(app.clone()).await, 503, "61 s: stalled");
+        m.tick(unix_seconds(clock.now()));
+        assert_eq!(status(app).await, 200);
     }
 }

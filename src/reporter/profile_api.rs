@@ -5,6 +5,7 @@
 //! reporter's own fields.
 
 use crate::api::{NodeNetfilterProfile, NodeNetfilterProfileSpec, NodeNetfilterProfileStatus};
+use crate::runtime::status_apply::StatusApply;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -64,14 +65,8 @@ pub fn new_profile(node_name: &str, node_uid: &str) -> NodeNetfilterProfile {
 pub fn status_apply_body(
     node_name: &str,
     status: &NodeNetfilterProfileStatus,
-) -> serde_json::Value {
-    let status = serde_json::to_value(status.reporter_fields()).unwrap_or_default();
-    serde_json::json!({
-        "apiVersion": "nfguard.io/v1alpha1",
-        "kind": "NodeNetfilterProfile",
-        "metadata": { "name": node_name },
-        "status": status,
-    })
+) -> StatusApply<NodeNetfilterProfileStatus> {
+    StatusApply::new::<NodeNetfilterProfile>(node_name, status.reporter_fields())
 }
 
 pub struct ProfileWriter {

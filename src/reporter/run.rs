@@ -9,27 +9,11 @@ use super::metrics::Metrics;
 use super::nft_watch::Event;
 use super::prober::Prober;
 use super::sink::StatusSink;
+use crate::runtime::clock::{Clock, rfc3339, unix_seconds};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
-
-/// Wall-clock time for `lastProbeTime` (passed in so tests fix it).
-pub trait Clock: Send + Sync {
-    fn now_rfc3339(&self) -> String;
-    fn unix_seconds(&self) -> i64;
-}
-
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now_rfc3339(&self) -> String {
-        chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-    }
-    fn unix_seconds(&self) -> i64 {
-        chrono::Utc::now().timestamp()
-    }
-}
 
 #[derive(Clone, Debug)]
 pub struct LoopConfig {
@@ -63,6 +47,7 @@ pub struct Io<'a> {
     pub sink: &'a mut dyn StatusSink,
     /// nf_tables notifications; None when unavailable (then only polling).
     pub nft_events: Option<mpsc::Receiver<Event>>,
+    /// Wall-clock time for `lastProbeTime` and the metrics (tests fix it).
     pub clock: &'a dyn Clock,
     /// Uniform randomness in [0, 1) for back-off jitter.
     pub jitter: &'a mut (dyn FnMut() -> f64 + Send),
@@ -88,7 +73,7 @@ pub async fn run_loop(cfg: &LoopConfig, mut io: Io<'_>) -> Result<(), LoopError>
     let mut probe_now = true;
     let mut shutdown = io.shutdown.clone();
     loop {
-        io.metrics.tick(io.clock.unix_seconds());
+        io.metrics.tick(unix_seconds(io.clock.now()));
         if probe_now {
             probe_now = false;
             io.metrics.probes.inc();
@@ -103,7 +88,7 @@ pub async fn run_loop(cfg: &LoopConfig, mut io: Io<'_>) -> Result<(), LoopError>
                     failed_probe_status(last_good.as_ref(), &e)
                 }
             };
-            status.last_probe_time = Some(io.clock.now_rfc3339());
+            status.last_probe_time = Some(rfc3339(io.clock.now()));
             status.probe_interval_seconds = Some(heartbeat_secs);
             state.on_probe(status, Instant::now());
         }
@@ -119,7 +104,9 @@ pub async fn run_loop(cfg: &LoopConfig, mut io: Io<'_>) -> Result<(), LoopError>
                 Ok(()) => {
                     state.on_sent(Instant::now());
                     io.metrics.writes.inc();
-                    io.metrics.last_write_timestamp.set(io.clock.unix_seconds());
+                    io.metrics
+                        .last_write_timestamp
+                        .set(unix_seconds(io.clock.now()));
                     io.metrics.set_ready();
                     tracing::info!(
                         hazards = status.hazards.as_ref().map_or(0, Vec::len),

@@ -1,7 +1,8 @@
-//! A kube client the way kubectl picks one: `--kubeconfig` (else KUBECONFIG,
-//! else ~/.kube/config), `--context` (else the current context), in-cluster
-//! config as the fallback when there is no kubeconfig and no context asked
-//! for. The server's URL is kept so errors can name it.
+//! The one way every subcommand builds its kube client, the way kubectl
+//! picks one: `--kubeconfig` (else KUBECONFIG, else ~/.kube/config),
+//! `--context` (else the current context), in-cluster config as the
+//! fallback when there is no kubeconfig and no context asked for. The
+//! server's URL is kept so errors can name it.
 
 use std::path::{Path, PathBuf};
 
@@ -43,6 +44,14 @@ pub struct Connection {
     pub server: String,
 }
 
+/// Name ring as the process's rustls crypto provider. kube-client and
+/// reqwest enable rustls with different backends (ring and aws-lc-rs), so
+/// rustls cannot choose one by itself and the first TLS client would
+/// panic. Idempotent: a provider already installed stays.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 /// Build a client from an explicit kubeconfig and/or context, else infer one.
 pub async fn connect(
     kubeconfig: Option<&Path>,
@@ -81,6 +90,7 @@ pub async fn connect(
         .to_string()
         .trim_end_matches('/')
         .to_string();
+    install_crypto_provider();
     let client = kube::Client::try_from(config).map_err(|error| ConnectError::Client {
         server: server.clone(),
         error,
@@ -88,36 +98,67 @@ pub async fn connect(
     Ok(Connection { client, server })
 }
 
-/// A cluster-scoped kind with a static type (every k8s-openapi and
-/// nfguard.io kind), the kinds `list_all` reads.
-pub trait ClusterKind:
-    kube::Resource<Scope = k8s_openapi::ClusterResourceScope, DynamicType = ()>
-    + Clone
-    + serde::de::DeserializeOwned
-    + std::fmt::Debug
-{
+/// The client alone, for the in-cluster components (`--kubeconfig` only,
+/// else in-cluster or the default kubeconfig).
+pub async fn client(kubeconfig: Option<&Path>) -> Result<kube::Client, ConnectError> {
+    Ok(connect(kubeconfig, None).await?.client)
 }
 
-impl<K> ClusterKind for K where
-    K: kube::Resource<Scope = k8s_openapi::ClusterResourceScope, DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-{
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Every object of a cluster-scoped kind, read 500 per page so a large
-/// cluster never answers one huge list.
-pub async fn list_all<K: ClusterKind>(client: &kube::Client) -> Result<Vec<K>, kube::Error> {
-    let api: kube::Api<K> = kube::Api::all(client.clone());
-    let mut out = Vec::new();
-    let mut params = kube::api::ListParams::default().limit(500);
-    loop {
-        let page = api.list(&params).await?;
-        out.extend(page.items);
-        match page.metadata.continue_.filter(|c| !c.is_empty()) {
-            Some(token) => params = params.continue_token(&token),
-            None => return Ok(out),
-        }
+    /// A kubeconfig with contexts `a` (current) and `b`; nothing listens.
+    fn kubeconfig(dir: &Path) -> PathBuf {
+        let path = dir.join("kubeconfig");
+        std::fs::write(
+            &path,
+            "apiVersion: v1\nkind: Config\ncurrent-context: a\n\
+             clusters:\n\
+             - name: a\n  cluster: {server: 'http://127.0.0.1:1/'}\n\
+             - name: b\n  cluster: {server: 'http://127.0.0.1:2'}\n\
+             users:\n- name: u\n  user: {token: t}\n\
+             contexts:\n- name: a\n  context: {cluster: a, user: u}\n\
+             - name: b\n  context: {cluster: b, user: u}\n",
+        )
+        .unwrap();
+        path
+    }
+
+    #[tokio::test]
+    async fn kubeconfig_and_context_pick_the_server() {
+        let dir = tempfile::tempdir().unwrap();
+        let kc = kubeconfig(dir.path());
+        let current = connect(Some(&kc), None).await.unwrap();
+        assert_eq!(current.server, "http://127.0.0.1:1", "trailing / trimmed");
+        let chosen = connect(Some(&kc), Some("b")).await.unwrap();
+        assert_eq!(chosen.server, "http://127.0.0.1:2");
+        assert!(client(Some(&kc)).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn failures_name_what_failed() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("nope");
+        let err = connect(Some(&missing), None).await.err().unwrap();
+        assert!(
+            matches!(err, ConnectError::ReadKubeconfig { .. }),
+            "{err:?}"
+        );
+        let text = err.to_string();
+        assert!(
+            text.starts_with(&format!("reading kubeconfig {}: ", missing.display())),
+            "{text}"
+        );
+
+        let kc = kubeconfig(dir.path());
+        let err = connect(Some(&kc), Some("c")).await.err().unwrap();
+        assert!(matches!(err, ConnectError::Kubeconfig { .. }), "{err:?}");
+        let text = err.to_string();
+        assert!(
+            text.starts_with(&format!("kubeconfig {}: ", kc.display())),
+            "{text}"
+        );
+        assert_eq!(text.matches("context: c").count(), 1, "{text}");
     }
 }

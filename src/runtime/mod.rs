@@ -1,8 +1,17 @@
-//! Process plumbing shared by the long-running subcommands (webhook,
-//! controller, reporter).
+//! Process plumbing shared by the subcommands, written once:
 //!
+//! - [`client`]: the kube client every subcommand connects with.
+//! - [`list`]: paged lists of cluster-scoped kinds (`status`, `check`).
 //! - [`shutdown`]: the one shutdown signal (SIGTERM or Ctrl-C).
+//! - [`admin`]: `/healthz`, `/readyz`, `/metrics` on plain HTTP.
+//! - [`clock`]: wall-clock time on jiff, injectable for tests.
+//! - [`status_apply`]: the server-side apply body of a status subresource.
 
+pub mod admin;
+pub mod client;
+pub mod clock;
+pub mod list;
 pub mod shutdown;
+pub mod status_apply;
 
 pub use shutdown::shutdown_signal;

@@ -2,8 +2,8 @@
 //! Exit 0 with the report; any failure is an Err (exit 2, one line).
 
 use super::{build_report, fetch, table};
-use crate::kubeclient::{ClusterArgs, connect};
 use crate::output::{Format, render_structured};
+use crate::runtime::client::{ClusterArgs, connect};
 use anyhow::Context;
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! name the API server, and say which kind of failure it was.
 
 use crate::api::NodeNetfilterProfile;
-use crate::kubeclient::ClusterKind;
+use crate::runtime::list::ClusterKind;
 use k8s_openapi::api::core::v1::Node;
 
 #[derive(Debug, thiserror::Error)]
@@ -70,7 +70,7 @@ async fn list_all<K: ClusterKind>(
     server: &str,
     what: &'static str,
 ) -> Result<Vec<K>, FetchError> {
-    crate::kubeclient::list_all(client)
+    crate::runtime::list::list_all(client)
         .await
         .map_err(|e| classify(server, what, e))
 }

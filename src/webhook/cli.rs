@@ -12,6 +12,7 @@ use crate::check::load;
 use crate::compat::evaluate::DEFAULT_PLATFORM;
 use crate::registry::ImageInspector;
 use crate::registry::cli::RegistryArgs;
+use crate::runtime::admin;
 use anyhow::Context;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -109,20 +110,6 @@ pub struct Args {
     pub max_nodes: usize,
 }
 
-async fn client_for(args: &Args) -> anyhow::Result<kube::Client> {
-    match &args.kubeconfig {
-        Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-            let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
-            Ok(kube::Client::try_from(cfg)?)
-        }
-        None => Ok(kube::Client::try_default()
-            .await
-            .context("connecting to the cluster")?),
-    }
-}
-
 fn boot_config(args: &Args) -> bootstrap::Config {
     bootstrap::Config {
         namespace: args.namespace.clone(),
@@ -176,7 +163,7 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
     let drain = drain_of(&args)?;
     let needs_client = args.profiles.is_none() || args.self_signed;
     let client = if needs_client {
-        Some(client_for(&args).await?)
+        Some(crate::runtime::client::client(args.kubeconfig.as_deref()).await?)
     } else {
         None
     };
@@ -261,15 +248,10 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
         .with_context(|| format!("binding {}", args.listen))?;
     let local = https.local_addr()?;
     let acceptor = tokio_rustls::TlsAcceptor::from(tls::server_config(store.clone()));
-    let mut plain_addr = String::new();
-    let plain = if args.metrics_listen != "off" && !args.metrics_listen.is_empty() {
-        let l = tokio::net::TcpListener::bind(&args.metrics_listen)
-            .await
-            .with_context(|| format!("binding {}", args.metrics_listen))?;
-        plain_addr = format!(" metrics=http://{}", l.local_addr()?);
-        Some(l)
-    } else {
-        None
+    let plain = admin::bind(&args.metrics_listen).await?;
+    let plain_addr = match &plain {
+        Some(l) => format!(" metrics=http://{}", l.local_addr()?),
+        None => String::new(),
     };
     // One line on stdout so wrappers (and tests using port 0) learn the ports.
     println!("nfguard webhook listening on https://{local}{plain_addr}");

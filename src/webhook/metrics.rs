@@ -3,7 +3,6 @@
 //! count is bounded whatever the requests contain.
 
 use crate::compat::evaluate::{ReasonCode, Verdict};
-use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -213,12 +212,15 @@ impl Metrics {
             .inc();
     }
 
+    /// The text exposition format.
     pub fn render(&self) -> String {
-        let mut s = String::new();
-        if encode(&mut s, &self.registry).is_err() {
-            s.clear();
-        }
-        s
+        crate::runtime::admin::encode(&self.registry)
+    }
+}
+
+impl crate::runtime::admin::Exposition for Metrics {
+    fn registry(&self) -> &Registry {
+        &self.registry
     }
 }
 

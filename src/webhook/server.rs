@@ -4,12 +4,13 @@
 
 use super::admission::Judge;
 use super::metrics::Metrics;
+use crate::runtime::admin::{self, Admin, health};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::post;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
@@ -44,13 +45,13 @@ pub fn request_deadline(answer_budget: Duration) -> Duration {
 /// `POST /validate`, `GET /healthz`, `/readyz`, `/metrics`.
 pub fn router(state: AppState) -> Router {
     let timeout = request_deadline(state.judge.timeout);
+    let admin = admin_router(&state);
     // One Arc for the handlers: axum clones the state per request, and one
     // shared counter bounces between cores less than three.
-    let state = Arc::new(state);
     Router::new()
         .route("/validate", post(validate))
-        .merge(health_router())
-        .with_state(state)
+        .with_state(Arc::new(state))
+        .merge(admin)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         // A client trickling its body cannot hold a request open past the budget.
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(
@@ -60,15 +61,11 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// `/healthz`, `/readyz`, `/metrics` (also alone on the plain `--metrics-listen` port).
-fn health_router() -> Router<Arc<AppState>> {
-    Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
-}
-
-pub fn metrics_router(state: AppState) -> Router {
-    health_router().with_state(Arc::new(state))
+pub fn admin_router(state: &AppState) -> Router {
+    let ready = state.ready.clone();
+    // Before the caches sync, and from the moment a shutdown starts draining.
+    let why = "not ready: caches not synced yet, or shutting down";
+    admin::router(Admin::new(state.metrics.clone()).ready(move || health(ready(), why)))
 }
 
 async fn validate(State(s): State<Arc<AppState>>, body: Bytes) -> Response {
@@ -81,30 +78,6 @@ async fn validate(State(s): State<Arc<AppState>>, body: Bytes) -> Response {
         status,
         [(header::CONTENT_TYPE, "application/json")],
         out.body,
-    )
-        .into_response()
-}
-
-async fn readyz(State(s): State<Arc<AppState>>) -> Response {
-    if (s.ready)() {
-        (StatusCode::OK, "ready").into_response()
-    } else {
-        // Before the caches sync, and from the moment a shutdown starts draining.
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "not ready: caches not synced yet, or shutting down",
-        )
-            .into_response()
-    }
-}
-
-async fn metrics(State(s): State<Arc<AppState>>) -> Response {
-    (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        s.metrics.render(),
     )
         .into_response()
 }
@@ -163,7 +136,7 @@ pub async fn serve(
         acceptor,
         plain,
     } = listeners;
-    let plain = plain.map(|l| (l, metrics_router(state.clone())));
+    let plain = plain.map(|l| (l, admin_router(&state)));
     serve_until(https, acceptor, router(state), plain, stop, drain.budget).await
 }
 
