@@ -48,7 +48,7 @@ enum Command {
     /// Deployment: conditions, labels, taints, writer inventory, clean-up.
     Controller(nfguard::controller::cli::Args),
     /// Deployment: the validating admission webhook.
-    Webhook(nfguard::webhook::cli::Args),
+    Webhook(Box<nfguard::webhook::cli::Args>),
     /// Print nfguard's CustomResourceDefinitions as YAML.
     Crd,
 }
@@ -122,7 +122,7 @@ fn main() -> ExitCode {
             Command::Status(args) => nfguard::status::cli::run(args).await,
             Command::Reporter(args) => nfguard::reporter::cli::run(args).await,
             Command::Controller(args) => nfguard::controller::cli::run(args).await,
-            Command::Webhook(args) => nfguard::webhook::cli::run(args).await,
+            Command::Webhook(args) => nfguard::webhook::cli::run(*args).await,
             Command::Crd => {
                 print!("{}", nfguard::api::crds_yaml());
                 Ok(0)
