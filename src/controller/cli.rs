@@ -1,11 +1,13 @@
-//! `nfguard controller`: leader election, then the node controller and the
-//! periodic orphan sweep while leading; metrics and probes always.
+//! `nfguard controller`: leader election, then the node controller, the
+//! NetfilterPolicy status controller and the periodic orphan sweep while
+//! leading; metrics and probes always.
 
 use super::EVENT_REPORTER;
 use super::gather::RegistryImages;
 use super::http::{self, HttpState};
 use super::lease::{LeaderElector, LeaseConfig};
 use super::metrics::Metrics;
+use super::policy_status::run_policy_status;
 use super::run::{run_controller, sweep_orphans};
 use crate::registry::ImageInspector;
 use crate::registry::cli::RegistryArgs;
@@ -145,6 +147,18 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
                 },
             )
         };
+        let policy_status = {
+            let mut rx = term_rx.clone();
+            run_policy_status(
+                client.clone(),
+                clock.clone(),
+                metrics.clone(),
+                recorder.clone(),
+                async move {
+                    let _ = rx.wait_for(|s| *s).await;
+                },
+            )
+        };
         let sweeper = {
             let (client, metrics, mut rx) = (client.clone(), metrics.clone(), term_rx.clone());
             let every = Duration::from_secs(args.orphan_interval.max(10));
@@ -162,7 +176,7 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
                 }
             }
         };
-        let work = futures::future::join(controller, sweeper);
+        let work = futures::future::join3(controller, policy_status, sweeper);
         tokio::pin!(work);
         let mut shutting_down = false;
         tokio::select! {

@@ -7,7 +7,8 @@
 //! running writer pods, the policies and namespace labels from the caches
 //! the watches fill ([`stores`]); image look-ups) -> [`plan::plan_node`]
 //! (pure, clock passed in) -> apply (node labels, taints, status, events). Only the
-//! holder of a `coordination.k8s.io/v1` Lease reconciles ([`lease`]).
+//! holder of a `coordination.k8s.io/v1` Lease reconciles ([`lease`]); it
+//! also writes each NetfilterPolicy's status ([`policy_status`]).
 
 pub mod apply;
 pub mod cli;
@@ -22,6 +23,7 @@ pub mod metrics;
 pub mod namespaces;
 pub mod orphans;
 pub mod plan;
+pub mod policy_status;
 pub mod predicates;
 pub mod run;
 pub mod stores;
