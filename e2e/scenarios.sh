@@ -51,6 +51,13 @@
 #      leader dies and wrote nothing before
 #   9. the webhook down: failurePolicy Ignore admits in time, Fail refuses;
 #      restored afterwards with the same caBundle
+#  10. an `action: Taint` policy selecting namespaces labelled team=net: a
+#      hostNetwork + NET_ADMIN pod with iptables-nft 1.8.7 in such a namespace
+#      is admitted with nfguard's warning and its node gets
+#      nfguard.io/iptables-incompatible:NoSchedule; relabelling the namespace
+#      team=web removes the taint. An invalid policy beside it (bad
+#      exemptImages glob) gets Valid=False naming the field, and admission
+#      judges with the valid policy, warning that it ignored the invalid one
 set -euo pipefail
 set -E
 cd "$(dirname "$0")/.."
@@ -62,7 +69,7 @@ REGISTRY=${NFGUARD_E2E_REGISTRY_PULL:-}
 IMG_INCIDENT=$REGISTRY/nfguard-e2e/incident:1.8.7-nft
 IMG_COMPATIBLE=$REGISTRY/nfguard-e2e/compatible:1.8.11-wrapper
 IMG_LEGACY=$REGISTRY/nfguard-e2e/legacy:1.8.9-legacy
-ALL_SCENARIOS="1 2 3 4 5 6 7 8 9"
+ALL_SCENARIOS="1 2 3 4 5 6 7 8 9 10"
 
 PASSED=0
 FAILED=""
@@ -678,8 +685,24 @@ s6_record() { # TITLE: what an operator sees
   } | show
 }
 
+# lift_brake KEEP: every NetfilterPolicy but KEEP allows 100 % tainted nodes
+# until the scenario ends. The safety brake is the smallest
+# maxTaintedNodesPercent of all policies: the shipped default (10 %) allows no
+# taint at all below 10 nodes.
+lift_brake() {
+  local p pct
+  while read -r p pct; do
+    if [ -z "$p" ] || [ "$p" = "$1" ] || [ -z "$pct" ] || [ "$pct" -ge 100 ]; then
+      continue
+    fi
+    defer kubectl patch netfilterpolicy "$p" --type=merge -p "{\"spec\":{\"maxTaintedNodesPercent\":$pct}}"
+    kubectl patch netfilterpolicy "$p" --type=merge -p '{"spec":{"maxTaintedNodesPercent":100}}' >/dev/null
+    say "NetfilterPolicy $p: maxTaintedNodesPercent $pct -> 100 for this scenario (the brake takes the smallest)"
+  done < <(kubectl get netfilterpolicies -o jsonpath='{range .items[*]}{.metadata.name} {.spec.maxTaintedNodesPercent}{"\n"}{end}')
+}
+
 s6_incident() {
-  local ns=nfguard-e2e-s6 n hb_before out traffic t0 repaired p pct input reconnected
+  local ns=nfguard-e2e-s6 n hb_before out traffic t0 repaired input reconnected
   for n in "${NODES[@]}"; do
     [ "$(nnp "$n" '{.status.activeBackend}')" = nft ] || continue
     if [ "${EXPECT[$n]:-}" = nft ]; then S6_NODE=$n; break; fi
@@ -716,16 +739,7 @@ spec:
   taintDegradedNodes: true
   maxTaintedNodesPercent: 100
 YAML
-  # The safety brake is the smallest maxTaintedNodesPercent of all policies:
-  # the shipped default (10 %) allows no taint at all below 10 nodes.
-  while read -r p pct; do
-    if [ -z "$p" ] || [ "$p" = nfguard-e2e-taint-degraded ] || [ -z "$pct" ] || [ "$pct" -ge 100 ]; then
-      continue
-    fi
-    defer kubectl patch netfilterpolicy "$p" --type=merge -p "{\"spec\":{\"maxTaintedNodesPercent\":$pct}}"
-    kubectl patch netfilterpolicy "$p" --type=merge -p '{"spec":{"maxTaintedNodesPercent":100}}' >/dev/null
-    say "NetfilterPolicy $p: maxTaintedNodesPercent $pct -> 100 for this scenario (the brake takes the smallest)"
-  done < <(kubectl get netfilterpolicies -o jsonpath='{range .items[*]}{.metadata.name} {.spec.maxTaintedNodesPercent}{"\n"}{end}')
+  lift_brake nfguard-e2e-taint-degraded
   ok "NetfilterPolicy nfguard-e2e-taint-degraded: taintDegradedNodes true, maxTaintedNodesPercent 100"
 
   scenario_ns "$ns"
@@ -1204,6 +1218,148 @@ s9_webhook_down() {
   ok "the gate is back: the incident pod is denied again (server dry-run)"
 }
 
+# ---- 10. a Taint policy selecting namespaces by label; an invalid policy ------------------
+# keep_out_of_namespace NS KEEP...: every NetfilterPolicy but KEEP... stops
+# selecting NS (a `kubernetes.io/metadata.name NotIn` requirement); each
+# selector is restored at the end. The strictest policy wins, so the shipped
+# `action: Deny` default would otherwise deny what the scenario's Taint
+# policy admits.
+keep_out_of_namespace() {
+  local ns=$1 p sel path expr
+  shift
+  expr="{\"key\":\"kubernetes.io/metadata.name\",\"operator\":\"NotIn\",\"values\":[\"$ns\"]}"
+  for p in $(kubectl get netfilterpolicies -o jsonpath='{.items[*].metadata.name}'); do
+    [[ " $* " != *" $p "* ]] || continue
+    sel=$(get netfilterpolicy "$p" '{.spec.namespaceSelector}')
+    if [ -z "$sel" ]; then
+      defer kubectl patch netfilterpolicy "$p" --type=json -p='[{"op":"remove","path":"/spec/namespaceSelector"}]'
+      kubectl patch netfilterpolicy "$p" --type=merge \
+        -p "{\"spec\":{\"namespaceSelector\":{\"matchExpressions\":[$expr]}}}" >/dev/null
+    else
+      defer kubectl patch netfilterpolicy "$p" --type=json \
+        -p="[{\"op\":\"replace\",\"path\":\"/spec/namespaceSelector\",\"value\":$sel}]"
+      path=/spec/namespaceSelector/matchExpressions
+      if [ -n "$(get netfilterpolicy "$p" '{.spec.namespaceSelector.matchExpressions}')" ]; then
+        kubectl patch netfilterpolicy "$p" --type=json -p="[{\"op\":\"add\",\"path\":\"$path/-\",\"value\":$expr}]" >/dev/null
+      else
+        kubectl patch netfilterpolicy "$p" --type=json -p="[{\"op\":\"add\",\"path\":\"$path\",\"value\":[$expr]}]" >/dev/null
+      fi
+    fi
+    say "NetfilterPolicy $p: does not select namespace $ns for this scenario"
+  done
+}
+
+policy_condition() { # POLICY TYPE FIELD
+  get netfilterpolicy "$1" "{.status.conditions[?(@.type==\"$2\")].$3}"
+}
+policy_is() { # POLICY STATUS [REASON]: its Valid condition
+  local s r
+  s=$(policy_condition "$1" Valid status)
+  r=$(policy_condition "$1" Valid reason)
+  WHY="$1: Valid=${s:-none} (${r:-no reason})"
+  [ "$s" = "$2" ] || return 1
+  [ -z "${3:-}" ] || [ "$r" = "$3" ]
+}
+
+# The pod the webhook judges: hostNetwork + NET_ADMIN with iptables-nft
+# 1.8.7, on node $S10_NODE only.
+s10_pod() { # NAME
+  pod_yaml "$1" "$IMG_INCIDENT" | sed "s/^spec:$/spec:\n  nodeName: $S10_NODE/"
+}
+S10_NODE=""
+S10_OUT=""
+s10_warned() { # NS: a server dry-run shows both warnings (the webhook's reflectors caught up)
+  S10_OUT=$(s10_pod probe | kubectl -n "$1" create --dry-run=server -f - 2>&1) || {
+    WHY="the dry-run was refused: $S10_OUT"
+    return 1
+  }
+  WHY="the dry-run was admitted without both warnings: $S10_OUT"
+  grep -qF '[OldReaderNewRules]' <<<"$S10_OUT" && grep -qF '[InvalidPolicyIgnored]' <<<"$S10_OUT"
+}
+s10_tainted() { # YES|NO
+  local t
+  # Read directly: an unreadable Node must not pass for an untainted one.
+  t=$(kubectl get node "$S10_NODE" -o jsonpath='{range .spec.taints[*]}{.key}={.value}:{.effect}{"\n"}{end}') ||
+    { WHY="cannot read node $S10_NODE"; return 1; }
+  WHY="$S10_NODE carries: ${t:-no taint}"
+  case "$1" in
+    YES) grep -qx 'nfguard.io/iptables-incompatible=:NoSchedule' <<<"$t" ;;
+    NO) if grep -q '^nfguard.io/iptables-incompatible=' <<<"$t"; then return 1; fi ;;
+  esac
+}
+s10_running() { # NS POD
+  local phase
+  phase=$(get pod "$2" '{.status.phase}' -n "$1")
+  WHY="pod $2 is ${phase:-absent}"
+  [ "$phase" = Running ]
+}
+
+s10_namespace_selector() {
+  local ns=nfguard-e2e-s10 n out message
+  for n in "${NODES[@]}"; do
+    if [ "$(nnp "$n" '{.status.activeBackend}')" = nft ] && [ -n "$(nnp "$n" '{.status.minReaderVersion}')" ]; then
+      S10_NODE=$n
+      break
+    fi
+  done
+  [ -n "$S10_NODE" ] || fail "no nft node whose rules need iptables >= 1.8.8 (status.minReaderVersion)"
+  say "the node: $S10_NODE (minReaderVersion $(nnp "$S10_NODE" '{.status.minReaderVersion}'))"
+
+  defer kubectl delete netfilterpolicy nfguard-e2e-team-net nfguard-e2e-broken --ignore-not-found
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: nfguard.io/v1alpha1
+kind: NetfilterPolicy
+metadata: {name: nfguard-e2e-team-net, labels: {app.kubernetes.io/part-of: nfguard-e2e}}
+spec:
+  action: Taint
+  unresolvedImages: Warn
+  namespaceSelector: {matchLabels: {team: net}}
+  maxTaintedNodesPercent: 100
+---
+apiVersion: nfguard.io/v1alpha1
+kind: NetfilterPolicy
+metadata: {name: nfguard-e2e-broken, labels: {app.kubernetes.io/part-of: nfguard-e2e}}
+spec:
+  action: Warn
+  namespaceSelector: {matchLabels: {team: net}}
+  exemptImages: ["a["]
+YAML
+  lift_brake nfguard-e2e-team-net
+  keep_out_of_namespace "$ns" nfguard-e2e-team-net nfguard-e2e-broken
+  on_dump kubectl get netfilterpolicies -o wide
+
+  # The invalid policy is shown, the valid one accepted.
+  wait_for 60 "nfguard-e2e-broken to be Valid=False (InvalidExemptImages)" policy_is nfguard-e2e-broken False InvalidExemptImages
+  message=$(policy_condition nfguard-e2e-broken Valid message)
+  grep -qF 'exemptImages[0] "a["' <<<"$message" || fail "Valid=False does not name the field and pattern: $message"
+  [ "$(policy_condition nfguard-e2e-broken Accepted status)" = False ] ||
+    fail "nfguard-e2e-broken is invalid but Accepted=$(policy_condition nfguard-e2e-broken Accepted status)"
+  ok "nfguard-e2e-broken: Valid=False, reason InvalidExemptImages: $message"
+  wait_for 60 "nfguard-e2e-team-net to be Valid=True" policy_is nfguard-e2e-team-net True
+  ok "nfguard-e2e-team-net: Valid=True, Accepted=$(policy_condition nfguard-e2e-team-net Accepted status)"
+
+  scenario_ns "$ns"
+  kubectl label namespace "$ns" team=net >/dev/null
+  wait_for 60 "the webhook to judge namespace $ns (team=net) with both policies" s10_warned "$ns"
+  defer kubectl -n "$ns" delete pod router --ignore-not-found --grace-period=0 --force --wait=false
+  out=$(s10_pod router | kubectl -n "$ns" create -f - 2>&1) ||
+    fail "the pod was denied in a team=net namespace under action: Taint: $out"
+  [ -n "$(reason_part "$out" OldReaderNewRules)" ] ||
+    fail "admitted without nfguard's [OldReaderNewRules] warning: $out"
+  grep -qF 'NetfilterPolicy nfguard-e2e-broken: exemptImages[0] "a["' <<<"$(reason_part "$out" InvalidPolicyIgnored)" ||
+    fail "the admission does not name the ignored policy and its field: $out"
+  ok "admitted under action: Taint with nfguard's warnings (judged with nfguard-e2e-team-net, nfguard-e2e-broken ignored and named):"
+  show <<<"$out"
+
+  wait_for 120 "pod router to run on $S10_NODE" s10_running "$ns" router
+  wait_for 120 "the controller to taint $S10_NODE nfguard.io/iptables-incompatible:NoSchedule" s10_tainted YES
+  ok "$S10_NODE tainted after ${WAITED} s: $(nfguard_taints "$S10_NODE" | tr '\n' ' ')"
+
+  kubectl label namespace "$ns" team=web --overwrite >/dev/null
+  wait_for 120 "the taint on $S10_NODE to go once $ns is relabelled team=web" s10_tainted NO
+  ok "namespace relabelled team=web: no policy selects it any more, taint removed after ${WAITED} s"
+}
+
 # ---- main --------------------------------------------------------------------------------
 case "$PROVIDER" in
   kind) command -v docker >/dev/null || fail "NFGUARD_E2E_PROVIDER=kind needs docker" ;;
@@ -1214,7 +1370,7 @@ esac
 [ -n "${KUBECONFIG:-}" ] || fail "KUBECONFIG is not set"
 command -v kubectl >/dev/null || fail "kubectl is not on PATH"
 for n in ${NFGUARD_E2E_ONLY:-}; do
-  [[ " $ALL_SCENARIOS " == *" $n "* ]] || fail "NFGUARD_E2E_ONLY: no scenario $n (1-9)"
+  [[ " $ALL_SCENARIOS " == *" $n "* ]] || fail "NFGUARD_E2E_ONLY: no scenario $n (1-10)"
 done
 for e in ${NFGUARD_E2E_EXPECT_BACKENDS:-}; do
   [[ "$e" == ?*=?* ]] || fail "NFGUARD_E2E_EXPECT_BACKENDS: '$e' is not NODE=BACKEND"
@@ -1231,6 +1387,7 @@ run_scenario 6 "the incident for real: an old reader's save/restore on an nft no
 run_scenario 7 "RBAC: own ServiceAccounts; a reporter cannot write another node's profile" s7_rbac
 run_scenario 8 "two controller replicas: hand-over without double writes" s8_leader_election
 run_scenario 9 "the webhook down: failurePolicy Ignore, then Fail" s9_webhook_down
+run_scenario 10 "a Taint policy selecting namespaces by label; an invalid policy is shown and ignored" s10_namespace_selector
 
 CURRENT=finished
 echo "$PASSED passed, 0 failed"
