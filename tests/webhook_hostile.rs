@@ -7,6 +7,7 @@ mod support;
 
 use axum::body::Body;
 use http::Request;
+use nfguard::runtime::admin::Exposition;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 use support::*;
@@ -246,7 +247,7 @@ async fn many_concurrent_requests_for_one_cold_image_all_get_the_answer() {
         assert_eq!(s, 200);
         assert_eq!(v["response"]["allowed"], false);
     }
-    let text = metrics.render();
+    let text = metrics.encode();
     assert!(
         text.contains("nfguard_webhook_image_cache_misses_total 50"),
         "{text}"
@@ -306,7 +307,7 @@ async fn thousands_of_distinct_images_start_a_bounded_number_of_lookups() {
         "warnings capped"
     );
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let text = metrics.render();
+    let text = metrics.encode();
     assert!(
         text.contains("nfguard_webhook_image_cache_misses_total 2000"),
         "{text}"

@@ -11,6 +11,7 @@ use super::conditions::{ConditionStatus, ConditionType};
 use super::plan::NodePlan;
 use crate::api::{ActiveBackend, NodeNetfilterProfile};
 use crate::facts::HazardCode;
+use crate::runtime::admin::Exposition;
 use k8s_openapi::jiff::Timestamp;
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
 use prometheus_client::metrics::counter::Counter;
@@ -390,14 +391,9 @@ impl Metrics {
                 .set(n);
         }
     }
-
-    /// The text exposition format.
-    pub fn encode(&self) -> String {
-        crate::runtime::admin::encode(&self.registry)
-    }
 }
 
-impl crate::runtime::admin::Exposition for Metrics {
+impl Exposition for Metrics {
     fn registry(&self) -> &Registry {
         &self.registry
     }

@@ -32,6 +32,11 @@ pub type Check = Arc<dyn Fn() -> Health + Send + Sync>;
 /// A component's metrics: the registry `/metrics` encodes.
 pub trait Exposition: Send + Sync {
     fn registry(&self) -> &Registry;
+
+    /// The text exposition format, as `/metrics` serves it.
+    fn encode(&self) -> String {
+        encode(self.registry())
+    }
 }
 
 /// The registry in the text exposition format. Writing to a String only
@@ -108,7 +113,7 @@ async fn probe(check: Check) -> Response {
 async fn scrape(metrics: Arc<dyn Exposition>) -> Response {
     (
         [(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)],
-        encode(metrics.registry()),
+        metrics.encode(),
     )
         .into_response()
 }

@@ -3,6 +3,7 @@
 //! count is bounded whatever the requests contain.
 
 use crate::compat::evaluate::{ReasonCode, Verdict};
+use crate::runtime::admin::Exposition;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -211,14 +212,9 @@ impl Metrics {
             })
             .inc();
     }
-
-    /// The text exposition format.
-    pub fn render(&self) -> String {
-        crate::runtime::admin::encode(&self.registry)
-    }
 }
 
-impl crate::runtime::admin::Exposition for Metrics {
+impl Exposition for Metrics {
     fn registry(&self) -> &Registry {
         &self.registry
     }
@@ -236,7 +232,7 @@ mod tests {
                 m.count_reason(code);
             }
         }
-        let text = m.render();
+        let text = m.encode();
         for (i, code) in ReasonCode::ALL.into_iter().enumerate() {
             let line = format!(
                 "nfguard_webhook_reasons_total{{code=\"{code}\"}} {}\n",
@@ -251,10 +247,10 @@ mod tests {
         let m = Metrics::new();
         m.observe_review("Pod", Verdict::Deny.as_str(), 0.01);
         assert!(
-            m.render()
+            m.encode()
                 .contains("nfguard_webhook_verdicts_total{verdict=\"deny\"} 1\n"),
             "{}",
-            m.render()
+            m.encode()
         );
     }
 }
