@@ -3,11 +3,14 @@
 //! validity (server-side apply under the controller's field manager), leaves
 //! the one already in sync alone, records an event and counts the invalid one.
 
+#[path = "support/kube_mock.rs"]
+mod kube_mock;
+
 use http::{Request, Response};
-use http_body_util::BodyExt;
 use k8s_openapi::jiff::Timestamp;
 use kube::client::Body;
 use kube::runtime::events::{Recorder, Reporter};
+use kube_mock::{Captured as Seen, capture};
 use nfguard::controller::metrics::Metrics;
 use nfguard::controller::policy_status::run_policy_status;
 use nfguard::runtime::admin::Exposition;
@@ -18,15 +21,6 @@ use std::time::Duration;
 
 const NOW: &str = "2026-03-01T12:00:00Z";
 const POLICIES: &str = "/apis/nfguard.io/v1alpha1/netfilterpolicies";
-
-#[derive(Debug, Clone)]
-struct Seen {
-    method: String,
-    path: String,
-    query: String,
-    content_type: String,
-    body: Value,
-}
 
 fn policy(name: &str, exempt: &[&str], status: Value) -> Value {
     json!({
@@ -67,20 +61,7 @@ fn fake_api(items: Vec<Value>) -> (kube::Client, Arc<Mutex<Vec<Seen>>>) {
                 .unwrap()
         };
         while let Some((req, send)) = handle.next_request().await {
-            let (parts, body) = req.into_parts();
-            let bytes = body.collect().await.unwrap().to_bytes();
-            let s = Seen {
-                method: parts.method.to_string(),
-                path: parts.uri.path().to_string(),
-                query: parts.uri.query().unwrap_or("").to_string(),
-                content_type: parts
-                    .headers
-                    .get(http::header::CONTENT_TYPE)
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("")
-                    .to_string(),
-                body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-            };
+            let s = capture(req).await;
             log.lock().unwrap().push(s.clone());
             if s.query.contains("watch=true") {
                 watches.push(send);

@@ -6,6 +6,9 @@
 //! reconcile reads nothing from the API server: the scripted server fails
 //! the test on any read.
 
+#[path = "support/kube_mock.rs"]
+mod kube_mock;
+
 use http::{Request, Response};
 use http_body_util::BodyExt;
 use k8s_openapi::api::core::v1::Node;
@@ -13,6 +16,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::client::Body;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector;
+use kube_mock::{Captured, capture};
 use nfguard::api::NodeNetfilterProfile;
 use nfguard::compat::evaluate::ImageResolutions;
 use nfguard::compat::evaluate::{Decision, ReasonCode, Verdict, Workload};
@@ -39,16 +43,6 @@ use std::time::Duration;
 const NOW: &str = "2026-03-01T12:00:00Z";
 
 type Responder = Box<dyn FnOnce(&Captured) -> (u16, Value) + Send>;
-
-/// One request the fake API server received.
-#[derive(Debug, Clone)]
-struct Captured {
-    method: String,
-    path: String,
-    query: String,
-    content_type: String,
-    body: Value,
-}
 
 struct Expect {
     method: &'static str,
@@ -88,24 +82,7 @@ fn fake_api(expects: Vec<Expect>) -> (kube::Client, Seen) {
         let mut seen = Vec::new();
         let mut events = Vec::new();
         while let Some((req, send)) = handle.next_request().await {
-            let (parts, body) = req.into_parts();
-            let bytes = body.collect().await.unwrap().to_bytes();
-            let captured = Captured {
-                method: parts.method.to_string(),
-                path: parts.uri.path().to_string(),
-                query: parts.uri.query().unwrap_or("").to_string(),
-                content_type: parts
-                    .headers
-                    .get(http::header::CONTENT_TYPE)
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("")
-                    .to_string(),
-                body: if bytes.is_empty() {
-                    Value::Null
-                } else {
-                    serde_json::from_slice(&bytes).unwrap_or(Value::Null)
-                },
-            };
+            let captured = capture(req).await;
             let (code, out) = if captured.path.starts_with("/apis/events.k8s.io/") {
                 events.push(captured.clone());
                 (201, captured.body.clone())

@@ -142,18 +142,7 @@ impl Applier<'_> {
         node: &ObjectReference,
         profile: Option<&ObjectReference>,
     ) {
-        let event = Event {
-            type_: if e.warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: e.reason.into(),
-            // The API caps notes at 1 kB.
-            note: Some(truncate(&e.note, 1000)),
-            action: e.action.into(),
-            secondary: None,
-        };
+        let event = event(e.warning, e.reason, e.action, &e.note);
         let targets: Vec<&ObjectReference> = match e.target {
             EventTarget::Node => vec![node],
             EventTarget::Profile => profile.into_iter().collect(),
@@ -164,6 +153,21 @@ impl Applier<'_> {
                 tracing::warn!(error = %err, reason = e.reason, "publishing an event failed");
             }
         }
+    }
+}
+
+/// An event as the recorder publishes it; the note cut to the API's 1 kB.
+pub fn event(warning: bool, reason: &str, action: &str, note: &str) -> Event {
+    Event {
+        type_: if warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
+        reason: reason.into(),
+        note: Some(truncate(note, 1000)),
+        action: action.into(),
+        secondary: None,
     }
 }
 

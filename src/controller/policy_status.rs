@@ -11,6 +11,7 @@
 //! under the controller's field manager, only when it changes.
 
 use super::FIELD_MANAGER;
+use super::apply::event;
 use super::conditions::{ConditionStatus, condition, with_transition_times};
 use super::metrics::{Metrics, Stage, StageLabel};
 use crate::api::{Condition, NetfilterPolicy, NetfilterPolicyStatus};
@@ -21,7 +22,7 @@ use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::Recorder;
 use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
@@ -187,17 +188,7 @@ async fn reconcile(policy: Arc<NetfilterPolicy>, ctx: Arc<Ctx>) -> Result<Action
         } else {
             tracing::info!(policy = %name, "NetfilterPolicy valid again");
         }
-        let event = Event {
-            type_: if e.warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: e.reason.into(),
-            note: Some(e.note.clone()),
-            action: e.action.into(),
-            secondary: None,
-        };
+        let event = event(e.warning, e.reason, e.action, &e.note);
         if let Err(err) = ctx.recorder.publish(&event, &policy.object_ref(&())).await {
             tracing::warn!(error = %err, policy = %name, "publishing an event failed");
         }
