@@ -11,7 +11,7 @@ use super::policy_status::run_policy_status;
 use super::run::{run_controller, sweep_orphans};
 use crate::registry::ImageInspector;
 use crate::registry::cli::RegistryArgs;
-use crate::runtime::admin;
+use crate::runtime::{admin, flag_raised};
 use crate::runtime::clock::{Clock, SystemClock};
 use kube::runtime::events::{Recorder, Reporter};
 use std::path::PathBuf;
@@ -77,16 +77,11 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
     let me = identity(&args);
 
     let (stop_tx, stop_rx) = watch::channel(false);
-    let http_stop = {
-        let mut rx = stop_rx.clone();
-        async move {
-            let _ = rx.wait_for(|s| *s).await;
-        }
-    };
     let state = HttpState {
         metrics: metrics.clone(),
         ready: ready.clone(),
     };
+    let http_stop = flag_raised(stop_rx.clone());
     let http = admin::spawn(&args.metrics_listen, http::router(state), http_stop).await?;
 
     let mut lease = LeaseConfig::new(&args.lease_name, &args.lease_namespace, &me);
@@ -134,31 +129,21 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
         metrics.leader.set(1);
         tracing::info!(identity = %me, "leading: reconciling nodes");
         let (term_tx, term_rx) = watch::channel(false);
-        let controller = {
-            let mut rx = term_rx.clone();
-            run_controller(
-                client.clone(),
-                images.clone(),
-                clock.clone(),
-                metrics.clone(),
-                recorder.clone(),
-                async move {
-                    let _ = rx.wait_for(|s| *s).await;
-                },
-            )
-        };
-        let policy_status = {
-            let mut rx = term_rx.clone();
-            run_policy_status(
-                client.clone(),
-                clock.clone(),
-                metrics.clone(),
-                recorder.clone(),
-                async move {
-                    let _ = rx.wait_for(|s| *s).await;
-                },
-            )
-        };
+        let controller = run_controller(
+            client.clone(),
+            images.clone(),
+            clock.clone(),
+            metrics.clone(),
+            recorder.clone(),
+            flag_raised(term_rx.clone()),
+        );
+        let policy_status = run_policy_status(
+            client.clone(),
+            clock.clone(),
+            metrics.clone(),
+            recorder.clone(),
+            flag_raised(term_rx.clone()),
+        );
         let sweeper = {
             let (client, metrics, mut rx) = (client.clone(), metrics.clone(), term_rx.clone());
             let every = Duration::from_secs(args.orphan_interval.max(10));

@@ -14,4 +14,4 @@ pub mod list;
 pub mod shutdown;
 pub mod status_apply;
 
-pub use shutdown::shutdown_signal;
+pub use shutdown::{flag_raised, shutdown_signal};

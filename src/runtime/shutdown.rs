@@ -36,3 +36,38 @@ async fn ctrl_c() {
         }
     }
 }
+
+/// Resolves once the stop flag `rx` watches turns true, or its sender is
+/// gone (nobody is left to say "keep going"): how a task spawned with a
+/// stop flag learns it is time to finish.
+pub async fn flag_raised(mut rx: tokio::sync::watch::Receiver<bool>) {
+    let _ = rx.wait_for(|stop| *stop).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+    use tokio::sync::watch;
+
+    #[tokio::test(start_paused = true)]
+    async fn flag_raised_waits_for_true_or_a_dropped_sender() {
+        let (tx, rx) = watch::channel(false);
+        let waiting = tokio::spawn(flag_raised(rx.clone()));
+        tx.send(false).unwrap();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(!waiting.is_finished(), "false is not a stop");
+        tx.send(true).unwrap();
+        waiting.await.unwrap();
+        // Raised before anyone waits: resolves at once.
+        flag_raised(rx).await;
+
+        let (tx, rx) = watch::channel(false);
+        let waiting = tokio::spawn(flag_raised(rx));
+        drop(tx);
+        tokio::time::timeout(Duration::from_secs(1), waiting)
+            .await
+            .expect("a dropped sender ends the wait")
+            .unwrap();
+    }
+}
