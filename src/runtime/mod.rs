@@ -2,7 +2,8 @@
 //!
 //! - [`client`]: the kube client every subcommand connects with.
 //! - [`list`]: paged lists of cluster-scoped kinds (`status`, `check`).
-//! - [`shutdown`]: the one shutdown signal (SIGTERM or Ctrl-C).
+//! - [`shutdown`]: the one shutdown signal (SIGTERM or Ctrl-C) and the stop
+//!   flag tasks wait on ([`flag_raised`]).
 //! - [`admin`]: `/healthz`, `/readyz`, `/metrics` on plain HTTP.
 //! - [`clock`]: wall-clock time on jiff, injectable for tests.
 //! - [`status_apply`]: the server-side apply body of a status subresource.
