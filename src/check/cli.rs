@@ -2,13 +2,12 @@
 //! or with `--kubeconfig`/`--cluster` reading the facts from a live cluster.
 //! Exit 0 allow/warn, 1 deny, 2 error (returned as Err to main).
 
-use super::resolve::{ImageResolver, RegistryResolver};
 use super::{Inputs, ResolveOptions, check, cluster, load};
 use crate::compat::evaluate::DEFAULT_PLATFORM;
+use crate::judgement::ImageLookup;
 use crate::output::{Format, render_structured};
 use crate::registry::ImageInspector;
 use crate::registry::cli::RegistryArgs;
-use anyhow::Context;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -92,7 +91,7 @@ impl From<Format> for CheckFormat {
 /// Injectable dependencies (tests pass a fake resolver or a mock client).
 #[derive(Default)]
 pub struct Env {
-    pub resolver: Option<Arc<dyn ImageResolver>>,
+    pub lookup: Option<Arc<dyn ImageLookup>>,
     pub client: Option<kube::Client>,
 }
 
@@ -104,10 +103,10 @@ impl Args {
 
 /// Load manifests and facts from files and/or the cluster.
 pub async fn gather(args: &Args, client: Option<kube::Client>) -> anyhow::Result<Inputs> {
-    args.platform_default
-        .parse::<crate::registry::Platform>()
-        .map_err(anyhow::Error::msg)
-        .context("--platform-default")?;
+    let default_platform: crate::facts::Platform = args
+        .platform_default
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--platform-default: {e}"))?;
     let manifests = load::load_manifests(&args.files)?;
     let mut inputs = Inputs {
         workloads: manifests.workloads,
@@ -115,7 +114,7 @@ pub async fn gather(args: &Args, client: Option<kube::Client>) -> anyhow::Result
         notes: manifests.notes,
         note_files: manifests.note_files,
         files: args.files.clone(),
-        default_platform: args.platform_default.clone(),
+        default_platform,
         ..Inputs::default()
     };
     if let Some(p) = &args.nodes {
@@ -158,16 +157,14 @@ pub async fn gather(args: &Args, client: Option<kube::Client>) -> anyhow::Result
 pub async fn execute(args: &Args, env: Env) -> anyhow::Result<super::Report> {
     let inputs = gather(args, env.client).await?;
     let timeout = Duration::from_secs(args.timeout.max(1));
-    let resolver = match env.resolver {
-        Some(r) => r,
-        None => Arc::new(RegistryResolver {
-            inspector: ImageInspector::new(args.registry.config(timeout)),
-        }),
+    let lookup: Arc<dyn ImageLookup> = match env.lookup {
+        Some(l) => l,
+        None => Arc::new(ImageInspector::new(args.registry.config(timeout))),
     };
     Ok(check(
         &inputs,
         &ResolveOptions {
-            resolver,
+            lookup,
             timeout,
             concurrency: args.concurrency,
         },

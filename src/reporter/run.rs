@@ -8,7 +8,7 @@ use super::core::{Backoff, Debounce, SendState, failed_probe_status};
 use super::metrics::Metrics;
 use super::nft_watch::Event;
 use super::prober::Prober;
-use super::sink::StatusSink;
+use super::sink::{SinkError, StatusSink};
 use crate::runtime::clock::{Clock, rfc3339, unix_seconds};
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,7 +59,7 @@ pub struct Io<'a> {
 #[derive(Debug, thiserror::Error)]
 pub enum LoopError {
     #[error("writing the status failed: {0}")]
-    OnceWriteFailed(String),
+    OnceWriteFailed(#[source] SinkError),
 }
 
 /// Runs until `shutdown` (or, with `once`, the first accepted write).
@@ -85,7 +85,7 @@ pub async fn run_loop(cfg: &LoopConfig, mut io: Io<'_>) -> Result<(), LoopError>
                 Err(e) => {
                     io.metrics.probe_failures.inc();
                     tracing::warn!(error = %e, "node probe failed; reporting it");
-                    failed_probe_status(last_good.as_ref(), &e)
+                    failed_probe_status(last_good.as_ref(), &e.to_string())
                 }
             };
             status.last_probe_time = Some(rfc3339(io.clock.now()));
@@ -95,10 +95,7 @@ pub async fn run_loop(cfg: &LoopConfig, mut io: Io<'_>) -> Result<(), LoopError>
         if let Some(status) = state.to_send(Instant::now()).cloned() {
             let res = match tokio::time::timeout(cfg.write_timeout, io.sink.write(&status)).await {
                 Ok(r) => r,
-                Err(_) => Err(format!(
-                    "no answer within {} s",
-                    cfg.write_timeout.as_secs()
-                )),
+                Err(_) => Err(SinkError::Timeout(cfg.write_timeout)),
             };
             match res {
                 Ok(()) => {

@@ -150,10 +150,10 @@ async fn certificate_loop(
 
 pub async fn run(args: Args) -> anyhow::Result<u8> {
     let metrics = Arc::new(Metrics::new());
-    args.platform_default
-        .parse::<crate::registry::Platform>()
-        .map_err(anyhow::Error::msg)
-        .context("--platform-default")?;
+    let default_platform: crate::facts::Platform = args
+        .platform_default
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--platform-default: {e}"))?;
     if !(args.timeout > 0.0 && args.timeout <= 30.0) {
         anyhow::bail!(
             "--timeout must be between 0 and 30 seconds, got {}",
@@ -231,7 +231,7 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
         },
         metrics: metrics.clone(),
         timeout: Duration::from_secs_f64(args.timeout),
-        default_platform: args.platform_default.clone(),
+        default_platform,
         max_nodes: args.max_nodes,
         decisions: DecisionCache::new(args.decision_cache_entries),
     });
