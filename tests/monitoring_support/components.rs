@@ -14,8 +14,8 @@ use nfguard::controller::metrics::{
     TaintLabel,
 };
 use nfguard::controller::plan::{NodeFacts, plan_node};
-use nfguard::judgement::PolicyBook;
 use nfguard::controller::taints::{TAINT_DEGRADED, TAINT_INCOMPATIBLE, TaintSettings};
+use nfguard::judgement::PolicyBook;
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
