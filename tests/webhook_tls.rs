@@ -23,8 +23,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use support::{container, object, pod_spec, review};
 
-/// A CA and a serving certificate for localhost / 127.0.0.1.
-
 struct Webhook {
     child: Child,
     url: String,
