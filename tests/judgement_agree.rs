@@ -4,20 +4,23 @@
 //! with namespace-label selectors, exempt globs, invalid policies, writer
 //! pods with several images, exempt annotations) are fed to all three:
 //! - check and the webhook return the same decision (verdict and reasons);
-//! - the controller taints for a running pod exactly when a `Taint` policy
-//!   selects its namespace and the webhook finds critical reasons, the same ones.
+//! - the controller (its production path: caches fed as its watches feed
+//!   them, then `plan_from_caches`) taints for a running pod exactly when a
+//!   `Taint` policy selects its namespace and the webhook finds critical
+//!   reasons, the same ones.
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use nfguard::api::PolicyAction;
 use nfguard::api::{NetfilterPolicy, NodeNetfilterProfile};
 use nfguard::check::{CheckError, Inputs, ResolveOptions, check};
 use nfguard::compat::evaluate::{
-    Decision, ImageKey, ImageResolutions, ReasonCode, Verdict, Workload, validate_policy,
+    Decision, ImageResolutions, ReasonCode, Verdict, Workload, validate_policy,
 };
-use nfguard::controller::plan::{NodeFacts, images_to_inspect, plan_node};
-use nfguard::controller::taints::TaintSettings;
+use nfguard::controller::gather::plan_from_caches;
+use nfguard::controller::namespaces::NamespaceMeta;
+use nfguard::controller::stores::{FirstLists, caches};
 use nfguard::facts::{Backend, ImageProfile, IptablesFacts, Platform, Severity};
-use nfguard::judgement::{Bounded, FixedImages, ImageLookup, PolicyBook, ResolveImages};
+use nfguard::judgement::{Bounded, FixedImages, ImageLookup, PolicyBook};
 use nfguard::webhook::admission::Judge;
 use nfguard::webhook::facts::{Facts, Snapshot};
 use nfguard::webhook::images::{CacheTtl, ImageCache};
@@ -406,7 +409,9 @@ async fn by_webhook(f: &Facts3, lookup: Arc<dyn ImageLookup>) -> Decision {
         .expect("the webhook judges")
 }
 
-/// The controller's plan for the pod's node: (violation codes, status to write).
+/// The controller's plan for the pod's node, through its production path:
+/// caches fed as its watches feed them, then `plan_from_caches`.
+/// Returns (violation codes, status to write).
 async fn by_controller(
     f: &Facts3,
     on_node: usize,
@@ -416,24 +421,27 @@ async fn by_controller(
     Option<nfguard::api::NodeNetfilterProfileStatus>,
 ) {
     let pod: Pod = serde_json::from_value(f.pod.clone()).unwrap();
-    let pods = [&pod];
-    let book = f.book();
-    let node = &f.nodes[on_node];
-    let keys: Vec<ImageKey> = images_to_inspect(node, &pods, &book);
-    let images = Bounded::new(lookup, 4)
-        .resolve(&keys, tokio::time::Instant::now() + Duration::from_secs(5))
-        .await;
-    let plan = plan_node(&NodeFacts {
-        node,
-        profile: Some(&f.profiles[on_node]),
-        pods: &pods,
-        policies: &book,
-        settings: TaintSettings::from_policies(&f.policies),
-        images: &images,
-        tainted_elsewhere: 0,
-        total_nodes: 100,
-        now: "2026-03-01T12:00:00Z".parse().unwrap(),
+    let namespace: NamespaceMeta = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": NAMESPACE, "labels": f.labels}
+    }))
+    .unwrap();
+    let (caches, mut feeds) = caches();
+    feeds.list(FirstLists {
+        nodes: f.nodes.clone(),
+        profiles: f.profiles.clone(),
+        pods: vec![pod],
+        policies: f.policies.clone(),
+        namespaces: vec![namespace],
     });
+    let plan = plan_from_caches(
+        &f.nodes[on_node],
+        &caches,
+        &Bounded::new(lookup, 4),
+        tokio::time::Instant::now() + Duration::from_secs(5),
+        "2026-03-01T12:00:00Z".parse().unwrap(),
+    )
+    .await;
     let mut codes: Vec<ReasonCode> = plan
         .violations
         .iter()
