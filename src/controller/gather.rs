@@ -4,11 +4,10 @@
 //! [`plan_node`]. Every reconcile runs this before it applies the plan,
 //! and the controller benchmark runs it for a whole cluster.
 
-use super::namespaces::labels_in;
 use super::plan::{NodeFacts, NodePlan, images_to_inspect, plan_node};
 use super::stores::Caches;
 use super::taints::TaintSettings;
-use crate::judgement::{PolicyBook, ResolveImages};
+use crate::judgement::ResolveImages;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use std::sync::Arc;
@@ -28,11 +27,8 @@ pub async fn plan_from_caches(
     let profile = caches.profile(name);
     let pods = caches.pods_on(name);
     let pods: Vec<&Pod> = pods.iter().map(Arc::as_ref).collect();
-    let policies = caches.policies();
-    let settings = TaintSettings::from_policies(policies.iter().map(Arc::as_ref));
-    let namespaces = caches.namespaces.clone();
-    let policies = PolicyBook::shared(policies)
-        .with_namespace_labels(Arc::new(move |ns: &str| labels_in(&namespaces, ns)));
+    let policies = caches.policy_book();
+    let settings = TaintSettings::from_policies(policies.policies());
     let keys = images_to_inspect(node, &pods, &policies);
     let images = images.resolve(&keys, deadline).await;
     // After the look-ups: the brake counts the taints written meanwhile.

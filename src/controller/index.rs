@@ -5,9 +5,9 @@
 
 use super::taints::has_nfguard_taint;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::Event;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 /// (namespace, name): sorts a node's pods as a LIST returns them.
 type PodKey = (String, String);
@@ -22,58 +22,45 @@ fn bound_node(p: &Pod) -> Option<&str> {
 }
 
 /// Node name -> the pods bound to it (the pods the Pod feed keeps: those
-/// that can write netfilter rules).
+/// that can write netfilter rules). Holds the pod store's own `Arc`s, so
+/// it costs no copy of a pod, and a reconcile reads its node's pods with
+/// one look-up.
 #[derive(Debug, Default)]
 pub struct PodsByNode {
-    by_node: HashMap<String, BTreeSet<PodKey>>,
+    by_node: foldhash::HashMap<String, BTreeMap<PodKey, Arc<Pod>>>,
     node_of: HashMap<PodKey, String>,
-    /// During a re-list: (pod, node) listed so far.
-    relist: Option<Vec<(PodKey, String)>>,
 }
 
 impl PodsByNode {
-    /// Apply one watch event (a re-list takes effect at its end, as in the
-    /// pod store).
-    pub fn observe(&mut self, event: &Event<Pod>) {
-        match event {
-            Event::Apply(p) => {
-                if let Some(k) = pod_key(p) {
-                    self.remove(&k);
-                    if let Some(node) = bound_node(p) {
-                        self.insert(k, node.to_string());
-                    }
-                }
-            }
-            Event::Delete(p) => {
-                if let Some(k) = pod_key(p) {
-                    self.remove(&k);
-                }
-            }
-            Event::Init => self.relist = Some(Vec::new()),
-            Event::InitApply(p) => {
-                if let (Some(k), Some(node)) = (pod_key(p), bound_node(p)) {
-                    self.relist
-                        .get_or_insert_with(Vec::new)
-                        .push((k, node.to_string()));
-                }
-            }
-            Event::InitDone => {
-                let listed = self.relist.take().unwrap_or_default();
-                self.by_node.clear();
-                self.node_of.clear();
-                for (k, node) in listed {
-                    self.insert(k, node);
-                }
-            }
+    /// A pod was added or changed (bound to a node, or not yet).
+    pub fn apply(&mut self, pod: Arc<Pod>) {
+        let Some(k) = pod_key(&pod) else {
+            return;
+        };
+        self.remove(&k);
+        if let Some(node) = bound_node(&pod).map(str::to_string) {
+            self.by_node
+                .entry(node.clone())
+                .or_default()
+                .insert(k.clone(), pod);
+            self.node_of.insert(k, node);
         }
     }
 
-    fn insert(&mut self, k: PodKey, node: String) {
-        self.by_node
-            .entry(node.clone())
-            .or_default()
-            .insert(k.clone());
-        self.node_of.insert(k, node);
+    /// A pod went away.
+    pub fn delete(&mut self, pod: &Pod) {
+        if let Some(k) = pod_key(pod) {
+            self.remove(&k);
+        }
+    }
+
+    /// A re-list ended: the pods are exactly these.
+    pub fn replace(&mut self, pods: impl IntoIterator<Item = Arc<Pod>>) {
+        self.by_node.clear();
+        self.node_of.clear();
+        for p in pods {
+            self.apply(p);
+        }
     }
 
     fn remove(&mut self, k: &PodKey) {
@@ -88,14 +75,12 @@ impl PodsByNode {
         }
     }
 
-    /// The pods on `node`, by namespace and name: keys into the pod store.
-    pub fn on(&self, node: &str) -> Vec<ObjectRef<Pod>> {
+    /// The pods on `node`, by namespace and name.
+    pub fn on(&self, node: &str) -> Vec<Arc<Pod>> {
         self.by_node
             .get(node)
-            .into_iter()
-            .flatten()
-            .map(|(ns, name)| ObjectRef::new(name).within(ns))
-            .collect()
+            .map(|pods| pods.values().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// Pods indexed (all nodes).
@@ -112,6 +97,9 @@ fn node_tainted(n: &Node) -> bool {
     has_nfguard_taint(n.spec.as_ref().and_then(|s| s.taints.as_ref()))
 }
 
+/// Node names to a flag, looked up on every reconcile (seeded per map).
+type ByNode = foldhash::HashMap<String, bool>;
+
 /// Which nodes carry an nfguard taint, for the safety brake: as the Node
 /// watch shows them, except that the controller's own last write for a
 /// node wins until the watch shows it (the watch may deliver events from
@@ -119,24 +107,21 @@ fn node_tainted(n: &Node) -> bool {
 #[derive(Clone, Debug, Default)]
 pub struct TaintedNodes {
     /// Every Node the watch lists, and whether it is tainted there.
-    listed: HashMap<String, bool>,
+    listed: ByNode,
     /// Our writes the watch has not shown yet.
-    written: HashMap<String, bool>,
+    written: ByNode,
     /// Listed nodes tainted (written state first).
     count: usize,
     /// During a re-list.
-    relist: Option<HashMap<String, bool>>,
+    relist: Option<ByNode>,
 }
 
 impl TaintedNodes {
+    /// Only a listed node counts; our write wins over the watch.
     fn effective(&self, node: &str) -> bool {
-        self.listed.contains_key(node)
-            && self
-                .written
-                .get(node)
-                .or_else(|| self.listed.get(node))
-                .copied()
-                .unwrap_or(false)
+        self.listed
+            .get(node)
+            .is_some_and(|seen| *self.written.get(node).unwrap_or(seen))
     }
 
     /// Change the state of one node, keeping the count.
@@ -173,11 +158,11 @@ impl TaintedNodes {
                     });
                 }
             }
-            Event::Init => self.relist = Some(HashMap::new()),
+            Event::Init => self.relist = Some(ByNode::default()),
             Event::InitApply(n) => {
                 if let Some(name) = n.metadata.name.clone() {
                     self.relist
-                        .get_or_insert_with(HashMap::new)
+                        .get_or_insert_with(ByNode::default)
                         .insert(name, node_tainted(n));
                 }
             }
@@ -198,7 +183,13 @@ impl TaintedNodes {
     /// The controller wrote (or kept) `node`'s taints: tainted or not.
     pub fn wrote(&mut self, node: &str, tainted: bool) {
         self.update(node, |s| {
-            s.written.insert(node.to_string(), tainted);
+            // Nothing to remember when the watch already shows it (the
+            // common case: no change), so a reconcile allocates nothing here.
+            if s.listed.get(node) == Some(&tainted) {
+                s.written.remove(node);
+            } else {
+                s.written.insert(node.to_string(), tainted);
+            }
         });
     }
 
@@ -233,8 +224,15 @@ mod tests {
 
     fn names(i: &PodsByNode, node: &str) -> Vec<String> {
         i.on(node)
-            .into_iter()
-            .map(|r| format!("{}/{}", r.namespace.unwrap_or_default(), r.name))
+            .iter()
+            .map(|p| {
+                let m = &p.metadata;
+                format!(
+                    "{}/{}",
+                    m.namespace.as_deref().unwrap_or(""),
+                    m.name.as_deref().unwrap_or("")
+                )
+            })
             .collect()
     }
 
@@ -247,33 +245,31 @@ mod tests {
             pod("default", "cni", Some("n2")),
             pod("default", "pending", None),
         ] {
-            i.observe(&Event::Apply(p));
+            i.apply(Arc::new(p));
         }
         assert_eq!(names(&i, "n1"), ["default/vpn", "kube-system/proxy"]);
         assert_eq!(names(&i, "n2"), ["default/cni"]);
         assert!(names(&i, "n9").is_empty());
         assert_eq!(i.len(), 3, "a pending pod is on no node");
         // Bound: the pending pod joins its node.
-        i.observe(&Event::Apply(pod("default", "pending", Some("n2"))));
+        i.apply(Arc::new(pod("default", "pending", Some("n2"))));
         assert_eq!(names(&i, "n2"), ["default/cni", "default/pending"]);
         // The same object again changes nothing; a deletion removes it.
-        i.observe(&Event::Apply(pod("default", "vpn", Some("n1"))));
-        i.observe(&Event::Delete(pod("default", "vpn", Some("n1"))));
+        i.apply(Arc::new(pod("default", "vpn", Some("n1"))));
+        i.delete(&pod("default", "vpn", Some("n1")));
         assert_eq!(names(&i, "n1"), ["kube-system/proxy"]);
-        i.observe(&Event::Delete(pod("default", "never-seen", Some("n1"))));
+        i.delete(&pod("default", "never-seen", Some("n1")));
         assert_eq!(i.len(), 3);
     }
 
     #[test]
-    fn a_relist_replaces_the_index_at_its_end() {
+    fn a_relist_replaces_the_index() {
         let mut i = PodsByNode::default();
-        i.observe(&Event::Apply(pod("a", "gone", Some("n1"))));
-        i.observe(&Event::Init);
-        i.observe(&Event::InitApply(pod("a", "new", Some("n2"))));
-        assert_eq!(names(&i, "n1"), ["a/gone"], "not before its end");
-        i.observe(&Event::InitDone);
+        i.apply(Arc::new(pod("a", "gone", Some("n1"))));
+        i.replace([Arc::new(pod("a", "new", Some("n2")))]);
         assert!(names(&i, "n1").is_empty());
         assert_eq!(names(&i, "n2"), ["a/new"]);
+        assert_eq!(i.len(), 1);
     }
 
     fn node(name: &str, tainted: bool) -> Node {

@@ -19,11 +19,13 @@ use super::plan::{pod_can_write, profile_node};
 use super::predicates::{self, Changes, Touched};
 use crate::api::{NetfilterPolicy, NodeNetfilterProfile};
 use crate::compat::evaluate::EXEMPT_ANNOTATION;
+use crate::judgement::PolicyBook;
 use futures::FutureExt;
 use k8s_openapi::api::core::v1::{Container, EphemeralContainer, Node, Pod, PodSpec, PodStatus};
 use kube::Resource;
 use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 use kube::runtime::watcher::Event;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard};
 use std::time::Duration;
 
@@ -40,7 +42,14 @@ pub struct Caches {
     /// All Namespaces' metadata: policies select namespaces by their labels.
     pub namespaces: Store<NamespaceMeta>,
     pub tainted: Arc<Mutex<TaintedNodes>>,
+    /// Bumped by every change of a policy or a namespace's labels.
+    policy_generation: Arc<AtomicU64>,
+    /// The policy book of a generation, shared by reconciles.
+    policy_book: Arc<Mutex<Option<BookOf>>>,
 }
+
+/// A policy book and the generation it was built at.
+type BookOf = (u64, Arc<PolicyBook>);
 
 /// Stores whose first list never arrived, named as RBAC names them.
 #[derive(Debug, thiserror::Error)]
@@ -130,8 +139,7 @@ impl Caches {
 
     /// The pods on `node` the plan reads, by namespace and name.
     pub fn pods_on(&self, node: &str) -> Vec<Arc<Pod>> {
-        let refs = read(&self.pods_by_node).on(node);
-        refs.iter().filter_map(|r| self.pods.get(r)).collect()
+        read(&self.pods_by_node).on(node)
     }
 
     /// Every policy, by name (as a LIST returns them).
@@ -139,6 +147,28 @@ impl Caches {
         let mut all = self.policies.state();
         all.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         all
+    }
+
+    /// Every policy with the namespaces' labels, shared by reconciles until
+    /// a policy or a namespace's labels change: each namespace's effective
+    /// policy is computed once, not once per reconcile.
+    pub fn policy_book(&self) -> Arc<PolicyBook> {
+        // Read before building: a change meanwhile leaves this book stale
+        // under an old generation, so the next call rebuilds.
+        let generation = self.policy_generation.load(Ordering::Acquire);
+        let mut cached = self.policy_book.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((g, book)) = cached.as_ref()
+            && *g == generation
+        {
+            return book.clone();
+        }
+        let namespaces = self.namespaces.clone();
+        let book = Arc::new(
+            PolicyBook::shared(self.policies())
+                .with_namespace_labels(Arc::new(move |ns: &str| labels_in(&namespaces, ns))),
+        );
+        *cached = Some((generation, book.clone()));
+        book
     }
 
     /// The labels of namespace `ns`; None when it is not known.
@@ -339,6 +369,8 @@ impl ProfileFeed {
 /// Pods: the writer pods' store and the node index.
 pub struct PodFeed {
     feed: Feed<Pod, Option<String>>,
+    /// The store the feed writes, read back for its `Arc`s.
+    stored: Store<Pod>,
     index: Arc<RwLock<PodsByNode>>,
 }
 
@@ -349,10 +381,18 @@ impl PodFeed {
         let Some((event, touched)) = self.feed.apply(event) else {
             return Vec::new();
         };
-        self.index
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .observe(&event);
+        // After the store applied the event: the index shares its objects.
+        let mut index = self.index.write().unwrap_or_else(|e| e.into_inner());
+        match &event {
+            Event::Apply(p) => {
+                if let Some(stored) = self.stored.get(&ObjectRef::from_obj(p)) {
+                    index.apply(stored);
+                }
+            }
+            Event::Delete(p) => index.delete(p),
+            Event::InitDone => index.replace(self.stored.state()),
+            Event::Init | Event::InitApply(_) => {}
+        }
         nodes_of(touched)
     }
 }
@@ -360,21 +400,28 @@ impl PodFeed {
 /// NetfilterPolicies.
 pub struct PolicyFeed {
     feed: Feed<NetfilterPolicy, ()>,
+    generation: Arc<AtomicU64>,
 }
 
 impl PolicyFeed {
     /// Apply one event; whether every node is to be re-planned (a policy's
     /// spec changed, or one came or went; its status does not count).
     pub fn feed(&mut self, event: Event<NetfilterPolicy>) -> bool {
-        self.feed
+        let changed = self
+            .feed
             .apply(event)
-            .is_some_and(|(_, touched)| !touched.is_empty())
+            .is_some_and(|(_, touched)| !touched.is_empty());
+        if changed {
+            self.generation.fetch_add(1, Ordering::Release);
+        }
+        changed
     }
 }
 
 /// Namespace metadata.
 pub struct NamespaceFeed {
     feed: Feed<NamespaceMeta, ()>,
+    generation: Arc<AtomicU64>,
 }
 
 impl NamespaceFeed {
@@ -383,11 +430,16 @@ impl NamespaceFeed {
     /// as for a policy change). A new namespace runs no pods yet (their own
     /// events bring their nodes) and a deleted one takes its pods along.
     pub fn feed(&mut self, event: Event<NamespaceMeta>) -> bool {
-        self.feed.apply(event).is_some_and(|(_, touched)| {
-            touched
-                .iter()
-                .any(|t| t.before.is_some() && t.after.is_some())
-        })
+        let Some((_, touched)) = self.feed.apply(event) else {
+            return false;
+        };
+        if !touched.is_empty() {
+            // Any namespace with new labels (new ones too): policies select anew.
+            self.generation.fetch_add(1, Ordering::Release);
+        }
+        touched
+            .iter()
+            .any(|t| t.before.is_some() && t.after.is_some())
     }
 }
 
@@ -409,6 +461,7 @@ pub fn caches() -> (Caches, Feeds) {
     let (namespaces, namespace_writer) = reflector::store::<NamespaceMeta>();
     let pods_by_node = Arc::new(RwLock::new(PodsByNode::default()));
     let tainted = Arc::new(Mutex::new(TaintedNodes::default()));
+    let policy_generation = Arc::new(AtomicU64::new(0));
     let node_name = |n: &Node| n.metadata.name.clone().unwrap_or_default();
     let profile_tag = |p: &NodeNetfilterProfile| profile_node(p).map(str::to_string);
     let pod_tag = |p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.clone());
@@ -431,6 +484,7 @@ pub fn caches() -> (Caches, Feeds) {
                 prepare: |p| keep_pod(&p).then(|| slim_pod(p)),
                 ..Feed::new(pod_writer, predicates::pod, pod_tag)
             },
+            stored: pods.clone(),
             index: pods_by_node.clone(),
         },
         policies: PolicyFeed {
@@ -438,6 +492,7 @@ pub fn caches() -> (Caches, Feeds) {
                 prepare: |p| Some(slim_meta(p)),
                 ..Feed::new(policy_writer, predicates::policy, |_| ())
             },
+            generation: policy_generation.clone(),
         },
         namespaces: NamespaceFeed {
             feed: Feed {
@@ -448,6 +503,7 @@ pub fn caches() -> (Caches, Feeds) {
                     |_| (),
                 )
             },
+            generation: policy_generation.clone(),
         },
     };
     let caches = Caches {
@@ -458,6 +514,8 @@ pub fn caches() -> (Caches, Feeds) {
         policies,
         namespaces,
         tainted,
+        policy_generation,
+        policy_book: Arc::default(),
     };
     (caches, feeds)
 }
@@ -741,6 +799,46 @@ mod tests {
         c(Event::Init);
         c(Event::InitApply(ns("net", &[])));
         assert!(!c(Event::InitDone));
+    }
+
+    #[test]
+    fn the_policy_book_is_shared_until_a_policy_or_namespace_changes() {
+        let (caches, mut feeds) = caches();
+        let taint_team_net: NetfilterPolicy = serde_json::from_value(json!({
+            "apiVersion": "nfguard.io/v1alpha1", "kind": "NetfilterPolicy",
+            "metadata": {"name": "p"},
+            "spec": {"action": "Taint", "namespaceSelector": {"matchLabels": {"team": "net"}}}
+        }))
+        .unwrap();
+        listed([taint_team_net.clone()]).for_each(|e| {
+            feeds.policies.feed(e);
+        });
+        listed([ns("payments", &[("team", "web")])]).for_each(|e| {
+            feeds.namespaces.feed(e);
+        });
+        let taints = |book: &PolicyBook| {
+            book.for_namespace("payments").action == crate::api::PolicyAction::Taint
+        };
+        let first = caches.policy_book();
+        assert!(Arc::ptr_eq(&first, &caches.policy_book()), "shared");
+        assert!(!taints(&first));
+        // Relabelled: a new book sees the new labels.
+        feeds
+            .namespaces
+            .feed(Event::Apply(ns("payments", &[("team", "net")])));
+        let relabelled = caches.policy_book();
+        assert!(!Arc::ptr_eq(&first, &relabelled));
+        assert!(taints(&relabelled));
+        // A new namespace, or a policy's new spec: a new book too.
+        feeds.namespaces.feed(Event::Apply(ns("new", &[])));
+        let with_new = caches.policy_book();
+        assert!(!Arc::ptr_eq(&relabelled, &with_new));
+        let mut warn = taint_team_net;
+        warn.spec.action = crate::api::PolicyAction::Warn;
+        feeds.policies.feed(Event::Apply(warn));
+        let rewritten = caches.policy_book();
+        assert!(!Arc::ptr_eq(&with_new, &rewritten));
+        assert!(!taints(&rewritten));
     }
 
     #[tokio::test(start_paused = true)]
