@@ -54,30 +54,13 @@ mod tests {
     use super::*;
     use crate::api::{NetfilterPolicy, NodeNetfilterProfile};
     use crate::compat::evaluate::ImageResolutions;
+    use crate::controller::plan::tests::{degraded_profile, node};
     use crate::controller::stores::{FirstLists, caches};
     use crate::judgement::{Bounded, FixedImages, PolicyBook};
     use serde_json::json;
     use std::time::Duration;
 
     const NOW: &str = "2026-01-01T00:01:00Z";
-
-    fn node(i: usize) -> Node {
-        serde_json::from_value(
-            json!({"metadata": {"name": format!("n{i}"), "resourceVersion": "1"}, "spec": {}}),
-        )
-        .unwrap()
-    }
-
-    fn degraded_profile(i: usize) -> NodeNetfilterProfile {
-        serde_json::from_value(json!({
-            "metadata": {"name": format!("n{i}")}, "spec": {},
-            "status": {"activeBackend": "nft",
-                       "iptables": {"version": "1.8.9", "backend": "nft", "evidence": []},
-                       "hazards": [{"code": "FirewallUnconditionalDrop", "severity": "critical", "message": "drop"}],
-                       "lastProbeTime": "2026-01-01T00:00:00Z"}
-        }))
-        .unwrap()
-    }
 
     fn policy(spec: serde_json::Value) -> NetfilterPolicy {
         serde_json::from_value(json!({

@@ -23,12 +23,13 @@ pub fn labels_in(store: &Store<NamespaceMeta>, ns: &str) -> Option<Labels> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use kube::runtime::reflector;
     use kube::runtime::watcher::Event;
 
-    fn ns(name: &str, labels: &[(&str, &str)]) -> NamespaceMeta {
+    /// A namespace's metadata with these labels.
+    pub(crate) fn ns(name: &str, labels: &[(&str, &str)]) -> NamespaceMeta {
         let mut m = NamespaceMeta::default();
         m.metadata.name = Some(name.into());
         m.metadata.labels = Some(

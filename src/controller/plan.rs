@@ -484,20 +484,21 @@ pub fn profile_node(p: &NodeNetfilterProfile) -> Option<&str> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::api::NetfilterPolicy;
     use serde_json::json;
     use std::collections::BTreeMap;
 
-    fn node(i: usize) -> Node {
+    pub(crate) fn node(i: usize) -> Node {
         serde_json::from_value(
             json!({"metadata": {"name": format!("n{i}"), "resourceVersion": "1"}, "spec": {}}),
         )
         .unwrap()
     }
 
-    fn degraded_profile(i: usize) -> NodeNetfilterProfile {
+    /// Node n`i`'s profile: a critical hazard, probed at 00:00.
+    pub(crate) fn degraded_profile(i: usize) -> NodeNetfilterProfile {
         serde_json::from_value(json!({
             "metadata": {"name": format!("n{i}")}, "spec": {},
             "status": {"activeBackend": "nft",

@@ -382,11 +382,14 @@ mod tests {
             c.observe(&Event::Apply(p));
         }
         assert!(c.observe(&Event::Init).is_empty());
-        for p in [
-            tagged("same", Some("n1"), "i:1"),
-            tagged("changed", Some("n2"), "i:2"),
-            tagged("new", Some("n4"), "i:1"),
-        ] {
+        let relisted = || {
+            [
+                tagged("same", Some("n1"), "i:1"),
+                tagged("changed", Some("n2"), "i:2"),
+                tagged("new", Some("n4"), "i:1"),
+            ]
+        };
+        for p in relisted() {
             assert!(c.observe(&Event::InitApply(p)).is_empty());
         }
         let mut out = c.observe(&Event::InitDone);
@@ -400,11 +403,7 @@ mod tests {
         assert_eq!(out, want);
         // An unchanged re-list reports nothing.
         c.observe(&Event::Init);
-        for p in [
-            tagged("same", Some("n1"), "i:1"),
-            tagged("changed", Some("n2"), "i:2"),
-            tagged("new", Some("n4"), "i:1"),
-        ] {
+        for p in relisted() {
             c.observe(&Event::InitApply(p));
         }
         assert!(c.observe(&Event::InitDone).is_empty());

@@ -563,6 +563,7 @@ impl Feeds {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::namespaces::tests::ns;
     use serde_json::{Value, json};
 
     fn profile(probe: &str, fresh: Option<&str>) -> NodeNetfilterProfile {
@@ -752,18 +753,6 @@ mod tests {
                 .policies
                 .feed(Event::Delete(policy("Taint", json!({}))))
         );
-    }
-
-    fn ns(name: &str, labels: &[(&str, &str)]) -> NamespaceMeta {
-        let mut m = NamespaceMeta::default();
-        m.metadata.name = Some(name.into());
-        m.metadata.labels = Some(
-            labels
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        );
-        m
     }
 
     #[test]
