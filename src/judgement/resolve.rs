@@ -4,8 +4,9 @@
 
 use super::lookup::{ImageLookup, LookupError};
 use crate::compat::evaluate::{ImageKey, ImageResolutions};
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use std::collections::BTreeSet;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use tokio::time::Instant;
 
@@ -59,20 +60,21 @@ pub async fn resolve_all(
     let budget = deadline.saturating_duration_since(Instant::now());
     let mut out = ImageResolutions::new();
     let mut pending: BTreeSet<ImageKey> = keys.iter().cloned().collect();
+    // Polled in place, not spawned: a look-up abandoned at the deadline is
+    // dropped with the stream, and a panicking one is caught, so neither
+    // outlives the call nor takes the caller down, without a task per key
+    // (most answers come from the registry module's caches at once).
     let mut stream = futures::stream::iter(keys.into_iter().map(|key| {
         let lookup = lookup.clone();
         async move {
-            let k = key.clone();
-            let mut task = AbortOnDrop(tokio::spawn(async move {
-                lookup.lookup(&k.image, &k.platform, None).await
-            }));
-            let res = match (&mut task.0).await {
-                Ok(r) => r,
-                Err(e) if e.is_panic() => Err(LookupError::unavailable(
-                    "image inspection failed unexpectedly",
-                )),
-                Err(e) => Err(LookupError::unavailable(e.to_string())),
-            };
+            let res = AssertUnwindSafe(lookup.lookup(&key.image, &key.platform, None))
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|_| {
+                    Err(LookupError::unavailable(
+                        "image inspection failed unexpectedly",
+                    ))
+                });
             (key, res)
         }
     }))
@@ -101,11 +103,90 @@ pub async fn resolve_all(
     out
 }
 
-/// A look-up abandoned at the deadline must not keep running.
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compat::evaluate::ImageResolution;
+    use crate::facts::{ImageProfile, Platform};
+    use crate::registry::Credentials;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
 
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
+    /// "panic/*" panics, "stall/*" never answers, anything else resolves;
+    /// counts look-ups in flight at once.
+    #[derive(Default)]
+    struct Script {
+        inflight: AtomicUsize,
+        most: AtomicUsize,
+    }
+
+    #[async_trait::async_trait]
+    impl ImageLookup for Script {
+        async fn lookup(
+            &self,
+            image: &str,
+            platform: &Platform,
+            _credentials: Option<&Credentials>,
+        ) -> Result<ImageProfile, LookupError> {
+            let now = self.inflight.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most.fetch_max(now, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            self.inflight.fetch_sub(1, Ordering::SeqCst);
+            if image.starts_with("panic/") {
+                panic!("scripted panic");
+            }
+            if image.starts_with("stall/") {
+                futures::future::pending::<()>().await;
+            }
+            Ok(ImageProfile {
+                image: image.into(),
+                digest: "sha256:0".into(),
+                platform: platform.to_string(),
+                iptables: None,
+            })
+        }
+    }
+
+    fn key(image: &str) -> ImageKey {
+        ImageKey::new(image, &Platform::linux_amd64())
+    }
+
+    fn error_of(out: &ImageResolutions, image: &str) -> Option<String> {
+        match out.get(image, &Platform::linux_amd64()) {
+            Some(ImageResolution::Unresolved { error }) => Some(error.clone()),
+            _ => None,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn every_key_is_answered_by_the_deadline_whatever_its_lookup_does() {
+        let script = Arc::new(Script::default());
+        let keys: Vec<ImageKey> = ["ok/a", "panic/b", "stall/c", "ok/d", "ok/e"]
+            .into_iter()
+            .map(key)
+            .collect();
+        let out = resolve_all(
+            script.clone(),
+            keys,
+            Instant::now() + Duration::from_secs(2),
+            2,
+        )
+        .await;
+        assert_eq!(out.len(), 5);
+        for ok in ["ok/a", "ok/d", "ok/e"] {
+            assert!(matches!(
+                out.get(ok, &Platform::linux_amd64()),
+                Some(ImageResolution::Resolved(_))
+            ));
+        }
+        assert_eq!(
+            error_of(&out, "panic/b").as_deref(),
+            Some("image inspection failed unexpectedly")
+        );
+        assert_eq!(
+            error_of(&out, "stall/c").as_deref(),
+            Some("timed out after 2s")
+        );
+        assert_eq!(script.most.load(Ordering::SeqCst), 2, "concurrency bound");
     }
 }
