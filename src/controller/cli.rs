@@ -3,16 +3,16 @@
 //! leading; metrics and probes always.
 
 use super::EVENT_REPORTER;
-use super::gather::RegistryImages;
 use super::http::{self, HttpState};
 use super::lease::{LeaderElector, LeaseConfig};
 use super::metrics::Metrics;
 use super::policy_status::run_policy_status;
 use super::run::{run_controller, sweep_orphans};
+use crate::judgement::Bounded;
 use crate::registry::ImageInspector;
 use crate::registry::cli::RegistryArgs;
-use crate::runtime::{admin, flag_raised};
 use crate::runtime::clock::{Clock, SystemClock};
+use crate::runtime::{admin, flag_raised};
 use kube::runtime::events::{Recorder, Reporter};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -92,11 +92,11 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
     let elector = LeaderElector::new(client.clone(), lease, clock.clone());
     let election = tokio::spawn(elector.run(leader_tx, stop_rx.clone()));
 
-    let images = Arc::new(RegistryImages {
-        inspector: ImageInspector::new(
+    let images = Arc::new(Bounded {
+        lookup: Arc::new(ImageInspector::new(
             args.registry
                 .config(Duration::from_secs(args.registry_timeout.max(1))),
-        ),
+        )),
         concurrency: 4,
     });
     let recorder = Recorder::new(
