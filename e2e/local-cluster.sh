@@ -40,7 +40,12 @@
 # NFGUARD_E2E_IMAGE_TAR (a prebuilt nfguard image archive named
 # ghcr.io/nfguard/nfguard:e2e), NFGUARD_E2E_NO_INSTALL=1 (no nfguard),
 # NFGUARD_E2E_INSTALL=kustomize|helm (how up installs nfguard: manifests/
-# through an overlay, or charts/nfguard with values; default kustomize).
+# through an overlay, or charts/nfguard with values; default kustomize),
+# NFGUARD_E2E_BENCH=1 (scripts/bench-cluster.sh: kube-controller-manager
+# without the node-lifecycle and ttl controllers, which would mark the
+# benchmark's kubelet-less hollow Nodes unreachable, taint them and annotate
+# each one; the real nodes' not-ready taint is removed once they are Ready,
+# as that controller would).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -64,6 +69,10 @@ declare -A NODE_BACKEND=([e2e-nft]=nft [e2e-legacy]=legacy)
 REGISTRY_PULL=$CP_IP:5000
 NFGUARD_IMAGE=ghcr.io/nfguard/nfguard:e2e
 PAUSE_IMAGE=registry.k8s.io/pause:3.10
+KCM_CONTROLLERS='*'
+if [ "${NFGUARD_E2E_BENCH:-}" = 1 ]; then
+  KCM_CONTROLLERS='*,-node-lifecycle-controller,-ttl-controller'
+fi
 APT_PACKAGES=(containerd runc containernetworking-plugins conntrack iptables iproute2
   util-linux socat openssl docker-registry skopeo umoci jq busybox-static gcc libc6-dev curl)
 
@@ -264,7 +273,7 @@ start_control_plane() {
     --bind-address=127.0.0.1 --leader-elect=false --use-service-account-credentials \
     --service-account-private-key-file="$STATE/pki/sa.key" --root-ca-file="$STATE/pki/ca.crt" \
     --cluster-signing-cert-file="$STATE/pki/ca.crt" --cluster-signing-key-file="$STATE/pki/ca.key" \
-    --service-cluster-ip-range="$SERVICE_CIDR" --controllers='*'
+    --service-cluster-ip-range="$SERVICE_CIDR" --controllers="$KCM_CONTROLLERS"
   start kube-scheduler nsenter --net="/run/netns/$CP_NS" -- "$BIN/kube-scheduler" \
     --kubeconfig="$STATE/scheduler.kubeconfig" --authentication-kubeconfig="$STATE/scheduler.kubeconfig" \
     --authorization-kubeconfig="$STATE/scheduler.kubeconfig" --bind-address=127.0.0.1 --leader-elect=false
@@ -601,6 +610,10 @@ up() {
   build_images
   for node in "${NODES[@]}"; do start_node "$node"; done
   for node in "${NODES[@]}"; do wait_for 180 "node $node Ready" node_ready "$node"; done
+  if [ "${NFGUARD_E2E_BENCH:-}" = 1 ]; then
+    # What the node-lifecycle controller does once a node is Ready.
+    for node in "${NODES[@]}"; do kctl taint nodes "$node" node.kubernetes.io/not-ready:NoSchedule- >&2 || true; done
+  fi
   wait_for 60 "the default ServiceAccount" kctl -n default get serviceaccount default
   log "cluster up in $((SECONDS - started)) s ($("$BIN/kubectl" version --client -o json | jq -r .clientVersion.gitVersion))"
   if [ "${NFGUARD_E2E_NO_INSTALL:-}" != 1 ]; then

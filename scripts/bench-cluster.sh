@@ -1,0 +1,246 @@
+#!/usr/bin/env bash
+# The controller and the reporters on a real API server, at scale
+# (docs/benchmarks.md, "Scale on a real API server"). From a clean checkout:
+# builds the release binary and the hollow-node generator
+# (examples/bench_cluster), brings up the local cluster in bench mode
+# (e2e/local-cluster.sh with NFGUARD_E2E_BENCH=1: no node-lifecycle and
+# ttl controllers, which would taint and annotate the kubelet-less hollow
+# nodes), creates NODES hollow nodes with PODS_PER_NODE pods each, measures,
+# prints the figures with their same-run baselines, and tears it all down.
+#
+#   scripts/bench-cluster.sh NODES PODS_PER_NODE          measure and print
+#   scripts/bench-cluster.sh --check NODES PODS_PER_NODE  correctness only
+#       (e2e/local.sh runs `--check 200 5`): every node converges, a
+#       restart with nothing changed writes nothing, one node's change
+#       writes only for that node. Fails otherwise; times nothing.
+#
+# nfguard's controller runs as a process on this machine (the release
+# binary with the cluster's kubeconfig, through the loopback forwarder), the
+# in-cluster one scaled to 0, so it starts cold, restarts, and its peak RSS
+# is read from /proc. Needs root; the caller holds the cluster lock:
+#   flock /tmp/nfguard-cluster.lock scripts/bench-cluster.sh 1000 20
+# Env: KEEP_CLUSTER=1 leaves the cluster up (its processes then hold the
+# lock they inherited: run `e2e/local-cluster.sh down` without flock);
+# BENCH_REPORTER_WINDOW (120 s);
+# BENCH_CONTROLLER_PORT (39090, the host controller's /metrics).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf 'bench-cluster: %s\n' "$*" >&2; }
+die() { log "FAIL: $*"; exit 1; }
+usage() { sed -n '11,16s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+
+mode=measure
+if [ "${1:-}" = --check ]; then mode=check; shift; fi
+[ $# = 2 ] || usage
+NODES=$1 PODS=$2
+case "$NODES$PODS" in *[!0-9]*) usage ;; esac
+[ "$NODES" -ge 2 ] || die "NODES must be at least 2"
+[ "$(id -u)" = 0 ] || die "run as root (the local cluster needs network namespaces)"
+PORT=${BENCH_CONTROLLER_PORT:-39090}
+WINDOW=${BENCH_REPORTER_WINDOW:-120}
+STATE=${NFGUARD_E2E_STATE:-/var/lib/nfguard-e2e}
+
+started=$SECONDS
+log "building the release binary and the generator"
+cargo build --release --locked --bin nfguard --example bench_cluster >&2
+NFGUARD=$PWD/target/release/nfguard
+GEN=$PWD/target/release/examples/bench_cluster
+WORK=$(mktemp -d)
+controller_pid=""
+
+stop_controller() {
+  [ -n "$controller_pid" ] || return 0
+  kill "$controller_pid" 2>/dev/null || true
+  wait "$controller_pid" 2>/dev/null || true
+  controller_pid=""
+}
+finish() {
+  local rc=$?
+  stop_controller
+  if [ "$rc" != 0 ] && [ -f "$WORK/controller.log" ]; then
+    log "the host controller's last lines:"
+    tail -n 20 "$WORK/controller.log" >&2
+  fi
+  if [ "${KEEP_CLUSTER:-}" = 1 ]; then
+    log "KEEP_CLUSTER=1: the cluster stays up (e2e/local-cluster.sh down removes it); the host controller's log and the snapshots are in $WORK"
+  else
+    e2e/local-cluster.sh down
+    rm -rf "$WORK"
+  fi
+  exit "$rc"
+}
+trap finish EXIT
+
+cluster_env=$(NFGUARD_E2E_BENCH=1 e2e/local-cluster.sh up) || die "e2e/local-cluster.sh up failed"
+eval "$cluster_env"
+# The in-cluster controller leaves the field to the host one; reporters run
+# on the two real nodes only, with a day's heartbeat so they stay quiet
+# (the hollow nodes' profiles come from the generator).
+kubectl -n nfguard-system scale deployment/nfguard-controller --replicas=0 >&2
+kubectl -n nfguard-system patch daemonset nfguard-reporter --type=strategic -p '
+  {"spec": {"template": {"spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+    {"nodeSelectorTerms": [{"matchExpressions": [{"key": "bench.nfguard.io/hollow", "operator": "DoesNotExist"}]}]}}}}}}}' >&2
+kubectl -n nfguard-system set env daemonset/nfguard-reporter NFGUARD_HEARTBEAT_SECONDS=86400 >&2
+kubectl -n nfguard-system rollout status daemonset/nfguard-reporter --timeout=180s >&2
+deadline=$((SECONDS + 120))
+while [ -n "$(kubectl -n nfguard-system get pods -l app.kubernetes.io/component=controller -o name)" ]; do
+  [ "$SECONDS" -lt "$deadline" ] || die "the in-cluster controller did not go away in 120 s"
+  sleep 1
+done
+e2e/push-images.sh
+log "cluster ready after $((SECONDS - started)) s"
+
+t=$SECONDS
+"$GEN" load --nodes "$NODES" --pods-per-node "$PODS" --registry "$NFGUARD_E2E_REGISTRY"
+load_s=$((SECONDS - t))
+log "generated $NODES nodes x $PODS pods in $load_s s"
+total_nodes=$((NODES + 2))
+
+now_ms() { date +%s%3N; }
+start_controller() {
+  NFGUARD_INSECURE_REGISTRIES=$NFGUARD_E2E_REGISTRY NFGUARD_LOG=info \
+    "$NFGUARD" controller --kubeconfig "$KUBECONFIG" --metrics-listen "127.0.0.1:$PORT" \
+    --identity bench-host --lease-name nfguard-bench >>"$WORK/controller.log" 2>&1 &
+  controller_pid=$!
+}
+peak_rss_kib() { awk '/^VmHWM/ {print $2}' "/proc/$controller_pid/status"; }
+reconciled() {
+  curl -fsS "http://127.0.0.1:$PORT/metrics" 2>/dev/null |
+    awk '/^nfguard_controller_reconcile_duration_seconds_count/ {print $2}'
+}
+# wait_reconciled: until the controller reconciled every node once, then
+# until its writes have settled (5 s with no further reconcile).
+wait_reconciled() {
+  local deadline=$((SECONDS + 900)) n last=-1
+  until n=$(reconciled) && [ -n "$n" ] && [ "$n" -ge "$total_nodes" ]; do
+    [ "$SECONDS" -lt "$deadline" ] || die "the controller reconciled ${n:-0}/$total_nodes nodes in 900 s"
+    kill -0 "$controller_pid" 2>/dev/null || die "the controller exited"
+    sleep 1
+  done
+  until [ "$n" = "$last" ]; do
+    last=$n
+    sleep 5
+    n=$(reconciled)
+  done
+}
+snapshot() { "$GEN" metrics-snapshot --out "$WORK/$1.json"; }
+# converge_in_background ARGS...: watch for convergence; returns once listed.
+converge_in_background() {
+  rm -f "$WORK/ready"
+  "$GEN" converged --nodes "$NODES" --ready-file "$WORK/ready" "$@" >"$WORK/converged.out" &
+  converge_pid=$!
+  until [ -f "$WORK/ready" ]; do
+    kill -0 "$converge_pid" 2>/dev/null || die "the convergence watch exited"
+    sleep 0.2
+  done
+}
+# converged_ms SINCE_MS: how long after SINCE_MS the last node converged
+# (sets it; not in a subshell: only this shell can wait for its child).
+converged_ms() {
+  wait "$converge_pid" || die "the nodes did not converge"
+  elapsed_ms=$(($(sed -n 's/^converged_at_ms=//p' "$WORK/converged.out") - $1))
+}
+audit() { "$GEN" audit --log "$STATE/logs/audit.log" "$@"; }
+
+# ---- 1, 2, 3: cold start ---------------------------------------------------------
+log "controller cold start"
+snapshot cold-before
+converge_in_background
+t0=$(now_ms)
+start_controller
+converged_ms "$t0"
+cold_ms=$elapsed_ms
+wait_reconciled
+snapshot cold-after
+rss_cold=$(peak_rss_kib)
+cold_writes=$("$GEN" metrics-diff --before "$WORK/cold-before.json" --after "$WORK/cold-after.json" --nodes "$NODES")
+log "cold start: every node converged after $cold_ms ms"
+
+# ---- 2: restart with nothing changed ---------------------------------------------
+stop_controller
+snapshot restart-before
+t0=$(now_ms)
+start_controller
+wait_reconciled
+t1=$(now_ms)
+snapshot restart-after
+rss_restart=$(peak_rss_kib)
+restart_writes=$("$GEN" metrics-diff --before "$WORK/restart-before.json" --after "$WORK/restart-after.json" --nodes "$NODES")
+restart_audit=$(audit --since-ms "$t0" --until-ms "$t1")
+restart_s=$(((t1 - t0) / 1000))
+
+# ---- 2: one node's profile changes -------------------------------------------------
+changed=$((NODES / 2))
+changed_name=$(printf 'hollow-%05d' "$changed")
+converge_in_background --changed "$changed"
+snapshot change-before
+t0=$(now_ms)
+"$GEN" change --node "$changed" >&2
+converged_ms "$t0"
+change_ms=$elapsed_ms
+sleep 5
+t1=$(now_ms)
+snapshot change-after
+change_writes=$("$GEN" metrics-diff --before "$WORK/change-before.json" --after "$WORK/change-after.json" --nodes 1)
+change_ok=1
+change_audit=$(audit --since-ms "$t0" --until-ms "$t1" --only-node "$changed_name" 2>&1) || change_ok=0
+
+# ---- 1: the floor ------------------------------------------------------------------
+stop_controller
+floor=$("$GEN" floor)
+floor_s=$(sed -n 's/^floor_seconds=//p' <<<"$floor")
+
+value() { sed -n "s/^$1=//p" <<<"$2"; }
+if [ "$mode" = check ]; then
+  failed=0
+  log "every one of $NODES nodes converged (labels and conditions) $cold_ms ms after a cold start"
+  if [ "$(value audit_writes "$restart_audit")" = 0 ]; then
+    log "a restart with nothing changed: no write"
+  else
+    log "FAIL: a restart with nothing changed wrote (nodes, profiles, events):"$'\n'"$restart_audit"
+    failed=1
+  fi
+  if [ "$change_ok" = 1 ]; then
+    log "one node's change: $(value audit_writes "$change_audit") write(s), all for $changed_name"
+  else
+    log "FAIL: one node's change ($changed_name) wrote for others:"$'\n'"$change_audit"
+    failed=1
+  fi
+  [ "$failed" = 0 ] || die "the correctness check failed (above)"
+  log "check passed after $((SECONDS - started)) s"
+  exit 0
+fi
+
+# ---- 5: reporters at rest ------------------------------------------------------------
+log "simulated reporters at rest ($NODES, heartbeat 60 s, window $WINDOW s)"
+reporters=$("$GEN" reporters --nodes "$NODES" --heartbeat 60 --window "$WINDOW" --samples 10)
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+cold_s=$(awk -v ms="$cold_ms" 'BEGIN { printf "%.2f", ms / 1000 }')
+cat <<EOF
+
+==== nfguard on a real API server: $NODES hollow nodes x $PODS pods (load average $(cut -d' ' -f1-3 /proc/loadavg))
+generation: $load_s s
+
+(1) controller cold start until every node carries its labels and conditions
+    controller: $cold_s s    floor (the same label patches and status applies, one at a time): $floor_s s
+    ratio: $(ratio "$cold_s" "$floor_s")x    goal <= 1.5x
+
+(2) API writes (apiserver_request_total deltas)
+  cold start, per hollow node:
+$cold_writes
+  restart with nothing changed ($restart_s s until every node was reconciled):
+$restart_writes
+$restart_audit
+  one node's profile change ($changed_name; converged after $change_ms ms; the generator's own
+  profile write, a create (409) and an apply, is in the counts):
+$change_writes
+$change_audit
+
+(3) controller peak RSS (VmHWM): cold start $((rss_cold / 1024)) MiB, restart $((rss_restart / 1024)) MiB    goal <= 150 MiB
+
+(5) reporters at rest
+$reporters
+EOF
+log "done after $((SECONDS - started)) s"
