@@ -26,7 +26,7 @@ use nfguard::controller::plan::NodePlan;
 use nfguard::controller::run::{Ctx, reconcile_node, run_controller, sweep_orphans};
 use nfguard::controller::stores::{self, FirstLists};
 use nfguard::facts::Platform;
-use nfguard::facts::{Backend, ImageProfile, IptablesFacts, Severity};
+use nfguard::facts::{Backend, ImageProfile, IptablesFacts};
 use nfguard::judgement::{Bounded, FixedImages, ImageLookup, LookupError, PolicyBook};
 use nfguard::registry::Credentials;
 use nfguard::runtime::admin::Exposition;
@@ -1025,19 +1025,6 @@ async fn webhook_decision(f: &SharedFacts) -> Decision {
         .unwrap()
 }
 
-/// The critical reasons the webhook reports (what the controller taints for).
-fn critical_codes(d: &Decision) -> Vec<ReasonCode> {
-    let mut codes: Vec<ReasonCode> = d
-        .reasons
-        .iter()
-        .filter(|r| r.severity == Severity::Critical && r.code != ReasonCode::NodeHazard)
-        .map(|r| r.code)
-        .collect();
-    codes.sort();
-    codes.dedup();
-    codes
-}
-
 #[tokio::test]
 async fn namespace_selector_on_any_label_taints_and_agrees_with_the_webhook() {
     // Selected by its label team=net: the webhook warns (Taint acts as warn
@@ -1049,8 +1036,8 @@ async fn namespace_selector_on_any_label_taints_and_agrees_with_the_webhook() {
     assert_eq!(plan.violations.len(), 1, "{:?}", plan.violations);
     assert_eq!(plan.violations[0].pod, "payments/router");
     assert_eq!(decision.verdict, Verdict::Warn, "{:?}", decision.reasons);
-    assert_eq!(critical_codes(&decision), [ReasonCode::OldReaderNewRules]);
-    assert_eq!(plan.violations[0].codes, critical_codes(&decision));
+    assert_eq!(decision.unsafe_codes(), [ReasonCode::OldReaderNewRules]);
+    assert_eq!(plan.violations[0].codes, decision.unsafe_codes());
 
     // Another team's namespace: no policy selects it, on either side.
     for labels in [json!({"team": "web"}), json!({})] {
@@ -1064,7 +1051,7 @@ async fn namespace_selector_on_any_label_taints_and_agrees_with_the_webhook() {
             plan.violations
         );
         assert_eq!(decision.verdict, Verdict::Allow, "{labels}");
-        assert!(critical_codes(&decision).is_empty(), "{labels}");
+        assert!(decision.unsafe_codes().is_empty(), "{labels}");
         assert!(
             decision
                 .reasons

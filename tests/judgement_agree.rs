@@ -19,7 +19,7 @@ use nfguard::compat::evaluate::{
 use nfguard::controller::gather::plan_from_caches;
 use nfguard::controller::namespaces::NamespaceMeta;
 use nfguard::controller::stores::{FirstLists, caches};
-use nfguard::facts::{Backend, ImageProfile, IptablesFacts, Platform, Severity};
+use nfguard::facts::{Backend, ImageProfile, IptablesFacts, Platform};
 use nfguard::judgement::{Bounded, FixedImages, ImageLookup, PolicyBook};
 use nfguard::webhook::admission::Judge;
 use nfguard::webhook::facts::{Facts, Snapshot};
@@ -452,19 +452,6 @@ async fn by_controller(
     (codes, plan.status)
 }
 
-/// The critical reasons a decision holds (what the controller taints for).
-fn critical_codes(d: &Decision) -> Vec<ReasonCode> {
-    let mut codes: Vec<ReasonCode> = d
-        .reasons
-        .iter()
-        .filter(|r| r.severity == Severity::Critical && r.code != ReasonCode::NodeHazard)
-        .map(|r| r.code)
-        .collect();
-    codes.sort();
-    codes.dedup();
-    codes
-}
-
 async fn agree(c: Cluster) -> Result<(), TestCaseError> {
     let registry = registry();
     let mut f = Facts3::new(&c);
@@ -514,7 +501,7 @@ async fn agree(c: Cluster) -> Result<(), TestCaseError> {
     let policy = f.book().for_namespace(NAMESPACE);
     let taints = policy.action == PolicyAction::Taint && policy.applies();
     let expected = if taints {
-        critical_codes(&admitted)
+        admitted.unsafe_codes()
     } else {
         Vec::new()
     };
@@ -571,6 +558,6 @@ async fn a_namespace_label_selected_taint_policy_finds_an_old_reader() {
     let (violations, _) = by_controller(&f, 0, registry()).await;
     assert_eq!(violations, vec![ReasonCode::OldReaderNewRules]);
     let admitted = by_webhook(&f, registry()).await;
-    assert_eq!(critical_codes(&admitted), violations);
+    assert_eq!(admitted.unsafe_codes(), violations);
     agree(c).await.unwrap();
 }

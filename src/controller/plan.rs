@@ -196,20 +196,12 @@ fn violations(
         };
         // Only critical reasons make a violation: skip rendering the rest.
         let decision = prepared.decide(facts.images, Severity::Critical);
-        let unsafe_reasons: Vec<_> = decision
-            .reasons
-            .iter()
-            .filter(|r| r.severity == Severity::Critical && r.code != ReasonCode::NodeHazard)
-            .collect();
-        if let Some(first) = unsafe_reasons.first() {
-            let mut codes: Vec<ReasonCode> = unsafe_reasons.iter().map(|r| r.code).collect();
-            codes.sort();
-            codes.dedup();
+        if let Some(first) = decision.unsafe_reasons().next() {
             let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
             let pod_name = pod.metadata.name.as_deref().unwrap_or("");
             out.push(Violation {
                 pod: format!("{ns}/{pod_name}"),
-                codes,
+                codes: decision.unsafe_codes(),
                 message: first.message.clone(),
             });
         }

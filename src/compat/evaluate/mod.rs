@@ -252,6 +252,22 @@ impl Decision {
         self.reasons.iter().filter(move |r| r.effect >= at_least)
     }
 
+    /// The reasons that make the workload unsafe where it runs: critical,
+    /// and not the node's own hazard (what the controller taints for).
+    pub fn unsafe_reasons(&self) -> impl Iterator<Item = &Reason> {
+        self.reasons
+            .iter()
+            .filter(|r| r.severity == Severity::Critical && r.code != ReasonCode::NodeHazard)
+    }
+
+    /// The codes of [`Decision::unsafe_reasons`], sorted, each once.
+    pub fn unsafe_codes(&self) -> Vec<ReasonCode> {
+        let mut codes: Vec<ReasonCode> = self.unsafe_reasons().map(|r| r.code).collect();
+        codes.sort();
+        codes.dedup();
+        codes
+    }
+
     /// One line per reason with `effect >= at_least`, node lists capped at
     /// `max_nodes` names (admission messages and warnings must stay short).
     pub fn lines(&self, at_least: Verdict, max_nodes: usize) -> Vec<String> {
