@@ -181,6 +181,38 @@ async fn expect_apply(h: &mut MockHandle, code: u16) -> (Value, Instant) {
     (status, at)
 }
 
+/// Expect a heartbeat: a merge patch of the status carrying only
+/// `lastProbeTime`; returns it, replying `code`.
+async fn expect_heartbeat(h: &mut MockHandle, code: u16) -> (Value, Instant) {
+    let p = next(h).await;
+    assert_eq!(p.method, Method::PATCH);
+    assert_eq!(p.path, format!("{PROFILES}/{NODE}/status"));
+    assert_eq!(p.content_type, "application/merge-patch+json");
+    assert!(
+        p.query.contains("fieldManager=nfguard-reporter"),
+        "query: {}",
+        p.query
+    );
+    let keys: Vec<&String> = p.body.as_object().expect("patch object").keys().collect();
+    assert_eq!(keys, ["status"], "a heartbeat patches the status only");
+    let status = p.body["status"].clone();
+    let keys: Vec<&String> = status.as_object().expect("status object").keys().collect();
+    assert_eq!(
+        keys,
+        ["lastProbeTime"],
+        "a heartbeat sends the probe time alone"
+    );
+    let at = p.at;
+    if code == 200 {
+        let mut obj = profile_json();
+        obj["status"] = status.clone();
+        respond(p.reply, 200, obj);
+    } else {
+        respond(p.reply, code, api_status(code, "NotFound"));
+    }
+    (status, at)
+}
+
 fn sample_status(rules: u32) -> NodeNetfilterProfileStatus {
     NodeNetfilterProfileStatus {
         backends: Some(BackendsFacts {
@@ -320,6 +352,45 @@ async fn ensure_creates_profile_owned_by_node_then_applies_only_reporter_fields(
 }
 
 #[tokio::test]
+async fn a_heartbeat_sends_the_probe_time_alone_and_new_facts_the_whole_status() {
+    let (svc, mut handle) = mock::pair::<Request<Body>, Response<Body>>();
+    let client = kube::Client::new(svc, "default");
+    let mut writer = ProfileWriter::new(client, NODE);
+    let at = |status: NodeNetfilterProfileStatus, t: &str| NodeNetfilterProfileStatus {
+        last_probe_time: Some(t.into()),
+        probe_interval_seconds: Some(60),
+        ..status
+    };
+    let server = async move {
+        expect_ensure(&mut handle, 201).await;
+        expect_apply(&mut handle, 200).await;
+        let (hb, _) = expect_heartbeat(&mut handle, 200).await;
+        assert_eq!(hb["lastProbeTime"], "2026-03-01T12:01:00Z");
+        let (changed, _) = expect_apply(&mut handle, 200).await;
+        assert_eq!(changed["backends"]["nft"]["rules"], 6);
+        assert_eq!(changed["lastProbeTime"], "2026-03-01T12:01:30Z");
+        // A failed heartbeat leaves the API's copy unknown: whole again.
+        expect_heartbeat(&mut handle, 500).await;
+        let (again, _) = expect_apply(&mut handle, 200).await;
+        assert_eq!(again["backends"]["nft"]["rules"], 6);
+    };
+    let client_side = async move {
+        writer.write(&at(sample_status(5), START)).await.unwrap();
+        let hb = at(sample_status(5), "2026-03-01T12:01:00Z");
+        writer.write(&hb).await.expect("heartbeat");
+        let changed = at(sample_status(6), "2026-03-01T12:01:30Z");
+        writer.write(&changed).await.expect("new facts");
+        let hb = at(sample_status(6), "2026-03-01T12:02:30Z");
+        assert_eq!(
+            writer.write(&hb).await.unwrap_err().http_status(),
+            Some(500)
+        );
+        writer.write(&hb).await.expect("retried whole");
+    };
+    tokio::join!(server, client_side);
+}
+
+#[tokio::test]
 async fn existing_profile_is_fine_and_deleted_profile_is_recreated() {
     let (svc, mut handle) = mock::pair::<Request<Body>, Response<Body>>();
     let client = kube::Client::new(svc, "default");
@@ -327,9 +398,9 @@ async fn existing_profile_is_fine_and_deleted_profile_is_recreated() {
     let server = async move {
         expect_ensure(&mut handle, 409).await; // AlreadyExists: the reporter restarted
         expect_apply(&mut handle, 200).await;
-        expect_apply(&mut handle, 404).await; // someone deleted it
+        expect_heartbeat(&mut handle, 404).await; // someone deleted it
         expect_ensure(&mut handle, 201).await;
-        expect_apply(&mut handle, 200).await;
+        expect_apply(&mut handle, 200).await; // the facts again, whole
     };
     let client_side = async move {
         writer
@@ -361,10 +432,9 @@ async fn api_errors_back_off_exponentially_then_succeed_while_probing_continues(
         assert_eq!(t4 - t3, Duration::from_secs(2));
         assert_eq!(status["backends"]["nft"]["rules"], 5);
         // Next write only at the heartbeat, 60 s after the accepted one.
-        let (hb, t5) = expect_apply(&mut h, 200).await;
+        let (hb, t5) = expect_heartbeat(&mut h, 200).await;
         assert_eq!(t5 - t4, Duration::from_secs(60));
         assert_eq!(hb["lastProbeTime"], "2026-03-01T12:01:03Z", "START + 63 s");
-        assert_eq!(hb["probeIntervalSeconds"], 60);
     })
     .await;
     // Start, each retry re-probes (3), heartbeat (1).
@@ -422,7 +492,7 @@ async fn notification_bursts_are_debounced_into_one_write_and_no_change_writes_n
         // A notification that changes nothing probes but does not write;
         // the next write is the heartbeat.
         tx.send(Event::Overflow).await.unwrap();
-        let (_, t3) = expect_apply(&mut h, 200).await;
+        let (_, t3) = expect_heartbeat(&mut h, 200).await;
         assert_eq!(t3 - t2, Duration::from_secs(60));
     })
     .await;
