@@ -7,7 +7,8 @@
 # Both install paths: the scenarios run on the Helm install (charts/nfguard);
 # then helm upgrade and helm uninstall are checked (e2e/helm-lifecycle.sh),
 # nfguard is installed again from manifests/ (kustomize) and scenarios 1 and 2
-# prove that install (docs/e2e.md, "Install paths").
+# prove that install (docs/e2e.md, "Install paths"). Last, the controller's
+# correctness on 200 hollow nodes (scripts/bench-cluster.sh --check).
 # Env: KEEP_CLUSTER=1 leaves the cluster up afterwards (no final check);
 #      NFGUARD_E2E_ONLY="1 5" runs only those scenarios.
 set -euo pipefail
@@ -57,14 +58,7 @@ log "cluster and nfguard ready in $((SECONDS - start)) s"
 
 # The workload images bundling real Debian iptables releases, pushed through
 # the loopback address; nodes and nfguard pull them as $NFGUARD_E2E_REGISTRY_PULL.
-export NFGUARD_FIXTURES=${NFGUARD_FIXTURES:-$PWD/target/fixtures}
-[ -d "$NFGUARD_FIXTURES/iptables/1.8.7" ] || scripts/fetch-iptables.sh "$NFGUARD_FIXTURES/iptables"
-push() { # repo:tag version mode
-  e2e/images/build.sh iptables "$2" "$3" "docker://$NFGUARD_E2E_REGISTRY/nfguard-e2e/$1"
-}
-push incident:1.8.7-nft 1.8.7 nft
-push compatible:1.8.11-wrapper 1.8.11 wrapper
-push legacy:1.8.9-legacy 1.8.9 legacy
+e2e/push-images.sh
 
 export NFGUARD_E2E_EXPECT_BACKENDS="e2e-nft=nft e2e-legacy=legacy"
 e2e/scenarios.sh
@@ -82,4 +76,16 @@ if [ -z "${NFGUARD_E2E_ONLY:-}" ]; then
   e2e/local-cluster.sh install kustomize
   NFGUARD_E2E_ONLY="1 2" e2e/scenarios.sh
   log "kustomize install and scenarios 1, 2 in $((SECONDS - t)) s; all done after $((SECONDS - start)) s"
+fi
+
+# The controller on 200 hollow nodes x 5 pods (scripts/bench-cluster.sh
+# --check, not timed): every node converges, a restart with nothing changed
+# writes nothing, one node's change writes only for that node. It brings up
+# its own cluster in bench mode, so this one goes first; the machine check
+# in finish covers both.
+if [ -z "${NFGUARD_E2E_ONLY:-}" ] && [ "${KEEP_CLUSTER:-}" != 1 ]; then
+  t=$SECONDS
+  e2e/local-cluster.sh down
+  scripts/bench-cluster.sh --check 200 5
+  log "hollow-node check in $((SECONDS - t)) s; all done after $((SECONDS - start)) s"
 fi

@@ -10,6 +10,7 @@
 //! Its requests carry the user agent `nfguard-bench`, so the audit log
 //! tells them from the controller's.
 
+mod admission;
 mod apimetrics;
 mod audit;
 mod converge;
@@ -114,6 +115,21 @@ enum Cmd {
         /// A real node whose kubelet renews its Lease (the baseline).
         #[arg(long, default_value = "e2e-nft")]
         kubelet_node: String,
+    },
+    /// Create PODS writer pods (IMAGE, no node) CONCURRENCY at a time;
+    /// append each creation's latency (µs, one per line) to OUT.
+    Admission {
+        #[arg(long)]
+        image: String,
+        #[arg(long)]
+        pods: usize,
+        #[arg(long)]
+        concurrency: usize,
+        /// Pod names are PREFIX-0, PREFIX-1, ...
+        #[arg(long)]
+        prefix: String,
+        #[arg(long)]
+        out: PathBuf,
     },
     /// Writes named in the audit log between two instants (Unix ms), other
     /// than this tool's; with --only-node, fail on a write concerning
@@ -223,6 +239,28 @@ async fn main() -> anyhow::Result<()> {
                 kubelet_node,
             };
             reporters_at_rest(&client().await?, &r).await
+        }
+        Cmd::Admission {
+            image,
+            pods,
+            concurrency,
+            prefix,
+            out,
+        } => {
+            let c = client().await?;
+            admission::ensure_namespace(&c).await?;
+            let samples =
+                admission::create_latencies(&c, &image, &prefix, pods, concurrency).await?;
+            let lines: String = samples
+                .iter()
+                .map(|d| format!("{}\n", d.as_micros()))
+                .collect();
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&out)?;
+            std::io::Write::write_all(&mut f, lines.as_bytes())?;
+            Ok(())
         }
         Cmd::Audit {
             log,
@@ -340,6 +378,14 @@ async fn reporters_at_rest(c: &kube::Client, r: &ReportersRun) -> anyhow::Result
         rest.reporters
     );
     println!("ratio={:.3} (goal <= 0.1)", ours / kubelets.max(1.0));
+    let stored = reporters::profile_stored_bytes(c, &shape::node_name(0)).await? as f64;
+    let stored_rate = writes * stored / secs;
+    println!(
+        "stored_bytes_per_s={stored_rate:.0} (every write stores the whole profile, {stored:.0} bytes as JSON; \
+         kubelets: {:.0} bytes/s of {lease_pb}-byte Leases; ratio {:.2})",
+        rest.reporters as f64 * lease_pb as f64 / 10.0,
+        stored_rate / (rest.reporters as f64 * lease_pb as f64 / 10.0).max(1.0)
+    );
     println!(
         "change_to_api_ms p50={} max={} (samples {})",
         reporters::percentile(&latencies, 0.5).as_millis(),

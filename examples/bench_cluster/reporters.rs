@@ -206,6 +206,16 @@ pub async fn lease_protobuf_bytes(client: &kube::Client, node: &str) -> anyhow::
     Ok(resp.into_body().collect_bytes().await?.len())
 }
 
+/// The bytes of `node`'s profile as stored (custom resources are kept as
+/// JSON): what etcd writes on each heartbeat, whatever the request's size.
+pub async fn profile_stored_bytes(client: &kube::Client, node: &str) -> anyhow::Result<usize> {
+    let req = http::Request::get(format!(
+        "/apis/nfguard.io/v1alpha1/nodenetfilterprofiles/{node}"
+    ))
+    .body(Vec::new())?;
+    Ok(client.request_text(req).await?.len())
+}
+
 pub struct AtRest {
     pub window: Duration,
     pub reporters: usize,
