@@ -216,6 +216,51 @@ fi
 log "simulated reporters at rest ($NODES, heartbeat 60 s, window $WINDOW s)"
 reporters=$("$GEN" reporters --nodes "$NODES" --heartbeat 60 --window "$WINDOW" --samples 10)
 
+# ---- 4: admission latency, webhook registered or not ----------------------------------
+log "pod creation latency with and without nfguard's webhook"
+IMAGE=nfguard-e2e/compatible:1.8.11-wrapper
+kubectl get validatingwebhookconfiguration nfguard -o json |
+  jq 'del(.metadata.resourceVersion, .metadata.uid, .metadata.creationTimestamp, .metadata.managedFields, .metadata.generation)' \
+    >"$WORK/webhook-configuration.json"
+# The API server reads webhook configurations from an informer: give it time.
+webhook() { # on|off
+  if [ "$1" = on ]; then
+    kubectl get validatingwebhookconfiguration nfguard >/dev/null 2>&1 ||
+      kubectl create -f "$WORK/webhook-configuration.json" >&2
+  else
+    kubectl delete validatingwebhookconfiguration nfguard --ignore-not-found >&2
+  fi
+  sleep 5
+}
+admit() { # prefix pods concurrency out
+  "$GEN" admission --image "$NFGUARD_E2E_REGISTRY_PULL/$IMAGE" --prefix "$1" --pods "$2" \
+    --concurrency "$3" --out "$WORK/$4"
+}
+# pct FILE Q: the Q-quantile of a file of microseconds, in ms.
+pct() { sort -n "$1" | awk -v q="$2" '{a[NR] = $1} END { printf "%.1f", a[int((NR - 1) * q + 0.5) + 1] / 1000 }'; }
+webhook on
+admit warm 8 1 warm.us # every webhook replica has seen the image
+for round in 1 2; do
+  for state in on off; do
+    webhook "$state"
+    admit "r$round-$state-seq" 200 1 "admit-$state-1.us"
+    admit "r$round-$state-32" 400 32 "admit-$state-32.us"
+  done
+done
+webhook on
+# Cold: a restarted webhook has seen no image; one replica, so the first
+# creation is surely its first sight.
+kubectl -n nfguard-system scale deployment/nfguard-webhook --replicas=1 >&2
+for round in 1 2 3 4 5; do
+  kubectl -n nfguard-system rollout restart deployment/nfguard-webhook >&2
+  kubectl -n nfguard-system rollout status deployment/nfguard-webhook --timeout=180s >&2
+  sleep 3
+  admit "cold$round" 1 1 cold.us
+  t=$(date +%s%N)
+  skopeo inspect --tls-verify=false "docker://$NFGUARD_E2E_REGISTRY/$IMAGE" >/dev/null
+  echo $((($(date +%s%N) - t) / 1000)) >>"$WORK/skopeo.us"
+done
+
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 cold_s=$(awk -v ms="$cold_ms" 'BEGIN { printf "%.2f", ms / 1000 }')
 cat <<EOF
@@ -239,6 +284,14 @@ $change_writes
 $change_audit
 
 (3) controller peak RSS (VmHWM): cold start $((rss_cold / 1024)) MiB, restart $((rss_restart / 1024)) MiB    goal <= 150 MiB
+
+(4) pod creation through the API server (ms), nfguard's webhook registered vs not, same pods
+    (hostNetwork + NET_ADMIN, $IMAGE, judged against every node; warm image cache)
+    sequential:    with p50 $(pct "$WORK/admit-on-1.us" 0.5) p99 $(pct "$WORK/admit-on-1.us" 0.99)    without p50 $(pct "$WORK/admit-off-1.us" 0.5) p99 $(pct "$WORK/admit-off-1.us" 0.99)    p99 ratio $(ratio "$(pct "$WORK/admit-on-1.us" 0.99)" "$(pct "$WORK/admit-off-1.us" 0.99)")x
+    32 concurrent: with p50 $(pct "$WORK/admit-on-32.us" 0.5) p99 $(pct "$WORK/admit-on-32.us" 0.99)    without p50 $(pct "$WORK/admit-off-32.us" 0.5) p99 $(pct "$WORK/admit-off-32.us" 0.99)    p99 ratio $(ratio "$(pct "$WORK/admit-on-32.us" 0.99)" "$(pct "$WORK/admit-off-32.us" 0.99)")x
+    goal: p99 added <= 5 ms and <= 1.2x
+    cold image (first sight, restarted webhook; 5 runs): creation median $(pct "$WORK/cold.us" 0.5) (max $(pct "$WORK/cold.us" 1)), without webhook p50 $(pct "$WORK/admit-off-1.us" 0.5);
+      skopeo inspect of the same image: median $(pct "$WORK/skopeo.us" 0.5) (max $(pct "$WORK/skopeo.us" 1))
 
 (5) reporters at rest
 $reporters
