@@ -378,11 +378,16 @@ impl PodFeed {
     /// Apply one event; the nodes whose kept pods changed in what the plan
     /// reads (status churn aside: [`predicates::pod`]).
     pub fn feed(&mut self, event: Event<Pod>) -> Vec<String> {
+        // Locked before the store applies the event: `InitDone` marks the
+        // store listed, which wakes a reconcile waiting in `wait_listed` on
+        // the other thread; it must find the index replaced, not empty
+        // (scripts/bench-cluster.sh --check caught one node planned
+        // without its writers after every restart).
+        let mut index = self.index.write().unwrap_or_else(|e| e.into_inner());
         let Some((event, touched)) = self.feed.apply(event) else {
             return Vec::new();
         };
         // After the store applied the event: the index shares its objects.
-        let mut index = self.index.write().unwrap_or_else(|e| e.into_inner());
         match &event {
             Event::Apply(p) => {
                 if let Some(stored) = self.stored.get(&ObjectRef::from_obj(p)) {
