@@ -166,19 +166,24 @@ async fn expect_apply(h: &mut MockHandle, code: u16) -> (Value, Instant) {
         );
     }
     let at = p.at;
+    reply_with_status(p.reply, code, &status);
+    (status, at)
+}
+
+/// 200 with the profile carrying `status`, or the error `code`.
+fn reply_with_status(reply: SendResponse<Response<Body>>, code: u16, status: &Value) {
     if code == 200 {
         let mut obj = profile_json();
         obj["status"] = status.clone();
-        respond(p.reply, 200, obj);
+        respond(reply, 200, obj);
     } else {
         let reason = match code {
             409 => "Conflict",
             404 => "NotFound",
             _ => "InternalError",
         };
-        respond(p.reply, code, api_status(code, reason));
+        respond(reply, code, api_status(code, reason));
     }
-    (status, at)
 }
 
 /// Expect a heartbeat: a merge patch of the status carrying only
@@ -203,13 +208,7 @@ async fn expect_heartbeat(h: &mut MockHandle, code: u16) -> (Value, Instant) {
         "a heartbeat sends the probe time alone"
     );
     let at = p.at;
-    if code == 200 {
-        let mut obj = profile_json();
-        obj["status"] = status.clone();
-        respond(p.reply, 200, obj);
-    } else {
-        respond(p.reply, code, api_status(code, "NotFound"));
-    }
+    reply_with_status(p.reply, code, &status);
     (status, at)
 }
 

@@ -11,6 +11,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use nfguard::api::{NodeNetfilterProfile, NodeNetfilterProfileStatus};
 use nfguard::controller::FIELD_MANAGER;
 use nfguard::controller::labels::MANAGED_LABELS;
+use nfguard::controller::plan::controller_fields;
 use nfguard::runtime::status_apply::StatusApply;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
@@ -23,17 +24,6 @@ pub struct Writes {
     pub labels: Value,
     /// The controller-owned status fields.
     pub status: NodeNetfilterProfileStatus,
-}
-
-/// The controller's fields of a profile status.
-pub fn controller_fields(s: &NodeNetfilterProfileStatus) -> NodeNetfilterProfileStatus {
-    NodeNetfilterProfileStatus {
-        conditions: s.conditions.clone(),
-        writers: s.writers.clone(),
-        newest_writer_version: s.newest_writer_version,
-        oldest_reader_version: s.oldest_reader_version,
-        ..Default::default()
-    }
 }
 
 /// The merge patch setting (`set`) or removing (`!set`) nfguard's labels.

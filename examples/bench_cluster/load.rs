@@ -108,55 +108,43 @@ pub async fn cleanup(client: &kube::Client, concurrency: usize) -> anyhow::Resul
         grace_period_seconds: Some(0),
         ..Default::default()
     };
-    let names: Vec<String> = list_names(&pods, &ListParams::default()).await?;
-    for_each("pods deleted", names, concurrency, |name| {
-        let (pods, now) = (pods.clone(), now.clone());
-        async move {
-            Ok(ok_if(
-                404,
-                retry(|| pods.delete(&name, &now)).await.map(drop),
-            )?)
-        }
-    })
-    .await?;
+    let names = list_names(&pods, &ListParams::default()).await?;
+    delete_all("pods deleted", &pods, names, &now, concurrency).await?;
     let nodes: Api<Node> = Api::all(client.clone());
     let hollow = ListParams::default().labels(&format!("{HOLLOW_LABEL}=true"));
     let names = list_names(&nodes, &hollow).await?;
-    for_each("nodes deleted", names, concurrency, |name| {
-        let nodes = nodes.clone();
-        async move {
-            let dp = DeleteParams::default();
-            Ok(ok_if(
-                404,
-                retry(|| nodes.delete(&name, &dp)).await.map(drop),
-            )?)
-        }
-    })
-    .await?;
+    let dp = DeleteParams::default();
+    delete_all("nodes deleted", &nodes, names, &dp, concurrency).await?;
     let profiles: Api<NodeNetfilterProfile> = Api::all(client.clone());
     let names: Vec<String> = list_names(&profiles, &ListParams::default())
         .await?
         .into_iter()
         .filter(|n| shape::node_index(n).is_some())
         .collect();
-    for_each("profiles deleted", names, concurrency, |name| {
-        let profiles = profiles.clone();
-        async move {
-            let dp = DeleteParams::default();
-            Ok(ok_if(
-                404,
-                retry(|| profiles.delete(&name, &dp)).await.map(drop),
-            )?)
-        }
-    })
-    .await?;
+    delete_all("profiles deleted", &profiles, names, &dp, concurrency).await?;
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    let dp = DeleteParams::default();
     ok_if(
         404,
         retry(|| namespaces.delete(NAMESPACE, &dp)).await.map(drop),
     )?;
     Ok(())
+}
+
+/// Delete every named object (already gone is fine).
+async fn delete_all<K>(
+    what: &str,
+    api: &Api<K>,
+    names: Vec<String>,
+    dp: &DeleteParams,
+    concurrency: usize,
+) -> anyhow::Result<()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    for_each(what, names, concurrency, |name| async move {
+        Ok(ok_if(404, retry(|| api.delete(&name, dp)).await.map(drop))?)
+    })
+    .await
 }
 
 async fn list_names<K>(api: &Api<K>, lp: &ListParams) -> anyhow::Result<Vec<String>>
