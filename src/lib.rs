@@ -8,6 +8,7 @@ pub mod controller;
 pub mod facts;
 pub mod judgement;
 pub mod kernel;
+mod named;
 pub mod node;
 pub mod output;
 pub mod plugin;

@@ -8,63 +8,28 @@
 
 use crate::api::{ActiveBackend, Condition, NodeNetfilterProfileStatus};
 use crate::facts::Severity;
+use crate::named::named_enum;
 use crate::runtime::clock::rfc3339;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-/// The profile's condition types.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ConditionType {
-    Fresh,
-    Healthy,
-    Consistent,
-}
-
-impl ConditionType {
-    pub const ALL: [ConditionType; 3] = [
-        ConditionType::Fresh,
-        ConditionType::Healthy,
-        ConditionType::Consistent,
-    ];
-
-    /// The `type` written on the profile (and the metrics' `condition` label).
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            ConditionType::Fresh => "Fresh",
-            ConditionType::Healthy => "Healthy",
-            ConditionType::Consistent => "Consistent",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.as_str() == s)
+named_enum! {
+    /// The profile's condition types (the `type` written on the profile and
+    /// the metrics' `condition` label).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum ConditionType {
+        Fresh,
+        Healthy,
+        Consistent,
     }
 }
 
-/// A condition's status (metav1.ConditionStatus).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ConditionStatus {
-    True,
-    False,
-    Unknown,
-}
-
-impl ConditionStatus {
-    pub const ALL: [ConditionStatus; 3] = [
-        ConditionStatus::True,
-        ConditionStatus::False,
-        ConditionStatus::Unknown,
-    ];
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            ConditionStatus::True => "True",
-            ConditionStatus::False => "False",
-            ConditionStatus::Unknown => "Unknown",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.as_str() == s)
+named_enum! {
+    /// A condition's status (metav1.ConditionStatus).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum ConditionStatus {
+        True,
+        False,
+        Unknown,
     }
 }
 

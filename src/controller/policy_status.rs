@@ -16,6 +16,7 @@ use super::conditions::{ConditionStatus, condition, with_transition_times};
 use super::metrics::{Metrics, Stage, StageLabel};
 use crate::api::{Condition, NetfilterPolicy, NetfilterPolicyStatus};
 use crate::compat::evaluate::validate_policy;
+use crate::named::named_enum;
 use crate::runtime::clock::Clock;
 use crate::runtime::status_apply::StatusApply;
 use futures::StreamExt;
@@ -32,19 +33,12 @@ use std::time::Duration;
 /// Retry a failed status write after this long.
 const RETRY: Duration = Duration::from_secs(30);
 
-/// The policy's condition types.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum PolicyConditionType {
-    Valid,
-    Accepted,
-}
-
-impl PolicyConditionType {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            PolicyConditionType::Valid => "Valid",
-            PolicyConditionType::Accepted => "Accepted",
-        }
+named_enum! {
+    /// The policy's condition types.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum PolicyConditionType {
+        Valid,
+        Accepted,
     }
 }
 

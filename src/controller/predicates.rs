@@ -12,33 +12,10 @@
 
 use super::conditions::ConditionType;
 use crate::api::{NetfilterPolicy, NodeNetfilterProfile};
+use crate::runtime::watch::hash_json;
+pub use crate::runtime::watch::{Changes, Touched};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Resource;
-use kube::runtime::watcher::Event;
-use serde::Serialize;
-use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher};
-
-/// Feeds serialized bytes straight into a hasher (no buffer).
-struct HashWriter<H>(H);
-
-impl<H: Hasher> std::io::Write for HashWriter<H> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.write(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-fn hash_json<T: Serialize>(value: &T) -> u64 {
-    let mut w = HashWriter(foldhash::quality::FixedState::default().build_hasher());
-    // Serializing API types cannot fail; were it to, the hash would differ
-    // and count as a change, never hide one.
-    let _ = serde_json::to_writer(&mut w, value);
-    w.0.finish()
-}
 
 /// Whether the profile's `Fresh` condition (as the controller last wrote
 /// it) is True.
@@ -110,109 +87,10 @@ pub fn namespace_labels<K: Resource>(ns: &K) -> u64 {
     hash_json(&ns.meta().labels)
 }
 
-/// One object an event changed: what it belonged to (its tag, e.g. the
-/// node of a pod) before and after. `before: None` is a new object,
-/// `after: None` a deleted one.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Touched<T> {
-    pub before: Option<T>,
-    pub after: Option<T>,
-}
-
-type Key = (Option<String>, Option<String>);
-
-fn key<K: Resource>(o: &K) -> Key {
-    (o.meta().namespace.clone(), o.meta().name.clone())
-}
-
-/// Remembers each object's fingerprint and tag, and tells, event by
-/// event, which objects changed. Pure: fed watch events, no I/O.
-pub struct Changes<K, T> {
-    fingerprint: fn(&K) -> u64,
-    tag: fn(&K) -> T,
-    known: HashMap<Key, (u64, T)>,
-    /// During a re-list: what it has listed so far.
-    relist: Option<HashMap<Key, (u64, T)>>,
-}
-
-impl<K, T> std::fmt::Debug for Changes<K, T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Changes")
-            .field("known", &self.known.len())
-            .finish()
-    }
-}
-
-impl<K: Resource, T: Clone + PartialEq> Changes<K, T> {
-    pub fn new(fingerprint: fn(&K) -> u64, tag: fn(&K) -> T) -> Self {
-        Changes {
-            fingerprint,
-            tag,
-            known: HashMap::new(),
-            relist: None,
-        }
-    }
-
-    /// The objects this event changed (new, different fingerprint or tag,
-    /// deleted). A re-list reports at its end, as the stores apply it.
-    pub fn observe(&mut self, event: &Event<K>) -> Vec<Touched<T>> {
-        match event {
-            Event::Apply(o) => {
-                let now = ((self.fingerprint)(o), (self.tag)(o));
-                let before = self.known.insert(key(o), now.clone());
-                if before.as_ref() == Some(&now) {
-                    return Vec::new();
-                }
-                vec![Touched {
-                    before: before.map(|(_, t)| t),
-                    after: Some(now.1),
-                }]
-            }
-            Event::Delete(o) => match self.known.remove(&key(o)) {
-                Some((_, tag)) => vec![Touched {
-                    before: Some(tag),
-                    after: None,
-                }],
-                None => Vec::new(),
-            },
-            Event::Init => {
-                self.relist = Some(HashMap::new());
-                Vec::new()
-            }
-            Event::InitApply(o) => {
-                let entry = ((self.fingerprint)(o), (self.tag)(o));
-                self.relist
-                    .get_or_insert_with(HashMap::new)
-                    .insert(key(o), entry);
-                Vec::new()
-            }
-            Event::InitDone => {
-                let listed = self.relist.take().unwrap_or_default();
-                let mut before = std::mem::replace(&mut self.known, listed);
-                let mut out = Vec::new();
-                for (k, now) in &self.known {
-                    let was = before.remove(k);
-                    if was.as_ref() != Some(now) {
-                        out.push(Touched {
-                            before: was.map(|(_, t)| t),
-                            after: Some(now.1.clone()),
-                        });
-                    }
-                }
-                // Whatever the re-list no longer holds went away in the gap.
-                out.extend(before.into_values().map(|(_, t)| Touched {
-                    before: Some(t),
-                    after: None,
-                }));
-                out
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube::runtime::watcher::Event;
     use serde_json::json;
 
     fn profile_obj(probe: &str, fresh: Option<&str>, min_reader: &str) -> NodeNetfilterProfile {

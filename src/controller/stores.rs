@@ -20,7 +20,7 @@ use super::predicates::{self, Changes, Touched};
 use crate::api::{NetfilterPolicy, NodeNetfilterProfile};
 use crate::compat::evaluate::EXEMPT_ANNOTATION;
 use crate::judgement::PolicyBook;
-use futures::FutureExt;
+use crate::runtime::watch::is_listed;
 use k8s_openapi::api::core::v1::{Container, EphemeralContainer, Node, Pod, PodSpec, PodStatus};
 use kube::Resource;
 use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
@@ -62,18 +62,6 @@ pub struct Unlisted {
     /// e.g. "pods, namespaces".
     pub resources: String,
     pub wait: Duration,
-}
-
-fn is_listed<K>(store: &Store<K>) -> bool
-where
-    K: Resource + Clone + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    // `wait_until_ready` resolves once the first full list was applied.
-    store
-        .wait_until_ready()
-        .now_or_never()
-        .is_some_and(|r| r.is_ok())
 }
 
 impl Caches {
@@ -299,6 +287,14 @@ where
 
     /// Prepare the event's object, apply the event to the store, and tell
     /// which objects changed. None: the event is about an object not kept.
+    ///
+    /// A feed that keeps an index beside its store takes the index's lock
+    /// before calling this and updates it before letting go: `InitDone`
+    /// marks the store listed, which wakes a reconcile waiting in
+    /// [`Caches::wait_listed`] on another thread, and that reconcile must
+    /// find the index replaced, not still empty (scripts/bench-cluster.sh
+    /// --check caught a node planned without its writers after every
+    /// restart; the tainted-node count had the same window).
     fn apply(&mut self, event: Event<K>) -> Option<(Event<K>, Vec<Touched<T>>)> {
         let event = match event {
             Event::Apply(o) => Event::Apply((self.prepare)(o)?),
@@ -334,13 +330,12 @@ impl NodeFeed {
     /// Apply one event; the nodes to reconcile (changed labels or spec,
     /// deleted: then found gone and forgotten).
     pub fn feed(&mut self, event: Event<Node>) -> Vec<String> {
+        // Locked first, as every index beside a store (see `Feed::apply`).
+        let mut tainted = self.tainted.lock().unwrap_or_else(|e| e.into_inner());
         let Some((event, touched)) = self.feed.apply(event) else {
             return Vec::new();
         };
-        self.tainted
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .observe(&event);
+        tainted.observe(&event);
         let mut out: Vec<String> = touched
             .into_iter()
             .flat_map(|t| t.after.or(t.before))
@@ -378,11 +373,7 @@ impl PodFeed {
     /// Apply one event; the nodes whose kept pods changed in what the plan
     /// reads (status churn aside: [`predicates::pod`]).
     pub fn feed(&mut self, event: Event<Pod>) -> Vec<String> {
-        // Locked before the store applies the event: `InitDone` marks the
-        // store listed, which wakes a reconcile waiting in `wait_listed` on
-        // the other thread; it must find the index replaced, not empty
-        // (scripts/bench-cluster.sh --check caught one node planned
-        // without its writers after every restart).
+        // Locked first, as every index beside a store (see `Feed::apply`).
         let mut index = self.index.write().unwrap_or_else(|e| e.into_inner());
         let Some((event, touched)) = self.feed.apply(event) else {
             return Vec::new();

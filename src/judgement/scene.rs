@@ -5,9 +5,8 @@ use super::policies::PolicyBook;
 use super::resolve::ResolveImages;
 use crate::api::NodeNetfilterProfile;
 use crate::compat::evaluate::{
-    Candidate, ContainerFacts, Decision, EXEMPT_ANNOTATION, EffectivePolicy, ImageKey,
-    ImageResolutions, SubjectInput, Workload, evaluate, images_to_resolve, pod_containers,
-    select_candidates,
+    Candidate, ContainerFacts, Decision, EffectivePolicy, ImageKey, ImageResolutions, SubjectInput,
+    Workload, evaluate, exempt_annotation, images_to_resolve, pod_containers, select_candidates,
 };
 use crate::facts::{Platform, Severity};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -72,8 +71,7 @@ impl<'a> Scene<'a> {
             Subject::Workload(w) => (
                 w.namespace.as_deref().unwrap_or("default"),
                 w.containers(),
-                exempt_annotation(&w.annotations)
-                    .or_else(|| exempt_annotation(&w.template_annotations)),
+                w.exempt_reason(),
                 select_candidates(w, self.profiles, self.nodes, self.default_platform),
             ),
             Subject::RunningPod { pod, node } => {
@@ -176,8 +174,4 @@ impl Prepared<'_> {
             None => deadline,
         }
     }
-}
-
-fn exempt_annotation(annotations: &std::collections::BTreeMap<String, String>) -> Option<&str> {
-    annotations.get(EXEMPT_ANNOTATION).map(String::as_str)
 }

@@ -7,6 +7,8 @@
 //! - [`admin`]: `/healthz`, `/readyz`, `/metrics` on plain HTTP.
 //! - [`clock`]: wall-clock time on jiff, injectable for tests.
 //! - [`status_apply`]: the server-side apply body of a status subresource.
+//! - [`watch`]: hashing what of an object counts, telling which objects a
+//!   watch event changed, and whether a store has its first list.
 
 pub mod admin;
 pub mod client;
@@ -14,5 +16,6 @@ pub mod clock;
 pub mod list;
 pub mod shutdown;
 pub mod status_apply;
+pub mod watch;
 
 pub use shutdown::{flag_raised, shutdown_signal};

@@ -6,10 +6,10 @@ use super::fingerprint::Fingerprint;
 use crate::api::{NetfilterPolicy, NodeNetfilterProfile};
 use crate::check::load;
 use crate::judgement::PolicyBook;
+use crate::runtime::watch::{Changes, is_listed};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Node};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -107,9 +107,9 @@ impl Facts {
         match self {
             Facts::Static(_) => true,
             Facts::Cluster(c) => {
-                c.profiles.is_ready()
-                    && c.nodes.as_ref().is_none_or(|s| s.is_ready())
-                    && c.policies.as_ref().is_none_or(|s| s.is_ready())
+                is_listed(&c.profiles)
+                    && c.nodes.as_ref().is_none_or(is_listed)
+                    && c.policies.as_ref().is_none_or(is_listed)
                 // Namespaces are not waited for: without them (e.g. RBAC
                 // lacks list/watch) only `kubernetes.io/metadata.name` is
                 // known, as in `nfguard check` without a cluster.
@@ -139,21 +139,6 @@ impl ClusterStores {
     }
 }
 
-trait ReadyExt {
-    fn is_ready(&self) -> bool;
-}
-
-impl<K> ReadyExt for reflector::Store<K>
-where
-    K: kube::Resource + Clone + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    fn is_ready(&self) -> bool {
-        // `wait_until_ready` resolves once the first full list was applied.
-        futures::FutureExt::now_or_never(self.wait_until_ready()).is_some_and(|r| r.is_ok())
-    }
-}
-
 fn spawn_reflector<K>(api: kube::Api<K>, generation: Arc<AtomicU64>) -> reflector::Store<K>
 where
     K: kube::Resource<DynamicType = ()>
@@ -169,13 +154,13 @@ where
     let stream = reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
     tokio::spawn(async move {
         futures::pin_mut!(stream);
-        let mut seen = Seen::default();
+        let mut seen = fingerprints::<K>();
         while let Some(ev) = stream.next().await {
             match ev {
                 // After the store applied the event: answers cached under
                 // the previous generation are not served again.
                 Ok(ev) => {
-                    if seen.changed(&ev) {
+                    if !seen.observe(&ev).is_empty() {
                         generation.fetch_add(1, Ordering::Release);
                     }
                 }
@@ -188,51 +173,10 @@ where
     reader
 }
 
-/// Fingerprints of the objects a reflector holds, to tell verdict-relevant
-/// changes from heartbeats.
-#[derive(Default)]
-struct Seen {
-    by_key: HashMap<ObjectKey, u64>,
-    /// During a relist: what it has listed so far (replaces `by_key` at its end,
-    /// as the store drops the objects the relist did not list).
-    relist: Option<HashMap<ObjectKey, u64>>,
-}
-
-type ObjectKey = (Option<String>, Option<String>);
-
-impl Seen {
-    fn key<K: kube::Resource>(o: &K) -> ObjectKey {
-        (o.meta().namespace.clone(), o.meta().name.clone())
-    }
-
-    /// Whether the facts may differ after `ev` (deletions and relists always do).
-    fn changed<K: kube::Resource + Fingerprint>(&mut self, ev: &watcher::Event<K>) -> bool {
-        match ev {
-            watcher::Event::Apply(o) => {
-                let fp = o.fingerprint();
-                self.by_key.insert(Self::key(o), fp) != Some(fp)
-            }
-            watcher::Event::Delete(o) => {
-                self.by_key.remove(&Self::key(o));
-                true
-            }
-            // The store applies a relist at its end, all at once.
-            watcher::Event::Init => {
-                self.relist = Some(HashMap::new());
-                false
-            }
-            watcher::Event::InitApply(o) => {
-                self.relist
-                    .get_or_insert_with(HashMap::new)
-                    .insert(Self::key(o), o.fingerprint());
-                false
-            }
-            watcher::Event::InitDone => {
-                self.by_key = self.relist.take().unwrap_or_default();
-                true
-            }
-        }
-    }
+/// Tracks the verdict-relevant fingerprints of the objects a reflector
+/// holds: heartbeats change none, so they leave the generation alone.
+fn fingerprints<K: kube::Resource + Fingerprint>() -> Changes<K, ()> {
+    Changes::new(K::fingerprint, |_| ())
 }
 
 /// Start reflectors. Nodes/policies given as files are used instead of watching.
@@ -294,9 +238,18 @@ mod tests {
         .unwrap()
     }
 
+    /// Whether an event moves the generation, as `spawn_reflector` tells.
+    struct Seen(Changes<Namespace, ()>);
+
+    impl Seen {
+        fn changed(&mut self, ev: &Event<Namespace>) -> bool {
+            !self.0.observe(ev).is_empty()
+        }
+    }
+
     #[test]
     fn only_relevant_changes_move_the_generation() {
-        let mut seen = Seen::default();
+        let mut seen = Seen(fingerprints());
         // Initial list: one change, at its end.
         assert!(!seen.changed(&Event::<Namespace>::Init));
         assert!(!seen.changed(&Event::InitApply(ns("a", "x"))));

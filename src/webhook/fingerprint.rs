@@ -8,20 +8,12 @@
 //! candidate selection read are hashed.
 
 use crate::api::{NetfilterPolicy, NodeNetfilterProfile};
+use crate::runtime::watch::hash_json;
 use k8s_openapi::api::core::v1::{Namespace, Node};
-use serde::Serialize;
-use std::hash::{BuildHasher, Hasher};
 
 /// A watched kind's verdict-relevant content.
 pub trait Fingerprint {
     fn fingerprint(&self) -> u64;
-}
-
-fn hash_json<T: Serialize>(value: &T) -> u64 {
-    let mut h = foldhash::quality::FixedState::default().build_hasher();
-    // Serializing API types cannot fail; an empty hash would only mean "changed".
-    h.write(&serde_json::to_vec(value).unwrap_or_default());
-    h.finish()
 }
 
 impl Fingerprint for NodeNetfilterProfile {

@@ -28,14 +28,16 @@ pub use candidates::{
     Candidate, DEFAULT_PLATFORM, node_platform, profile_node_name, select_candidates,
 };
 pub use images::{ImageKey, ImageResolution, ImageResolutions, images_to_resolve};
-pub use policy::{EXEMPT_ANNOTATION, EffectivePolicy, InvalidPolicy, PolicyError, validate_policy};
+pub use policy::{EffectivePolicy, InvalidPolicy, PolicyError, validate_policy};
 pub use selector::{label_selector_matches, node_selector_requirement_matches};
 pub use workload::{
-    ContainerFacts, ContainerKind, ContainerRef, Scope, Workload, WorkloadError, WorkloadKind,
-    container_refs, has_net_admin, pod_containers, pod_spec_can_write, security_context_can_write,
+    ContainerFacts, ContainerKind, ContainerRef, EXEMPT_ANNOTATION, Scope, Workload, WorkloadError,
+    WorkloadKind, container_refs, exempt_annotation, has_net_admin, pod_containers,
+    pod_spec_can_write, security_context_can_write,
 };
 
 use crate::facts::{Backend, Severity, Version};
+use crate::named::named_enum;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -67,125 +69,61 @@ impl std::fmt::Display for Verdict {
     }
 }
 
-/// Stable reason codes: users alert on them, metrics are labelled by them.
-/// Never rename one; add new ones at the end.
-#[derive(
-    Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize, JsonSchema, PartialOrd, Ord,
-)]
-pub enum ReasonCode {
-    /// The image's iptables is 1.8.0-1.8.3 (broken `-C`, endless duplicate rules).
-    KnownBadIptables,
-    /// The image writes through the other backend than the node's rules (split rule sets).
-    BackendMismatch,
-    /// The node's kernel does not support the backend the image writes through.
-    KernelLacksBackend,
-    /// The image's iptables-nft (<= 1.8.7) cannot read native expressions that the
-    /// node's rules hold or its writers emit: a save/restore silently drops matches.
-    OldReaderNewRules,
-    /// The image (>= 1.8.8) writes native expressions that an older reader on the
-    /// node (a writer pod, or the host's own tools) misreads.
-    NewWriterOldReader,
-    /// Both >= 1.8.8 but the image is older than the newest writer: loud failures possible.
-    ReaderOlderThanWriter,
-    /// `iptables-wrapper` on a node without kubelet's marker chains: it defaults to nft.
-    WrapperNoMarkerChains,
-    /// Containers of one pod (own network namespace) use different backends.
-    PodBackendMismatch,
-    /// Containers of one pod: an iptables-nft <= 1.8.7 reads what a >= 1.8.8 one writes.
-    PodOldReaderNewWriter,
-    /// Containers of one pod: both >= 1.8.8, one older than the other.
-    PodReaderOlderThanWriter,
-    /// The image could not be inspected (registry error, timeout); policy `unresolvedImages` decides.
-    ImageUnresolved,
-    /// The image has an iptables command whose release could not be determined.
-    ImageVersionUnknown,
-    /// The image has no iptables command: it does not use iptables (informational).
-    NoIptables,
-    /// The node's profile has no usable status (reporter not run yet, probe failed).
-    NodeProfileIncomplete,
-    /// A scheduling candidate (a Node) has no NodeNetfilterProfile.
-    NodeProfileMissing,
-    /// The node's own hazard (e.g. FirewallUnconditionalDrop); informational, not the workload's fault.
-    NodeHazard,
-    /// hostNetwork without NET_ADMIN/ALL/privileged: it cannot write the node's rules.
-    HostNetworkWithoutNetAdmin,
-    /// The workload carries `nfguard.io/exempt: "<reason>"`.
-    Exempt,
-    /// The container's image matches a policy `exemptImages` pattern.
-    ImageExempt,
-    /// No NetfilterPolicy selects the workload's namespace.
-    NamespaceNotSelected,
-    /// No node profile matches the pod's scheduling constraints.
-    NoCandidateNodes,
-    /// An invalid NetfilterPolicy that selects the namespace was left out:
-    /// the workload was judged with the valid ones.
-    InvalidPolicyIgnored,
+named_enum! {
+    /// Stable reason codes: users alert on them, metrics are labelled by them.
+    /// Never rename one; add new ones at the end.
+    #[derive(
+        Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize, JsonSchema, PartialOrd, Ord,
+    )]
+    pub enum ReasonCode {
+        /// The image's iptables is 1.8.0-1.8.3 (broken `-C`, endless duplicate rules).
+        KnownBadIptables,
+        /// The image writes through the other backend than the node's rules (split rule sets).
+        BackendMismatch,
+        /// The node's kernel does not support the backend the image writes through.
+        KernelLacksBackend,
+        /// The image's iptables-nft (<= 1.8.7) cannot read native expressions that the
+        /// node's rules hold or its writers emit: a save/restore silently drops matches.
+        OldReaderNewRules,
+        /// The image (>= 1.8.8) writes native expressions that an older reader on the
+        /// node (a writer pod, or the host's own tools) misreads.
+        NewWriterOldReader,
+        /// Both >= 1.8.8 but the image is older than the newest writer: loud failures possible.
+        ReaderOlderThanWriter,
+        /// `iptables-wrapper` on a node without kubelet's marker chains: it defaults to nft.
+        WrapperNoMarkerChains,
+        /// Containers of one pod (own network namespace) use different backends.
+        PodBackendMismatch,
+        /// Containers of one pod: an iptables-nft <= 1.8.7 reads what a >= 1.8.8 one writes.
+        PodOldReaderNewWriter,
+        /// Containers of one pod: both >= 1.8.8, one older than the other.
+        PodReaderOlderThanWriter,
+        /// The image could not be inspected (registry error, timeout); policy `unresolvedImages` decides.
+        ImageUnresolved,
+        /// The image has an iptables command whose release could not be determined.
+        ImageVersionUnknown,
+        /// The image has no iptables command: it does not use iptables (informational).
+        NoIptables,
+        /// The node's profile has no usable status (reporter not run yet, probe failed).
+        NodeProfileIncomplete,
+        /// A scheduling candidate (a Node) has no NodeNetfilterProfile.
+        NodeProfileMissing,
+        /// The node's own hazard (e.g. FirewallUnconditionalDrop); informational, not the workload's fault.
+        NodeHazard,
+        /// hostNetwork without NET_ADMIN/ALL/privileged: it cannot write the node's rules.
+        HostNetworkWithoutNetAdmin,
+        /// The workload carries `nfguard.io/exempt: "<reason>"`.
+        Exempt,
+        /// The container's image matches a policy `exemptImages` pattern.
+        ImageExempt,
+        /// No NetfilterPolicy selects the workload's namespace.
+        NamespaceNotSelected,
+        /// No node profile matches the pod's scheduling constraints.
+        NoCandidateNodes,
+        /// An invalid NetfilterPolicy that selects the namespace was left out:
+        /// the workload was judged with the valid ones.
+        InvalidPolicyIgnored,
 }
-
-impl ReasonCode {
-    /// Every code, in declaration order.
-    pub const ALL: [ReasonCode; 22] = {
-        use ReasonCode::*;
-        [
-            KnownBadIptables,
-            BackendMismatch,
-            KernelLacksBackend,
-            OldReaderNewRules,
-            NewWriterOldReader,
-            ReaderOlderThanWriter,
-            WrapperNoMarkerChains,
-            PodBackendMismatch,
-            PodOldReaderNewWriter,
-            PodReaderOlderThanWriter,
-            ImageUnresolved,
-            ImageVersionUnknown,
-            NoIptables,
-            NodeProfileIncomplete,
-            NodeProfileMissing,
-            NodeHazard,
-            HostNetworkWithoutNetAdmin,
-            Exempt,
-            ImageExempt,
-            NamespaceNotSelected,
-            NoCandidateNodes,
-            InvalidPolicyIgnored,
-        ]
-    };
-
-    /// The stable name (= the serialized form): output, metric labels.
-    pub const fn as_str(self) -> &'static str {
-        use ReasonCode::*;
-        match self {
-            KnownBadIptables => "KnownBadIptables",
-            BackendMismatch => "BackendMismatch",
-            KernelLacksBackend => "KernelLacksBackend",
-            OldReaderNewRules => "OldReaderNewRules",
-            NewWriterOldReader => "NewWriterOldReader",
-            ReaderOlderThanWriter => "ReaderOlderThanWriter",
-            WrapperNoMarkerChains => "WrapperNoMarkerChains",
-            PodBackendMismatch => "PodBackendMismatch",
-            PodOldReaderNewWriter => "PodOldReaderNewWriter",
-            PodReaderOlderThanWriter => "PodReaderOlderThanWriter",
-            ImageUnresolved => "ImageUnresolved",
-            ImageVersionUnknown => "ImageVersionUnknown",
-            NoIptables => "NoIptables",
-            NodeProfileIncomplete => "NodeProfileIncomplete",
-            NodeProfileMissing => "NodeProfileMissing",
-            NodeHazard => "NodeHazard",
-            HostNetworkWithoutNetAdmin => "HostNetworkWithoutNetAdmin",
-            Exempt => "Exempt",
-            ImageExempt => "ImageExempt",
-            NamespaceNotSelected => "NamespaceNotSelected",
-            NoCandidateNodes => "NoCandidateNodes",
-            InvalidPolicyIgnored => "InvalidPolicyIgnored",
-        }
-    }
-}
-
-impl std::fmt::Display for ReasonCode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
 }
 
 /// One finding, aggregated over every node where it holds identically.

@@ -7,13 +7,9 @@
 //! failing the judgement of every workload.
 
 use super::selector::label_selector_matches;
-use super::workload::Workload;
 use crate::api::{NetfilterPolicy, NetfilterPolicySpec, PolicyAction, UnresolvedAction};
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use std::collections::BTreeMap;
-
-/// `nfguard.io/exempt: "<reason>"` on the workload (or its pod template).
-pub const EXEMPT_ANNOTATION: &str = "nfguard.io/exempt";
 
 /// Namespaces carry this label automatically (Kubernetes >= 1.21).
 const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
@@ -303,14 +299,5 @@ impl EffectivePolicy {
                 .and_then(|i| e.patterns.get(*i))
                 .map(String::as_str)
         })
-    }
-
-    /// The `nfguard.io/exempt` reason from the object or its pod template.
-    pub fn exempt_reason<'w>(&self, workload: &'w Workload) -> Option<&'w str> {
-        workload
-            .annotations
-            .get(EXEMPT_ANNOTATION)
-            .or_else(|| workload.template_annotations.get(EXEMPT_ANNOTATION))
-            .map(String::as_str)
     }
 }

@@ -30,7 +30,7 @@ fn evaluate(input: &EvalInput<'_>) -> Decision {
     let w = input.workload;
     super::evaluate(&SubjectInput {
         containers: &w.containers(),
-        exempt_reason: input.policy.exempt_reason(w),
+        exempt_reason: w.exempt_reason(),
         candidates: input.candidates,
         images: input.images,
         policy: input.policy,
@@ -43,7 +43,7 @@ fn images_to_resolve(
     candidates: &[Candidate<'_>],
     policy: &EffectivePolicy,
 ) -> Vec<ImageKey> {
-    super::images_to_resolve(&w.containers(), policy.exempt_reason(w), candidates, policy)
+    super::images_to_resolve(&w.containers(), w.exempt_reason(), candidates, policy)
 }
 
 fn v(s: &str) -> Version {

@@ -5,6 +5,14 @@ use k8s_openapi::api::core::v1::{Container, EphemeralContainer, PodSpec, Securit
 use serde_json::Value;
 use std::collections::BTreeMap;
 
+/// `nfguard.io/exempt: "<reason>"` on the workload (or its pod template).
+pub const EXEMPT_ANNOTATION: &str = "nfguard.io/exempt";
+
+/// The exempt reason in `annotations`, if any.
+pub fn exempt_annotation(annotations: &BTreeMap<String, String>) -> Option<&str> {
+    annotations.get(EXEMPT_ANNOTATION).map(String::as_str)
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum WorkloadError {
     #[error("object has no string field \"kind\"")]
@@ -233,6 +241,12 @@ impl Workload {
             self.namespace.as_deref().unwrap_or("default"),
             self.name
         )
+    }
+
+    /// The `nfguard.io/exempt` reason from the object or its pod template.
+    pub fn exempt_reason(&self) -> Option<&str> {
+        exempt_annotation(&self.annotations)
+            .or_else(|| exempt_annotation(&self.template_annotations))
     }
 
     pub fn host_network(&self) -> bool {
