@@ -443,15 +443,10 @@ async fn labels_conditions_and_writers_applied() {
     );
     drop(ctx);
     let (_, events) = finish(task).await;
+    // A healthy node's first labels and conditions are routine: no event
+    // (a fresh install must not write events for every node).
     let reasons = event_reasons(&events);
-    assert!(
-        reasons.contains(&("LabelsUpdated".into(), "Node".into())),
-        "{reasons:?}"
-    );
-    assert!(
-        reasons.contains(&("ConditionChanged".into(), "NodeNetfilterProfile".into())),
-        "{reasons:?}"
-    );
+    assert!(reasons.is_empty(), "{reasons:?}");
     let text = metrics.encode();
     assert!(
         text.contains("nfguard_controller_nodes{backend=\"nft\"} 1"),

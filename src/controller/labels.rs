@@ -61,6 +61,17 @@ pub fn label_patch(
     Some(serde_json::json!({ "metadata": { "labels": Value::Object(changes) } }))
 }
 
+/// Whether `patch` changes or removes a label the node already had (not
+/// only adds first values).
+pub fn relabels(current: Option<&BTreeMap<String, String>>, patch: &Value) -> bool {
+    let Some(current) = current else {
+        return false;
+    };
+    patch["metadata"]["labels"]
+        .as_object()
+        .is_some_and(|changes| changes.keys().any(|k| current.contains_key(k)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,5 +167,18 @@ mod tests {
             serde_json::json!({"metadata": {"labels": {LABEL_BACKEND: null, LABEL_VERSION: null}}})
         );
         assert_eq!(label_patch(None, &desired_labels(None)), None);
+    }
+
+    #[test]
+    fn only_changing_or_removing_a_label_relabels() {
+        let desired = desired_labels(Some(&status(ActiveBackend::Nft, "1.8.9", None)));
+        let first = label_patch(Some(&labels(&[("team", "a")])), &desired).unwrap();
+        assert!(!relabels(Some(&labels(&[("team", "a")])), &first));
+        assert!(!relabels(None, &first));
+        let had = labels(&[(LABEL_BACKEND, "legacy"), (LABEL_VERSION, "1.8.9")]);
+        let change = label_patch(Some(&had), &desired).unwrap();
+        assert!(relabels(Some(&had), &change));
+        let removal = label_patch(Some(&had), &desired_labels(None)).unwrap();
+        assert!(relabels(Some(&had), &removal));
     }
 }

@@ -6,7 +6,7 @@
 
 use super::conditions::{self, ConditionStatus, ConditionType, fresh_until};
 use super::inventory::{self, Inventory, node_platform};
-use super::labels::{desired_labels, label_patch};
+use super::labels::{desired_labels, label_patch, relabels};
 use super::taints::{Brake, TaintChange, TaintPlan, TaintSettings, WantedTaints, plan_taints};
 use crate::api::{ActiveBackend, NodeNetfilterProfile, NodeNetfilterProfileStatus, PolicyAction};
 use crate::compat::evaluate::{
@@ -277,7 +277,12 @@ pub fn plan_node(facts: &NodeFacts<'_>) -> NodePlan {
 
     // Labels.
     let label_patch = label_patch(facts.node.metadata.labels.as_ref(), &desired_labels(status));
-    if let Some(p) = &label_patch {
+    // A node's first labels are routine (a fresh install would write an
+    // event per node): only a change or removal of a label it had is news.
+    if let Some(p) = label_patch
+        .as_ref()
+        .filter(|p| relabels(facts.node.metadata.labels.as_ref(), p))
+    {
         events.push(PlannedEvent {
             warning: false,
             reason: "LabelsUpdated",
@@ -304,7 +309,12 @@ pub fn plan_node(facts: &NodeFacts<'_>) -> NodePlan {
             conditions::conditions(current, previous, facts.now, profile.metadata.generation);
         for c in &conds {
             let before = previous.iter().find(|p| p.type_ == c.type_);
-            if before.map(|b| &b.status) != Some(&c.status) {
+            // A condition's first value is news only when it is not True.
+            let changed = match before {
+                Some(b) => b.status != c.status,
+                None => c.status != ConditionStatus::True.as_str(),
+            };
+            if changed {
                 events.push(PlannedEvent {
                     warning: c.status != "True",
                     reason: "ConditionChanged",
@@ -596,11 +606,14 @@ pub(crate) mod tests {
     /// The plan for one degraded node, no pods and no policy, a minute
     /// after its last heartbeat.
     fn one_degraded_node_plan() -> NodePlan {
+        plan_degraded(&degraded_profile(0))
+    }
+
+    fn plan_degraded(profile: &NodeNetfilterProfile) -> NodePlan {
         let node = node(0);
-        let profile = degraded_profile(0);
         plan_node(&NodeFacts {
             node: &node,
-            profile: Some(&profile),
+            profile: Some(profile),
             pods: &[],
             policies: &PolicyBook::default(),
             settings: TaintSettings::default(),
@@ -620,12 +633,31 @@ pub(crate) mod tests {
             .filter(|e| e.reason == "ConditionChanged")
             .map(|e| e.action)
             .collect();
-        // First sight: all three conditions appear, each under its own action,
-        // so the event recorder cannot fold one into another's series.
-        assert_eq!(
-            actions,
-            ["SetFreshTrue", "SetHealthyFalse", "SetConsistentTrue"]
-        );
+        // First sight: only the condition that is not True is news; each
+        // change has its own action, so the event recorder cannot fold one
+        // condition's change into another's series.
+        assert_eq!(actions, ["SetHealthyFalse"]);
+
+        // Later: every status change is news, back to True included.
+        let mut profile = degraded_profile(0);
+        let mut previous = plan.status.unwrap().conditions.unwrap();
+        for c in &mut previous {
+            c.status = if c.type_ == "Healthy" {
+                "False"
+            } else {
+                "Unknown"
+            }
+            .into();
+        }
+        profile.status.as_mut().unwrap().conditions = Some(previous);
+        let again = plan_degraded(&profile);
+        let actions: Vec<&str> = again
+            .events
+            .iter()
+            .filter(|e| e.reason == "ConditionChanged")
+            .map(|e| e.action)
+            .collect();
+        assert_eq!(actions, ["SetFreshTrue", "SetConsistentTrue"]);
     }
 
     #[test]
