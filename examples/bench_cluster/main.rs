@@ -143,6 +143,11 @@ enum Cmd {
         until_ms: i64,
         #[arg(long)]
         only_node: Option<String>,
+        /// Fail unless a cold start of this many hollow nodes wrote at most
+        /// 2 per node (labels, status) and 2 more per degraded node (its
+        /// events: a healthy node's first sight gets none).
+        #[arg(long)]
+        cold_start_nodes: Option<usize>,
         /// Resources to consider (others, e.g. Leases, are listed only).
         #[arg(
             long,
@@ -267,8 +272,16 @@ async fn main() -> anyhow::Result<()> {
             since_ms,
             until_ms,
             only_node,
+            cold_start_nodes,
             resources,
-        } => audit_check(&log, since_ms, until_ms, only_node.as_deref(), &resources),
+        } => audit_check(
+            &log,
+            since_ms,
+            until_ms,
+            only_node.as_deref(),
+            cold_start_nodes,
+            &resources,
+        ),
     }
 }
 
@@ -401,6 +414,7 @@ fn audit_check(
     since_ms: i64,
     until_ms: i64,
     only_node: Option<&str>,
+    cold_start_nodes: Option<usize>,
     resources: &[String],
 ) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(log)?;
@@ -430,6 +444,16 @@ fn audit_check(
             others.join(", ")
         );
         println!("audit: every write concerns {node}");
+    }
+    if let Some(nodes) = cold_start_nodes {
+        let degraded = (0..nodes).filter(|&i| shape::facts(i).critical).count();
+        let most = 2 * nodes + 2 * degraded;
+        anyhow::ensure!(
+            considered.len() <= most,
+            "{} writes for a cold start of {nodes} nodes ({degraded} degraded); at most {most} expected",
+            considered.len()
+        );
+        println!("audit: at most {most} writes for {nodes} nodes ({degraded} degraded)");
     }
     Ok(())
 }

@@ -36,6 +36,15 @@ pub fn taint_patch_body(
     })
 }
 
+/// The resourceVersions the API server answered the plan's writes with.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Versions {
+    /// The Node after its last patch (labels, then taints).
+    pub node: Option<String>,
+    /// The profile after its status apply.
+    pub profile: Option<String>,
+}
+
 pub struct Applier<'a> {
     pub client: &'a kube::Client,
     pub recorder: &'a Recorder,
@@ -55,24 +64,27 @@ impl Applier<'_> {
         }
     }
 
-    /// Write the plan. Events are best effort (logged, never fail the reconcile).
+    /// Write the plan; the versions written. Events are best effort
+    /// (logged, never fail the reconcile).
     pub async fn apply(
         &self,
         node: &Node,
         profile: Option<&NodeNetfilterProfile>,
         plan: &NodePlan,
-    ) -> Result<(), ApplyError> {
+    ) -> Result<Versions, ApplyError> {
         let name = node.name_any();
         let nodes: Api<Node> = Api::all(self.client.clone());
+        let mut written = Versions::default();
         if let Some(patch) = &plan.label_patch {
-            nodes
+            let patched = nodes
                 .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
                 .await
                 .map_err(|e| self.fail(&name, Stage::labels, e))?;
+            written.node = patched.metadata.resource_version;
             tracing::info!(node = %name, labels = %patch, "node labels updated");
         }
         if let Some(taints) = &plan.taints.taints {
-            nodes
+            let patched = nodes
                 .patch(
                     &name,
                     &PatchParams::default(),
@@ -80,6 +92,7 @@ impl Applier<'_> {
                 )
                 .await
                 .map_err(|e| self.fail(&name, Stage::taints, e))?;
+            written.node = patched.metadata.resource_version;
         }
         for change in &plan.taints.changes {
             match change {
@@ -116,7 +129,7 @@ impl Applier<'_> {
         if let (Some(status), Some(profile)) = (&plan.status, profile) {
             let pname = profile.name_any();
             let profiles: Api<NodeNetfilterProfile> = Api::all(self.client.clone());
-            profiles
+            let applied = profiles
                 .patch_status(
                     &pname,
                     &PatchParams::apply(FIELD_MANAGER).force(),
@@ -125,6 +138,7 @@ impl Applier<'_> {
                 )
                 .await
                 .map_err(|e| self.fail(&name, Stage::status, e))?;
+            written.profile = applied.metadata.resource_version;
         }
         let node_ref = node.object_ref(&());
         let profile_ref = profile.map(|p| p.object_ref(&()));
@@ -133,7 +147,7 @@ impl Applier<'_> {
         }
         self.metrics
             .observe_node(&name, &NodeObservation::of(profile, plan));
-        Ok(())
+        Ok(written)
     }
 
     async fn publish(

@@ -15,6 +15,7 @@ pub mod cli;
 pub mod conditions;
 pub mod gather;
 pub mod http;
+pub mod in_flight;
 pub mod index;
 pub mod inventory;
 pub mod labels;

@@ -2,8 +2,9 @@
 //! apply), the watches that fill the caches and trigger reconciles, the
 //! kube-runtime Controller that drives it all, and the orphan sweep.
 
-use super::apply::{Applier, ApplyError};
+use super::apply::{Applier, ApplyError, Versions};
 use super::gather::plan_from_caches;
+use super::in_flight::Written;
 use super::metrics::{Metrics, NodeLabel, Stage, StageLabel};
 use super::orphans::orphans;
 use super::plan::NodePlan;
@@ -70,6 +71,17 @@ pub async fn reconcile_node(node: &Node, ctx: &Ctx) -> Result<NodePlan, Reconcil
             .inc();
         return Err(ReconcileError::Unlisted { node: name, source });
     }
+    // Planning before the watches show this controller's last writes to
+    // the node would write them again (see `in_flight`); the feed that
+    // shows the last one triggers the node.
+    if let Some(wait) = ctx.caches.in_flight.wait_for(&name) {
+        tracing::debug!(node = %name, "waiting for the watch to show the last writes");
+        return Ok(NodePlan {
+            node: name,
+            requeue_after: Some(wait),
+            ..Default::default()
+        });
+    }
     let deadline = tokio::time::Instant::now() + IMAGE_DEADLINE;
     let plan = plan_from_caches(
         node,
@@ -80,13 +92,14 @@ pub async fn reconcile_node(node: &Node, ctx: &Ctx) -> Result<NodePlan, Reconcil
     )
     .await;
     let profile = ctx.caches.profile(&name);
-    Applier {
+    let written = Applier {
         client: &ctx.client,
         recorder: &ctx.recorder,
         metrics: &ctx.metrics,
     }
     .apply(node, profile.as_deref(), &plan)
     .await?;
+    expect_written(&ctx.caches, &name, written);
     let tainted = {
         let mut t = ctx.caches.tainted();
         t.wrote(&name, plan.taints.tainted_after);
@@ -97,6 +110,25 @@ pub async fn reconcile_node(node: &Node, ctx: &Ctx) -> Result<NodePlan, Reconcil
         .reconcile_duration
         .observe(started.elapsed().as_secs_f64());
     Ok(plan)
+}
+
+/// Record the versions just written as expected from the watches.
+fn expect_written(caches: &Caches, name: &str, written: Versions) {
+    caches
+        .in_flight
+        .expect(name, Written::Node, written.node, || {
+            caches
+                .nodes
+                .get(&ObjectRef::new(name))
+                .and_then(|n| n.metadata.resource_version.clone())
+        });
+    caches
+        .in_flight
+        .expect(name, Written::Profile, written.profile, || {
+            caches
+                .profile(name)
+                .and_then(|p| p.metadata.resource_version.clone())
+        });
 }
 
 async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, ReconcileError> {

@@ -13,6 +13,7 @@
 //! are slimmed to what the plan reads before they are stored, and only pods
 //! that can write netfilter rules are kept (see [`keep_pod`]).
 
+use super::in_flight::{InFlight, Written};
 use super::index::{PodsByNode, TaintedNodes};
 use super::namespaces::{Labels, NamespaceMeta, labels_in};
 use super::plan::{pod_can_write, profile_node};
@@ -42,6 +43,8 @@ pub struct Caches {
     /// All Namespaces' metadata: policies select namespaces by their labels.
     pub namespaces: Store<NamespaceMeta>,
     pub tainted: Arc<Mutex<TaintedNodes>>,
+    /// The controller's writes the Node and profile watches have not shown yet.
+    pub in_flight: Arc<InFlight>,
     /// Bumped by every change of a policy or a namespace's labels.
     policy_generation: Arc<AtomicU64>,
     /// The policy book of a generation, shared by reconciles.
@@ -320,10 +323,25 @@ fn nodes_of(touched: Vec<Touched<Option<String>>>) -> Vec<String> {
     out
 }
 
+/// Tell `in_flight` which version of a node's object of `kind` the store
+/// now holds; the node, if a reconcile waited for exactly that.
+fn seen<K: Resource>(in_flight: &InFlight, kind: Written, event: &Event<K>) -> Option<String> {
+    let (object, version) = match event {
+        Event::Apply(o) | Event::InitApply(o) => (o, o.meta().resource_version.as_deref()),
+        Event::Delete(o) => (o, None),
+        Event::Init | Event::InitDone => return None,
+    };
+    let name = object.meta().name.as_deref()?;
+    in_flight
+        .observed(name, kind, version)
+        .then(|| name.to_string())
+}
+
 /// Nodes: the store and the tainted-node count.
 pub struct NodeFeed {
     feed: Feed<Node, String>,
     tainted: Arc<Mutex<TaintedNodes>>,
+    in_flight: Arc<InFlight>,
 }
 
 impl NodeFeed {
@@ -339,6 +357,7 @@ impl NodeFeed {
         let mut out: Vec<String> = touched
             .into_iter()
             .flat_map(|t| t.after.or(t.before))
+            .chain(seen(&self.in_flight, Written::Node, &event))
             .collect();
         out.dedup();
         out
@@ -348,16 +367,23 @@ impl NodeFeed {
 /// NodeNetfilterProfiles.
 pub struct ProfileFeed {
     feed: Feed<NodeNetfilterProfile, Option<String>>,
+    in_flight: Arc<InFlight>,
 }
 
 impl ProfileFeed {
     /// Apply one event; the nodes whose profile changed (heartbeats while
     /// Fresh aside: [`predicates::profile`]).
     pub fn feed(&mut self, event: Event<NodeNetfilterProfile>) -> Vec<String> {
-        match self.feed.apply(event) {
-            Some((_, touched)) => nodes_of(touched),
-            None => Vec::new(),
+        let Some((event, touched)) = self.feed.apply(event) else {
+            return Vec::new();
+        };
+        let mut out = nodes_of(touched);
+        if let Some(node) = seen(&self.in_flight, Written::Profile, &event)
+            && !out.contains(&node)
+        {
+            out.push(node);
         }
+        out
     }
 }
 
@@ -458,6 +484,7 @@ pub fn caches() -> (Caches, Feeds) {
     let pods_by_node = Arc::new(RwLock::new(PodsByNode::default()));
     let tainted = Arc::new(Mutex::new(TaintedNodes::default()));
     let policy_generation = Arc::new(AtomicU64::new(0));
+    let in_flight = Arc::new(InFlight::default());
     let node_name = |n: &Node| n.metadata.name.clone().unwrap_or_default();
     let profile_tag = |p: &NodeNetfilterProfile| profile_node(p).map(str::to_string);
     let pod_tag = |p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.clone());
@@ -468,12 +495,14 @@ pub fn caches() -> (Caches, Feeds) {
                 ..Feed::new(node_writer, predicates::node, node_name)
             },
             tainted: tainted.clone(),
+            in_flight: in_flight.clone(),
         },
         profiles: ProfileFeed {
             feed: Feed {
                 prepare: |p| Some(slim_meta(p)),
                 ..Feed::new(profile_writer, predicates::profile, profile_tag)
             },
+            in_flight: in_flight.clone(),
         },
         pods: PodFeed {
             feed: Feed {
@@ -510,6 +539,7 @@ pub fn caches() -> (Caches, Feeds) {
         policies,
         namespaces,
         tainted,
+        in_flight,
         policy_generation,
         policy_book: Arc::default(),
     };
