@@ -6,7 +6,8 @@ use super::workload::{Workload, WorkloadKind};
 use crate::api::NodeNetfilterProfile;
 use crate::facts::Platform;
 use k8s_openapi::api::core::v1::{Node, NodeSelectorTerm, Taint, Toleration};
-use std::collections::{BTreeMap, HashMap};
+use foldhash::HashMap;
+use std::collections::BTreeMap;
 
 /// Used when neither a Node's labels nor the pod's nodeSelector name a platform.
 pub const DEFAULT_PLATFORM: &str = "linux/amd64";

@@ -17,7 +17,7 @@ use super::{Decision, Reason, ReasonCode, SubjectInput, Verdict};
 use crate::api::{PolicyAction, UnresolvedAction};
 use crate::facts::version::{FIRST_NATIVE_WRITER, is_known_bad};
 use crate::facts::{Backend, HazardCode, IptablesFacts, Platform, Severity, Version};
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 /// The other party of a finding.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -88,7 +88,7 @@ struct Acc<'a> {
 impl<'a> Acc<'a> {
     fn new() -> Self {
         Acc {
-            index: HashMap::new(),
+            index: HashMap::default(),
             groups: Vec::new(),
             last: None,
             trace: Vec::new(),
@@ -327,7 +327,7 @@ fn judge_nodes<'a>(
     let mut cache: Vec<Vec<(&'a Platform, Option<&'a ImageResolution>)>> =
         vec![Vec::new(); judged.len()];
     let mut classes = Classes {
-        index: HashMap::new(),
+        index: HashMap::default(),
         list: Vec::new(),
     };
 
