@@ -9,7 +9,7 @@ use nfguard::api::{
     ActiveBackend, BackendFacts, BackendsFacts, KernelFacts, NodeNetfilterProfile,
     NodeNetfilterProfileSpec, NodeNetfilterProfileStatus, Writer,
 };
-use nfguard::compat::evaluate::{DEFAULT_PLATFORM, ImageResolutions, Workload};
+use nfguard::compat::evaluate::{DEFAULT_PLATFORM, ImageResolutions, NodeIndex, Workload};
 use nfguard::facts::{Backend, ImageProfile, IptablesFacts, Severity, Version};
 use nfguard::judgement::{PolicyBook, Scene, Subject};
 use serde_json::json;
@@ -157,6 +157,13 @@ fn bench(c: &mut Criterion) {
         nodes: &nrefs,
         policies: &policies,
         default_platform: &default_platform,
+        index: None,
+    };
+    // What the webhook and `check` judge with: per-node facts built once.
+    let index = NodeIndex::new(&prefs, &nrefs, &default_platform);
+    let indexed = Scene {
+        index: Some(&index),
+        ..scene
     };
     let prepared = scene.prepare(Subject::Workload(&w)).unwrap();
     let images = resolutions(&prepared.images);
@@ -183,6 +190,12 @@ fn bench(c: &mut Criterion) {
     g.bench_function("select_candidates_and_evaluate", |b| {
         b.iter(|| {
             let prepared = scene.prepare(Subject::Workload(black_box(&w))).unwrap();
+            black_box(prepared.decide(&images, Severity::Info))
+        })
+    });
+    g.bench_function("select_candidates_and_evaluate_indexed", |b| {
+        b.iter(|| {
+            let prepared = indexed.prepare(Subject::Workload(black_box(&w))).unwrap();
             black_box(prepared.decide(&images, Severity::Info))
         })
     });

@@ -982,16 +982,16 @@ async fn webhook_decision(f: &SharedFacts) -> Decision {
         .as_str()
         .unwrap()
         .to_string();
-    let snapshot = Snapshot {
-        profiles: vec![Arc::new(f.profile.clone())],
-        nodes: vec![Arc::new(f.node.clone())],
-        policies: PolicyBook::shared(vec![Arc::new(
+    let snapshot = Snapshot::new(
+        vec![Arc::new(f.profile.clone())],
+        vec![Arc::new(f.node.clone())],
+        PolicyBook::shared(vec![Arc::new(
             serde_json::from_value(f.policy.clone()).unwrap(),
         )])
         .with_namespace_labels(Arc::new(move |ns: &str| {
             (ns == ns_name).then(|| labels.clone())
         })),
-    };
+    );
     let metrics = Arc::new(WebhookMetrics::new());
     let judge = Judge {
         facts: Arc::new(Facts::Static(Arc::new(snapshot))),

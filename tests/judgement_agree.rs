@@ -3,7 +3,8 @@
 //! clusters (node backends and versions, marker chains, platforms, policies
 //! with namespace-label selectors, exempt globs, invalid policies, writer
 //! pods with several images, exempt annotations) are fed to all three:
-//! - check and the webhook return the same decision (verdict and reasons);
+//! - check and the webhook return the same decision (verdict and reasons),
+//!   and so does the path without a `NodeIndex`;
 //! - the controller (its production path: caches fed as its watches feed
 //!   them, then `plan_from_caches`) taints for a running pod exactly when a
 //!   `Taint` policy selects its namespace and the webhook finds critical
@@ -20,7 +21,7 @@ use nfguard::controller::gather::plan_from_caches;
 use nfguard::controller::namespaces::NamespaceMeta;
 use nfguard::controller::stores::{FirstLists, caches};
 use nfguard::facts::{Backend, ImageProfile, IptablesFacts, Platform};
-use nfguard::judgement::{Bounded, FixedImages, ImageLookup, PolicyBook};
+use nfguard::judgement::{Bounded, FixedImages, ImageLookup, PolicyBook, Scene, Subject};
 use nfguard::webhook::admission::Judge;
 use nfguard::webhook::facts::{Facts, Snapshot};
 use nfguard::webhook::images::{CacheTtl, ImageCache};
@@ -378,13 +379,35 @@ async fn by_check(f: &Facts3, lookup: Arc<dyn ImageLookup>) -> Result<Decision, 
     })
 }
 
+/// The judgement path without a NodeIndex (the webhook and check judge
+/// with one): the same decision, to the reason.
+async fn without_node_index(f: &Facts3, lookup: Arc<dyn ImageLookup>) -> Decision {
+    let profiles: Vec<&NodeNetfilterProfile> = f.profiles.iter().collect();
+    let nodes: Vec<&Node> = f.nodes.iter().collect();
+    let policies = f.book();
+    let scene = Scene {
+        profiles: &profiles,
+        nodes: &nodes,
+        policies: &policies,
+        default_platform: &Platform::linux_amd64(),
+        index: None,
+    };
+    let w = f.workload();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    scene
+        .judge(Subject::Workload(&w), &Bounded::new(lookup, 4), deadline)
+        .await
+        .expect("judged")
+        .decision
+}
+
 async fn by_webhook(f: &Facts3, lookup: Arc<dyn ImageLookup>) -> Decision {
     let metrics = Arc::new(Metrics::new());
-    let snapshot = Snapshot {
-        profiles: f.profiles.iter().cloned().map(Arc::new).collect(),
-        nodes: f.nodes.iter().cloned().map(Arc::new).collect(),
-        policies: f.book(),
-    };
+    let snapshot = Snapshot::new(
+        f.profiles.iter().cloned().map(Arc::new).collect(),
+        f.nodes.iter().cloned().map(Arc::new).collect(),
+        f.book(),
+    );
     let judge = Judge {
         facts: Arc::new(Facts::Static(Arc::new(snapshot))),
         images: Arc::new(ImageCache::new(
@@ -465,6 +488,11 @@ async fn agree(c: Cluster) -> Result<(), TestCaseError> {
     }
     let checked = by_check(&f, registry.clone()).await?;
     let admitted = by_webhook(&f, registry.clone()).await;
+    prop_assert_eq!(
+        &without_node_index(&f, registry.clone()).await,
+        &admitted,
+        "a NodeIndex changed the decision"
+    );
     // The webhook judges as check does with the invalid policies left out,
     // and says so in a warning.
     let (ignored, kept): (Vec<_>, Vec<_>) = admitted

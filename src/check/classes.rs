@@ -20,7 +20,7 @@ pub struct CandidateNode {
 /// The candidates with their class descriptions; the platform is named only
 /// when the candidates span several (images may differ per platform).
 pub fn candidate_nodes(candidates: &[Candidate<'_>]) -> Vec<CandidateNode> {
-    let platforms: BTreeSet<&Platform> = candidates.iter().map(|c| &c.platform).collect();
+    let platforms: BTreeSet<&Platform> = candidates.iter().map(|c| &*c.platform).collect();
     candidates
         .iter()
         .map(|c| {

@@ -96,12 +96,9 @@ fn class_descriptions_from_profiles() {
         "activeBackend": "legacy"}));
     let bare = profile(serde_json::json!({"activeBackend": "mixed"}));
     let empty = profile(serde_json::json!({}));
-    let cand =
-        |name: &'static str, platform: &str, p: Option<&'static NodeNetfilterProfile>| Candidate {
-            name,
-            platform: platform.parse().unwrap(),
-            profile: p,
-        };
+    let cand = |name: &'static str, platform: &str, p: Option<&'static NodeNetfilterProfile>| {
+        Candidate::new(name, platform.parse().unwrap(), p)
+    };
     let leak =
         |p: NodeNetfilterProfile| -> &'static NodeNetfilterProfile { Box::leak(Box::new(p)) };
     let (nft, split, bare, empty) = (leak(nft), leak(split), leak(bare), leak(empty));

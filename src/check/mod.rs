@@ -16,7 +16,7 @@ pub mod sarif;
 mod test_data;
 
 use crate::api::{NetfilterPolicy, NodeNetfilterProfile};
-use crate::compat::evaluate::{PolicyError, Verdict, Workload, validate_policy};
+use crate::compat::evaluate::{NodeIndex, PolicyError, Verdict, Workload, validate_policy};
 use crate::facts::Platform;
 use crate::judgement::{
     Bounded, ImageLookup, JudgeError, NamespaceLabels, PolicyBook, Scene, Subject,
@@ -82,11 +82,14 @@ pub async fn check(inputs: &Inputs, opts: &ResolveOptions) -> Result<Report, Che
         let labels: NamespaceLabels = Arc::new(move |ns: &str| known.get(ns).cloned());
         policies = policies.with_namespace_labels(labels);
     }
+    // Every workload is judged against the same nodes.
+    let index = NodeIndex::new(&profiles, &nodes, &inputs.default_platform);
     let scene = Scene {
         profiles: &profiles,
         nodes: &nodes,
         policies: &policies,
         default_platform: &inputs.default_platform,
+        index: Some(&index),
     };
     let resolver = Bounded {
         lookup: opts.lookup.clone(),

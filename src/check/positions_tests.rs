@@ -133,6 +133,7 @@ spec:
         nodes: &[],
         policies: &policies,
         default_platform: &"linux/amd64".parse().unwrap(),
+        index: None,
     };
     let d = scene
         .prepare(crate::judgement::Subject::Workload(&w))

@@ -131,6 +131,7 @@ fn running_scene(policies: &PolicyBook) -> Scene<'_> {
         nodes: &[],
         policies,
         default_platform: &inventory::DEFAULT_PLATFORM,
+        index: None,
     }
 }
 
@@ -146,11 +147,7 @@ pub fn images_to_inspect(node: &Node, pods: &[&Pod], policies: &PolicyBook) -> V
     for pod in taint_subjects(pods, policies) {
         let subject = Subject::RunningPod {
             pod,
-            node: Candidate {
-                name,
-                platform: platform.clone(),
-                profile: None,
-            },
+            node: Candidate::new(name, platform.clone(), None),
         };
         if let Ok(prepared) = scene.prepare(subject) {
             keys.extend(prepared.images);
@@ -185,11 +182,7 @@ fn violations(
     for pod in subjects {
         let subject = Subject::RunningPod {
             pod,
-            node: Candidate {
-                name,
-                platform: platform.clone(),
-                profile: Some(profile),
-            },
+            node: Candidate::new(name, platform.clone(), Some(profile)),
         };
         let Ok(prepared) = scene.prepare(subject) else {
             continue;

@@ -5,8 +5,9 @@ use super::policies::PolicyBook;
 use super::resolve::ResolveImages;
 use crate::api::NodeNetfilterProfile;
 use crate::compat::evaluate::{
-    Candidate, ContainerFacts, Decision, EffectivePolicy, ImageKey, ImageResolutions, SubjectInput,
-    Workload, evaluate, exempt_annotation, images_to_resolve, pod_containers, select_candidates,
+    Candidate, ContainerFacts, Decision, EffectivePolicy, ImageKey, ImageResolutions, NodeIndex,
+    SubjectInput, Workload, evaluate, exempt_annotation, images_to_resolve, pod_containers,
+    select_candidates,
 };
 use crate::facts::{Platform, Severity};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -24,6 +25,9 @@ pub struct Scene<'a> {
     pub policies: &'a PolicyBook,
     /// For nodes whose labels (and pods whose nodeSelector) name none.
     pub default_platform: &'a Platform,
+    /// Built from these `profiles` and `nodes` (see [`NodeIndex`]): spares
+    /// each judgement the per-node work that does not depend on it.
+    pub index: Option<&'a NodeIndex>,
 }
 
 /// What is judged.
@@ -72,7 +76,13 @@ impl<'a> Scene<'a> {
                 w.namespace.as_deref().unwrap_or("default"),
                 w.containers(),
                 w.exempt_reason(),
-                select_candidates(w, self.profiles, self.nodes, self.default_platform),
+                select_candidates(
+                    w,
+                    self.profiles,
+                    self.nodes,
+                    self.default_platform,
+                    self.index,
+                ),
             ),
             Subject::RunningPod { pod, node } => {
                 let spec = pod.spec.as_ref().ok_or_else(|| {

@@ -19,7 +19,7 @@ use super::metrics::Metrics;
 pub use super::review::{API_VERSION, Request, ReviewError, parse_review};
 use super::review::{Prepared, error_body, response};
 use crate::compat::evaluate::{
-    Decision, ImageKey, ImageResolutions, ReasonCode, Verdict, Workload, WorkloadKind,
+    Decision, ImageKey, ImageResolutions, NodeIndex, ReasonCode, Verdict, Workload, WorkloadKind,
 };
 use crate::facts::Platform;
 use crate::judgement::{JudgeError, ResolveImages, Scene, Subject};
@@ -157,11 +157,16 @@ impl Judge {
         let snap = self.facts.snapshot();
         let profiles: Vec<_> = snap.profiles.iter().map(|p| p.as_ref()).collect();
         let nodes: Vec<_> = snap.nodes.iter().map(|n| n.as_ref()).collect();
+        // Built by the first request of a facts generation, shared by the rest.
+        let index = snap
+            .index
+            .get_or_init(|| NodeIndex::new(&profiles, &nodes, &self.default_platform));
         let scene = Scene {
             profiles: &profiles,
             nodes: &nodes,
             policies: &snap.policies,
             default_platform: &self.default_platform,
+            index: Some(index),
         };
         let images = AdmissionImages {
             cache: &self.images,

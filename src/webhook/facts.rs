@@ -5,6 +5,7 @@
 use super::fingerprint::Fingerprint;
 use crate::api::{NetfilterPolicy, NodeNetfilterProfile};
 use crate::check::load;
+use crate::compat::evaluate::NodeIndex;
 use crate::judgement::PolicyBook;
 use crate::runtime::watch::{Changes, is_listed};
 use futures::StreamExt;
@@ -23,6 +24,24 @@ pub struct Snapshot {
     /// mode unknown, as `nfguard check` without a cluster); each
     /// namespace's effective policy is built once per snapshot.
     pub policies: PolicyBook,
+    /// Per-node facts every judgement of this snapshot shares, built on
+    /// first use (the judge knows the default platform).
+    pub index: std::sync::OnceLock<NodeIndex>,
+}
+
+impl Snapshot {
+    pub fn new(
+        profiles: Vec<Arc<NodeNetfilterProfile>>,
+        nodes: Vec<Arc<Node>>,
+        policies: PolicyBook,
+    ) -> Self {
+        Snapshot {
+            profiles,
+            nodes,
+            policies,
+            index: Default::default(),
+        }
+    }
 }
 
 /// A snapshot and the facts generation it was taken at.
@@ -67,11 +86,11 @@ impl Facts {
             Some(p) => load::load_policies(p)?,
             None => Vec::new(),
         };
-        Ok(Facts::Static(Arc::new(Snapshot {
-            profiles: profiles.into_iter().map(Arc::new).collect(),
-            nodes: nodes.into_iter().map(Arc::new).collect(),
-            policies: PolicyBook::new(policies),
-        })))
+        Ok(Facts::Static(Arc::new(Snapshot::new(
+            profiles.into_iter().map(Arc::new).collect(),
+            nodes.into_iter().map(Arc::new).collect(),
+            PolicyBook::new(policies),
+        ))))
     }
 
     pub fn snapshot(&self) -> Arc<Snapshot> {
@@ -121,13 +140,13 @@ impl Facts {
 impl ClusterStores {
     fn copy(&self) -> Snapshot {
         let ns = self.namespaces.clone();
-        Snapshot {
-            profiles: self.profiles.state(),
-            nodes: match &self.nodes {
+        Snapshot::new(
+            self.profiles.state(),
+            match &self.nodes {
                 Some(s) => s.state(),
                 None => self.static_nodes.clone(),
             },
-            policies: PolicyBook::shared(match &self.policies {
+            PolicyBook::shared(match &self.policies {
                 Some(s) => s.state(),
                 None => self.static_policies.clone(),
             })
@@ -135,7 +154,7 @@ impl ClusterStores {
                 ns.get(&reflector::ObjectRef::new(name))
                     .map(|n| n.metadata.labels.clone().unwrap_or_default())
             })),
-        }
+        )
     }
 }
 

@@ -1,12 +1,14 @@
 //! The nodes a workload's pods can land on, as the scheduler (or the
 //! DaemonSet controller) would see them, and each node's platform.
 
+use super::node_index::NodeIndex;
 use super::selector::{node_selector_requirement_matches, requirement_matches_value};
 use super::workload::{Workload, WorkloadKind};
 use crate::api::NodeNetfilterProfile;
 use crate::facts::Platform;
-use k8s_openapi::api::core::v1::{Node, NodeSelectorTerm, Taint, Toleration};
 use foldhash::HashMap;
+use k8s_openapi::api::core::v1::{Node, NodeSelectorTerm, Taint, Toleration};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 /// Used when neither a Node's labels nor the pod's nodeSelector name a platform.
@@ -16,10 +18,27 @@ pub const DEFAULT_PLATFORM: &str = "linux/amd64";
 #[derive(Clone, Debug)]
 pub struct Candidate<'a> {
     pub name: &'a str,
-    /// The platform to resolve images for.
-    pub platform: Platform,
+    /// The platform to resolve images for (borrowed from a [`NodeIndex`]).
+    pub platform: Cow<'a, Platform>,
     /// None: a Node with no NodeNetfilterProfile (reported as NodeProfileMissing).
     pub profile: Option<&'a NodeNetfilterProfile>,
+    /// The node's class in the scene's [`NodeIndex`], if it has one.
+    pub class: Option<u32>,
+}
+
+impl<'a> Candidate<'a> {
+    pub fn new(
+        name: &'a str,
+        platform: Platform,
+        profile: Option<&'a NodeNetfilterProfile>,
+    ) -> Self {
+        Candidate {
+            name,
+            platform: Cow::Owned(platform),
+            profile,
+            class: None,
+        }
+    }
 }
 
 /// The node a profile describes: spec.nodeName, else metadata.name.
@@ -39,11 +58,15 @@ pub fn profile_node_name(p: &NodeNetfilterProfile) -> Option<&str> {
 /// profile is a candidate except those excluded by name (nodeName, matchFields
 /// metadata.name); the platform then comes from the pod's own nodeSelector
 /// `kubernetes.io/os`/`arch`, else `default_platform`.
+///
+/// `index`, when built from these very `profiles` and `nodes`, supplies
+/// each node's profile, platform and class (same candidates, faster).
 pub fn select_candidates<'a>(
     workload: &Workload,
     profiles: &[&'a NodeNetfilterProfile],
     nodes: &[&'a Node],
     default_platform: &Platform,
+    index: Option<&'a NodeIndex>,
 ) -> Vec<Candidate<'a>> {
     let spec = &workload.pod_spec;
     if nodes.is_empty() {
@@ -52,11 +75,42 @@ pub fn select_candidates<'a>(
             .iter()
             .filter_map(|p| {
                 let name = profile_node_name(p)?;
-                name_allowed(workload, name).then(|| Candidate {
+                name_allowed(workload, name)
+                    .then(|| Candidate::new(name, platform.clone(), Some(*p)))
+            })
+            .collect();
+    }
+    let tolerations = effective_tolerations(workload);
+    let empty = BTreeMap::new();
+    let schedulable = nodes.iter().enumerate().filter_map(|(i, node)| {
+        let name = node.metadata.name.as_deref()?;
+        let labels = node.metadata.labels.as_ref().unwrap_or(&empty);
+        if !name_allowed(workload, name) {
+            return None;
+        }
+        if spec.node_name.is_none() {
+            if !node_selector_ok(workload, labels) || !affinity_ok(workload, name, labels) {
+                return None;
+            }
+            if !taints_tolerated(node, &tolerations, false) {
+                return None;
+            }
+        } else if !taints_tolerated(node, &tolerations, true) {
+            // nodeName bypasses the scheduler, but NoExecute still evicts.
+            return None;
+        }
+        Some((i, name, labels))
+    });
+    if let Some(index) = index.filter(|x| x.fits(nodes.len())) {
+        return schedulable
+            .map(|(i, name, _)| {
+                let e = index.entries[i];
+                Candidate {
                     name,
-                    platform: platform.clone(),
-                    profile: Some(*p),
-                })
+                    platform: Cow::Borrowed(&index.platforms[e.platform as usize]),
+                    profile: e.profile.map(|p| profiles[p as usize]),
+                    class: Some(e.class),
+                }
             })
             .collect();
     }
@@ -64,32 +118,13 @@ pub fn select_candidates<'a>(
         .iter()
         .filter_map(|p| Some((profile_node_name(p)?, *p)))
         .collect();
-    let tolerations = effective_tolerations(workload);
-    let empty = BTreeMap::new();
-    nodes
-        .iter()
-        .filter_map(|node| {
-            let name = node.metadata.name.as_deref()?;
-            let labels = node.metadata.labels.as_ref().unwrap_or(&empty);
-            if !name_allowed(workload, name) {
-                return None;
-            }
-            if spec.node_name.is_none() {
-                if !node_selector_ok(workload, labels) || !affinity_ok(workload, name, labels) {
-                    return None;
-                }
-                if !taints_tolerated(node, &tolerations, false) {
-                    return None;
-                }
-            } else if !taints_tolerated(node, &tolerations, true) {
-                // nodeName bypasses the scheduler, but NoExecute still evicts.
-                return None;
-            }
-            Some(Candidate {
+    schedulable
+        .map(|(_, name, labels)| {
+            Candidate::new(
                 name,
-                platform: node_platform(Some(labels), default_platform),
-                profile: by_node.get(name).copied(),
-            })
+                node_platform(Some(labels), default_platform),
+                by_node.get(name).copied(),
+            )
         })
         .collect()
 }

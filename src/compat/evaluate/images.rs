@@ -104,7 +104,15 @@ pub fn images_to_resolve(
         .filter_map(|c| c.image.as_deref())
         .filter(|i| policy.exempt_image_pattern(i).is_none())
         .collect();
-    let platforms: BTreeSet<&Platform> = candidates.iter().map(|c| &c.platform).collect();
+    // Few distinct platforms among thousands of candidates: compare, not sort.
+    let mut platforms: Vec<&Platform> = Vec::new();
+    for c in candidates {
+        let p: &Platform = &c.platform;
+        if !platforms.iter().any(|q| std::ptr::eq(*q, p) || *q == p) {
+            platforms.push(p);
+        }
+    }
+    platforms.sort();
     let mut out = Vec::with_capacity(images.len() * platforms.len());
     for image in &images {
         for platform in &platforms {

@@ -14,6 +14,7 @@
 
 mod candidates;
 mod images;
+mod node_index;
 mod nodeview;
 mod policy;
 mod render;
@@ -28,6 +29,7 @@ pub use candidates::{
     Candidate, DEFAULT_PLATFORM, node_platform, profile_node_name, select_candidates,
 };
 pub use images::{ImageKey, ImageResolution, ImageResolutions, images_to_resolve};
+pub use node_index::NodeIndex;
 pub use policy::{EffectivePolicy, InvalidPolicy, PolicyError, validate_policy};
 pub use selector::{label_selector_matches, node_selector_requirement_matches};
 pub use workload::{

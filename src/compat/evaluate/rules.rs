@@ -14,7 +14,7 @@ use super::nodeview::{NodeView, Party, RulesBackend, Versioned, view};
 use super::render;
 use super::workload::{ContainerFacts, Scope};
 use super::{Decision, Reason, ReasonCode, SubjectInput, Verdict};
-use crate::api::{PolicyAction, UnresolvedAction};
+use crate::api::{NodeNetfilterProfile, PolicyAction, UnresolvedAction};
 use crate::facts::version::{FIRST_NATIVE_WRITER, is_known_bad};
 use crate::facts::{Backend, HazardCode, IptablesFacts, Platform, Severity, Version};
 use foldhash::HashMap;
@@ -271,8 +271,8 @@ struct NodeClass<'a> {
     node: NodeState<'a>,
 }
 
-#[derive(Clone, PartialEq, Eq, Hash)]
-enum NodeState<'a> {
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub(super) enum NodeState<'a> {
     /// A Node with no NodeNetfilterProfile.
     Missing,
     /// A profile without usable status; the probe's error, if any.
@@ -331,32 +331,55 @@ fn judge_nodes<'a>(
         list: Vec::new(),
     };
 
+    // A scene's NodeIndex names each candidate's class already: class id
+    // -> position in `classes.list`, without building and hashing its view.
+    let mut indexed: Vec<Option<usize>> = Vec::new();
     for cand in input.candidates {
-        let node = match cand.profile {
-            None => NodeState::Missing,
-            Some(p) => match p.status.as_ref().and_then(view) {
-                Some(v) => NodeState::Known(v),
-                None => {
-                    NodeState::Incomplete(p.status.as_ref().and_then(|s| s.probe_error.as_deref()))
-                }
-            },
-        };
-        let class = NodeClass {
-            platform: platform_of(cand),
-            node,
-        };
-        if let Some(c) = classes.find(&class) {
+        let id = cand.class.map(|c| c as usize);
+        if let Some(c) = id.and_then(|id| indexed.get(id).copied().flatten()) {
             for &g in &classes.list[c].1 {
                 acc.groups[g].1.push(cand.name);
             }
             continue;
         }
-        acc.trace.clear();
-        judge_node(
-            input, ctx, judged, any_host, &mut cache, &class, cand.name, acc,
-        );
-        let groups = std::mem::take(&mut acc.trace);
-        classes.add(class, groups);
+        let class = NodeClass {
+            platform: platform_of(cand),
+            node: node_state(cand.profile),
+        };
+        let c = match classes.find(&class) {
+            Some(c) => {
+                for &g in &classes.list[c].1 {
+                    acc.groups[g].1.push(cand.name);
+                }
+                c
+            }
+            None => {
+                acc.trace.clear();
+                judge_node(
+                    input, ctx, judged, any_host, &mut cache, &class, cand.name, acc,
+                );
+                let groups = std::mem::take(&mut acc.trace);
+                classes.add(class, groups);
+                classes.list.len() - 1
+            }
+        };
+        if let Some(id) = id {
+            if indexed.len() <= id {
+                indexed.resize(id + 1, None);
+            }
+            indexed[id] = Some(c);
+        }
+    }
+}
+
+/// What a node's profile says, for judging (its class, platform aside).
+pub(super) fn node_state(profile: Option<&NodeNetfilterProfile>) -> NodeState<'_> {
+    match profile {
+        None => NodeState::Missing,
+        Some(p) => match p.status.as_ref().and_then(view) {
+            Some(v) => NodeState::Known(v),
+            None => NodeState::Incomplete(p.status.as_ref().and_then(|s| s.probe_error.as_deref())),
+        },
     }
 }
 

@@ -231,7 +231,7 @@ fn run_with(
 ) -> Run {
     let profiles: Vec<NodeNetfilterProfile> = nodes.iter().map(|(n, p)| profile(n, p)).collect();
     let refs: Vec<&NodeNetfilterProfile> = profiles.iter().collect();
-    let cands = select_candidates(w, &refs, &[], &pf(DEFAULT_PLATFORM));
+    let cands = select_candidates(w, &refs, &[], &pf(DEFAULT_PLATFORM), None);
     let mut res = ImageResolutions::new();
     for key in images_to_resolve(w, &cands, policy) {
         match imgs.iter().find(|(r, _, _)| *r == key.image) {
@@ -571,7 +571,7 @@ fn incomplete_profile_follows_unresolved_policy() {
         NodeNetfilterProfileSpec::default(),
     )];
     let refs: Vec<_> = profiles.iter().collect();
-    let cands = select_candidates(&w, &refs, &[], &pf(DEFAULT_PLATFORM));
+    let cands = select_candidates(&w, &refs, &[], &pf(DEFAULT_PLATFORM), None);
     let mut res = ImageResolutions::new();
     res.insert_profile(
         "ok:1",
@@ -634,7 +634,7 @@ fn scope_host_network_without_net_admin_is_info_only_and_needs_no_registry() {
     let pol = EffectivePolicy::default();
     let profiles = [profile("n1", &nft_node("1.8.9"))];
     let refs: Vec<_> = profiles.iter().collect();
-    let cands = select_candidates(&w, &refs, &[], &pf(DEFAULT_PLATFORM));
+    let cands = select_candidates(&w, &refs, &[], &pf(DEFAULT_PLATFORM), None);
     assert!(images_to_resolve(&w, &cands, &pol).is_empty());
     let r = run(&w, &[("n1", nft_node("1.8.9"))], &[]);
     assert_eq!(r.codes(), vec![ReasonCode::HostNetworkWithoutNetAdmin]);
@@ -830,7 +830,7 @@ fn exempt_annotation_allows_with_the_reason() {
     let w = Workload::from_value(&obj).unwrap().unwrap();
     let profiles = [profile("n1", &nft_node("1.8.9"))];
     let refs: Vec<_> = profiles.iter().collect();
-    let cands = select_candidates(&w, &refs, &[], &pf(DEFAULT_PLATFORM));
+    let cands = select_candidates(&w, &refs, &[], &pf(DEFAULT_PLATFORM), None);
     let pol = EffectivePolicy::default();
     assert!(images_to_resolve(&w, &cands, &pol).is_empty());
     let r = run(&w, &[("n1", nft_node("1.8.9"))], &[]);
@@ -1086,9 +1086,25 @@ fn node(name: &str, labels: serde_json::Value, taints: serde_json::Value) -> Nod
 fn cand_names(w: &Workload, profiles: &[NodeNetfilterProfile], nodes: &[Node]) -> Vec<String> {
     let p: Vec<_> = profiles.iter().collect();
     let n: Vec<_> = nodes.iter().collect();
-    select_candidates(w, &p, &n, &pf(DEFAULT_PLATFORM))
-        .iter()
-        .map(|c| format!("{}@{}", c.name, c.platform))
+    let show = |cs: Vec<Candidate<'_>>| -> Vec<String> {
+        cs.iter()
+            .map(|c| {
+                let profile = c.profile.and_then(|p| p.metadata.name.as_deref());
+                format!("{}@{} ({profile:?})", c.name, c.platform)
+            })
+            .collect()
+    };
+    let default = pf(DEFAULT_PLATFORM);
+    let plain = show(select_candidates(w, &p, &n, &default, None));
+    // A NodeIndex of the same nodes gives the same candidates.
+    let index = NodeIndex::new(&p, &n, &default);
+    assert_eq!(
+        show(select_candidates(w, &p, &n, &default, Some(&index))),
+        plain
+    );
+    plain
+        .into_iter()
+        .map(|c| c.split(' ').next().unwrap_or_default().to_string())
         .collect()
 }
 
@@ -1238,7 +1254,7 @@ fn candidates_nodes_without_profile_are_reported() {
     ];
     let p: Vec<_> = profiles.iter().collect();
     let n: Vec<_> = nodes.iter().collect();
-    let cands = select_candidates(&w, &p, &n, &pf(DEFAULT_PLATFORM));
+    let cands = select_candidates(&w, &p, &n, &pf(DEFAULT_PLATFORM), None);
     assert_eq!(cands.len(), 2);
     assert!(cands[1].profile.is_none());
     let mut res = ImageResolutions::new();
@@ -1270,7 +1286,10 @@ fn multi_arch_image_resolved_per_platform() {
     let nodes = three_nodes();
     let p: Vec<_> = profiles.iter().collect();
     let n: Vec<_> = nodes.iter().collect();
-    let cands = select_candidates(&w, &p, &n, &pf(DEFAULT_PLATFORM));
+    // Through a NodeIndex, as the webhook and `check` judge.
+    let index = NodeIndex::new(&p, &n, &pf(DEFAULT_PLATFORM));
+    let cands = select_candidates(&w, &p, &n, &pf(DEFAULT_PLATFORM), Some(&index));
+    assert!(cands.iter().all(|c| c.class.is_some()));
     let keys = images_to_resolve(&w, &cands, &EffectivePolicy::default());
     assert_eq!(keys.len(), 2);
     let mut res = ImageResolutions::new();
