@@ -619,17 +619,18 @@ pub(crate) mod tests {
 
     #[test]
     fn each_condition_change_is_an_event_of_its_own_action() {
+        let actions = |plan: &NodePlan| -> Vec<&'static str> {
+            let changes = plan
+                .events
+                .iter()
+                .filter(|e| e.reason == "ConditionChanged");
+            changes.map(|e| e.action).collect()
+        };
         let plan = one_degraded_node_plan();
-        let actions: Vec<&str> = plan
-            .events
-            .iter()
-            .filter(|e| e.reason == "ConditionChanged")
-            .map(|e| e.action)
-            .collect();
         // First sight: only the condition that is not True is news; each
         // change has its own action, so the event recorder cannot fold one
         // condition's change into another's series.
-        assert_eq!(actions, ["SetHealthyFalse"]);
+        assert_eq!(actions(&plan), ["SetHealthyFalse"]);
 
         // Later: every status change is news, back to True included.
         let mut profile = degraded_profile(0);
@@ -644,13 +645,7 @@ pub(crate) mod tests {
         }
         profile.status.as_mut().unwrap().conditions = Some(previous);
         let again = plan_degraded(&profile);
-        let actions: Vec<&str> = again
-            .events
-            .iter()
-            .filter(|e| e.reason == "ConditionChanged")
-            .map(|e| e.action)
-            .collect();
-        assert_eq!(actions, ["SetFreshTrue", "SetConsistentTrue"]);
+        assert_eq!(actions(&again), ["SetFreshTrue", "SetConsistentTrue"]);
     }
 
     #[test]
