@@ -81,6 +81,15 @@ pub fn select_candidates<'a>(
             .collect();
     }
     let tolerations = effective_tolerations(workload);
+    if let Some(index) = index.filter(|x| x.fits(nodes.len()))
+        && spec.node_name.is_none()
+        && spec.node_selector.as_ref().is_none_or(|s| s.is_empty())
+        && required_terms(workload).is_none()
+    {
+        // Only taints decide: judged once per distinct taint set, and the
+        // Nodes themselves (thousands, scattered in memory) are not read.
+        return index.schedulable(&tolerations, profiles);
+    }
     let empty = BTreeMap::new();
     let schedulable = nodes.iter().enumerate().filter_map(|(i, node)| {
         let name = node.metadata.name.as_deref()?;
@@ -231,9 +240,20 @@ fn effective_tolerations(workload: &Workload) -> Vec<Toleration> {
 }
 
 fn taints_tolerated(node: &Node, tolerations: &[Toleration], no_execute_only: bool) -> bool {
-    const UNSCHEDULABLE: &str = "node.kubernetes.io/unschedulable";
     let spec = node.spec.as_ref();
     let taints: &[Taint] = spec.and_then(|s| s.taints.as_deref()).unwrap_or(&[]);
+    let unschedulable = spec.and_then(|s| s.unschedulable).unwrap_or(false);
+    tolerated(taints, unschedulable, tolerations, no_execute_only)
+}
+
+/// Whether `tolerations` tolerate a node's `taints` (and `unschedulable`).
+pub(super) fn tolerated(
+    taints: &[Taint],
+    unschedulable: bool,
+    tolerations: &[Toleration],
+    no_execute_only: bool,
+) -> bool {
+    const UNSCHEDULABLE: &str = "node.kubernetes.io/unschedulable";
     let relevant = |t: &&Taint| match t.effect.as_str() {
         "NoExecute" => true,
         "NoSchedule" => !no_execute_only,
@@ -247,10 +267,7 @@ fn taints_tolerated(node: &Node, tolerations: &[Toleration], no_execute_only: bo
         return false;
     }
     // spec.unschedulable acts as this taint (rare: built only when needed).
-    if !no_execute_only
-        && spec.and_then(|s| s.unschedulable).unwrap_or(false)
-        && !taints.iter().any(|t| t.key == UNSCHEDULABLE)
-    {
+    if !no_execute_only && unschedulable && !taints.iter().any(|t| t.key == UNSCHEDULABLE) {
         let t = Taint {
             key: UNSCHEDULABLE.into(),
             effect: "NoSchedule".into(),

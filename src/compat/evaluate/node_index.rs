@@ -5,12 +5,13 @@
 //! name, parse its platform labels and hash its view again (profiled: most
 //! of a request's judging time).
 
-use super::candidates::{node_platform, profile_node_name};
+use super::candidates::{Candidate, node_platform, profile_node_name, tolerated};
 use super::rules::{NodeState, node_state};
 use crate::api::NodeNetfilterProfile;
 use crate::facts::Platform;
 use foldhash::HashMap;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Taint, Toleration};
+use std::borrow::Cow;
 
 /// Per node, in the order of the `nodes` it was built from.
 #[derive(Clone, Copy, Debug)]
@@ -20,13 +21,22 @@ pub(super) struct Entry {
     /// Index into [`NodeIndex::platforms`].
     pub platform: u32,
     pub class: u32,
+    /// Index into [`NodeIndex::taint_sets`].
+    pub taints: u32,
 }
+
+/// A node's taints and `spec.unschedulable`.
+type TaintSet = (Vec<Taint>, bool);
 
 #[derive(Debug, Default)]
 pub struct NodeIndex {
     pub(super) entries: Vec<Entry>,
     /// Each distinct platform once.
     pub(super) platforms: Vec<Platform>,
+    /// Each distinct taint set once.
+    taint_sets: Vec<TaintSet>,
+    /// The nodes' names, in `entries` order (None: a Node without one).
+    names: Vec<Option<String>>,
 }
 
 impl NodeIndex {
@@ -44,6 +54,7 @@ impl NodeIndex {
             .collect();
         let mut platforms: Vec<Platform> = Vec::new();
         let mut classes: HashMap<(u32, NodeState<'_>), u32> = HashMap::default();
+        let mut taint_sets: Vec<TaintSet> = Vec::new();
         let entries = nodes
             .iter()
             .map(|node| {
@@ -63,14 +74,59 @@ impl NodeIndex {
                 let state = node_state(profile.map(|i| profiles[i as usize]));
                 let next = classes.len() as u32;
                 let class = *classes.entry((platform, state)).or_insert(next);
+                let spec = node.spec.as_ref();
+                let set: TaintSet = (
+                    spec.and_then(|s| s.taints.clone()).unwrap_or_default(),
+                    spec.and_then(|s| s.unschedulable).unwrap_or(false),
+                );
+                let taints = match taint_sets.iter().position(|t| *t == set) {
+                    Some(i) => i,
+                    None => {
+                        taint_sets.push(set);
+                        taint_sets.len() - 1
+                    }
+                } as u32;
                 Entry {
                     profile,
                     platform,
                     class,
+                    taints,
                 }
             })
             .collect();
-        NodeIndex { entries, platforms }
+        NodeIndex {
+            entries,
+            platforms,
+            taint_sets,
+            names: nodes.iter().map(|n| n.metadata.name.clone()).collect(),
+        }
+    }
+
+    /// The candidates for a workload that only taints constrain (no
+    /// nodeName, nodeSelector or required node affinity), in node order.
+    pub(super) fn schedulable<'a>(
+        &'a self,
+        tolerations: &[Toleration],
+        profiles: &[&'a NodeNetfilterProfile],
+    ) -> Vec<Candidate<'a>> {
+        let ok: Vec<bool> = self
+            .taint_sets
+            .iter()
+            .map(|(taints, unschedulable)| tolerated(taints, *unschedulable, tolerations, false))
+            .collect();
+        self.entries
+            .iter()
+            .zip(&self.names)
+            .filter(|(e, _)| ok[e.taints as usize])
+            .filter_map(|(e, name)| {
+                Some(Candidate {
+                    name: name.as_deref()?,
+                    platform: Cow::Borrowed(&self.platforms[e.platform as usize]),
+                    profile: e.profile.map(|p| profiles[p as usize]),
+                    class: Some(e.class),
+                })
+            })
+            .collect()
     }
 
     /// Whether it was built for `nodes` (their count, at least).
