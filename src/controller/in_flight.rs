@@ -120,13 +120,10 @@ impl InFlight {
         Some(EXPECTATION_TTL - age)
     }
 
-    /// How many nodes have writes not yet seen.
-    pub fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+    /// Whether no node has writes not yet seen.
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
+        self.lock().is_empty()
     }
 }
 

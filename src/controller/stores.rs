@@ -337,6 +337,16 @@ fn seen<K: Resource>(in_flight: &InFlight, kind: Written, event: &Event<K>) -> O
         .then(|| name.to_string())
 }
 
+/// `nodes` and `node`, once.
+fn with(mut nodes: Vec<String>, node: Option<String>) -> Vec<String> {
+    if let Some(n) = node
+        && !nodes.contains(&n)
+    {
+        nodes.push(n);
+    }
+    nodes
+}
+
 /// Nodes: the store and the tainted-node count.
 pub struct NodeFeed {
     feed: Feed<Node, String>,
@@ -357,10 +367,9 @@ impl NodeFeed {
         let mut out: Vec<String> = touched
             .into_iter()
             .flat_map(|t| t.after.or(t.before))
-            .chain(seen(&self.in_flight, Written::Node, &event))
             .collect();
         out.dedup();
-        out
+        with(out, seen(&self.in_flight, Written::Node, &event))
     }
 }
 
@@ -377,13 +386,10 @@ impl ProfileFeed {
         let Some((event, touched)) = self.feed.apply(event) else {
             return Vec::new();
         };
-        let mut out = nodes_of(touched);
-        if let Some(node) = seen(&self.in_flight, Written::Profile, &event)
-            && !out.contains(&node)
-        {
-            out.push(node);
-        }
-        out
+        with(
+            nodes_of(touched),
+            seen(&self.in_flight, Written::Profile, &event),
+        )
     }
 }
 

@@ -81,7 +81,8 @@ pub fn select_candidates<'a>(
             .collect();
     }
     let tolerations = effective_tolerations(workload);
-    if let Some(index) = index.filter(|x| x.fits(nodes.len()))
+    let index = index.filter(|x| x.fits(nodes.len()));
+    if let Some(index) = index
         && spec.node_name.is_none()
         && spec.node_selector.as_ref().is_none_or(|s| s.is_empty())
         && required_terms(workload).is_none()
@@ -110,17 +111,9 @@ pub fn select_candidates<'a>(
         }
         Some((i, name, labels))
     });
-    if let Some(index) = index.filter(|x| x.fits(nodes.len())) {
+    if let Some(index) = index {
         return schedulable
-            .map(|(i, name, _)| {
-                let e = index.entries[i];
-                Candidate {
-                    name,
-                    platform: Cow::Borrowed(&index.platforms[e.platform as usize]),
-                    profile: e.profile.map(|p| profiles[p as usize]),
-                    class: Some(e.class),
-                }
-            })
+            .filter_map(|(i, _, _)| index.candidate(i, profiles))
             .collect();
     }
     let by_node: HashMap<&str, &'a NodeNetfilterProfile> = profiles

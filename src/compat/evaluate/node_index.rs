@@ -28,6 +28,10 @@ pub(super) struct Entry {
 /// A node's taints and `spec.unschedulable`.
 type TaintSet = (Vec<Taint>, bool);
 
+/// What toleration matching reads of a taint set: each taint's key, value
+/// and effect (not `timeAdded`), and `unschedulable`.
+type TaintKey<'n> = (Vec<(&'n str, Option<&'n str>, &'n str)>, bool);
+
 #[derive(Debug, Default)]
 pub struct NodeIndex {
     pub(super) entries: Vec<Entry>,
@@ -55,17 +59,17 @@ impl NodeIndex {
         let mut platforms: Vec<Platform> = Vec::new();
         let mut classes: HashMap<(u32, NodeState<'_>), u32> = HashMap::default();
         let mut taint_sets: Vec<TaintSet> = Vec::new();
+        // Hashed: per-node taints could make thousands of distinct sets.
+        let mut taint_ids: HashMap<TaintKey<'_>, u32> = HashMap::default();
         let entries = nodes
             .iter()
             .map(|node| {
                 let platform = node_platform(node.metadata.labels.as_ref(), default_platform);
+                // Few platforms: compared, not hashed.
                 let platform = match platforms.iter().position(|p| *p == platform) {
-                    Some(i) => i,
-                    None => {
-                        platforms.push(platform);
-                        platforms.len() - 1
-                    }
-                } as u32;
+                    Some(i) => i as u32,
+                    None => push(&mut platforms, platform),
+                };
                 let profile = node
                     .metadata
                     .name
@@ -75,17 +79,15 @@ impl NodeIndex {
                 let next = classes.len() as u32;
                 let class = *classes.entry((platform, state)).or_insert(next);
                 let spec = node.spec.as_ref();
-                let set: TaintSet = (
-                    spec.and_then(|s| s.taints.clone()).unwrap_or_default(),
-                    spec.and_then(|s| s.unschedulable).unwrap_or(false),
-                );
-                let taints = match taint_sets.iter().position(|t| *t == set) {
-                    Some(i) => i,
-                    None => {
-                        taint_sets.push(set);
-                        taint_sets.len() - 1
-                    }
-                } as u32;
+                let taints = spec.and_then(|s| s.taints.as_deref()).unwrap_or(&[]);
+                let unschedulable = spec.and_then(|s| s.unschedulable).unwrap_or(false);
+                let key = taints
+                    .iter()
+                    .map(|t| (t.key.as_str(), t.value.as_deref(), t.effect.as_str()))
+                    .collect();
+                let taints = *taint_ids
+                    .entry((key, unschedulable))
+                    .or_insert_with(|| push(&mut taint_sets, (taints.to_vec(), unschedulable)));
                 Entry {
                     profile,
                     platform,
@@ -114,18 +116,9 @@ impl NodeIndex {
             .iter()
             .map(|(taints, unschedulable)| tolerated(taints, *unschedulable, tolerations, false))
             .collect();
-        self.entries
-            .iter()
-            .zip(&self.names)
-            .filter(|(e, _)| ok[e.taints as usize])
-            .filter_map(|(e, name)| {
-                Some(Candidate {
-                    name: name.as_deref()?,
-                    platform: Cow::Borrowed(&self.platforms[e.platform as usize]),
-                    profile: e.profile.map(|p| profiles[p as usize]),
-                    class: Some(e.class),
-                })
-            })
+        (0..self.entries.len())
+            .filter(|&i| ok[self.entries[i].taints as usize])
+            .filter_map(|i| self.candidate(i, profiles))
             .collect()
     }
 
@@ -134,12 +127,24 @@ impl NodeIndex {
         self.entries.len() == nodes
     }
 
-    /// How many distinct node classes.
-    pub fn classes(&self) -> usize {
-        self.entries
-            .iter()
-            .map(|e| e.class as usize + 1)
-            .max()
-            .unwrap_or(0)
+    /// The candidate for the `i`th node (None: a Node without a name).
+    pub(super) fn candidate<'a>(
+        &'a self,
+        i: usize,
+        profiles: &[&'a NodeNetfilterProfile],
+    ) -> Option<Candidate<'a>> {
+        let e = self.entries[i];
+        Some(Candidate {
+            name: self.names[i].as_deref()?,
+            platform: Cow::Borrowed(&self.platforms[e.platform as usize]),
+            profile: e.profile.map(|p| profiles[p as usize]),
+            class: Some(e.class),
+        })
     }
+}
+
+/// Appends `item`; its index.
+fn push<T>(items: &mut Vec<T>, item: T) -> u32 {
+    items.push(item);
+    (items.len() - 1) as u32
 }

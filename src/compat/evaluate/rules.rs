@@ -297,6 +297,13 @@ impl<'a> Classes<'a> {
         }
     }
 
+    /// A later candidate of class `c`: the findings its first one made.
+    fn join(&self, c: usize, name: &'a str, acc: &mut Acc<'a>) {
+        for &g in &self.list[c].1 {
+            acc.groups[g].1.push(name);
+        }
+    }
+
     fn add(&mut self, class: NodeClass<'a>, groups: Vec<usize>) {
         self.list.push((class, groups));
         if self.list.len() > LINEAR_MAX {
@@ -337,9 +344,7 @@ fn judge_nodes<'a>(
     for cand in input.candidates {
         let id = cand.class.map(|c| c as usize);
         if let Some(c) = id.and_then(|id| indexed.get(id).copied().flatten()) {
-            for &g in &classes.list[c].1 {
-                acc.groups[g].1.push(cand.name);
-            }
+            classes.join(c, cand.name, acc);
             continue;
         }
         let class = NodeClass {
@@ -348,9 +353,7 @@ fn judge_nodes<'a>(
         };
         let c = match classes.find(&class) {
             Some(c) => {
-                for &g in &classes.list[c].1 {
-                    acc.groups[g].1.push(cand.name);
-                }
+                classes.join(c, cand.name, acc);
                 c
             }
             None => {

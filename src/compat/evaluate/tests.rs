@@ -1245,6 +1245,55 @@ fn candidates_node_selector_affinity_and_taints() {
 }
 
 #[test]
+fn candidates_by_taint_set_ignore_time_added_and_see_unschedulable() {
+    // The NodeIndex groups nodes by what toleration matching reads: a and b
+    // share a taint added at different times; c is cordoned.
+    let taint = |at: &str| json!([{"key": "dedicated", "value": "net", "effect": "NoSchedule", "timeAdded": at}]);
+    let mut nodes = vec![
+        node("a", json!({}), taint("2026-01-01T00:00:00Z")),
+        node("b", json!({}), taint("2026-02-01T00:00:00Z")),
+        node("c", json!({}), json!([])),
+        node("d", json!({}), json!([])),
+    ];
+    nodes[2].spec.as_mut().unwrap().unschedulable = Some(true);
+    let profiles: Vec<_> = ["a", "b", "c", "d"]
+        .iter()
+        .map(|n| profile(n, &nft_node("1.8.9")))
+        .collect();
+    let tolerant = daemonset_with(
+        true,
+        &[c("m", "x", &["NET_ADMIN"])],
+        json!({"tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}]}),
+    );
+    // A DaemonSet tolerates the cordon (the DaemonSet controller adds it);
+    // a bare pod does not.
+    assert_eq!(
+        cand_names(&tolerant, &profiles, &nodes),
+        [
+            "a@linux/amd64",
+            "b@linux/amd64",
+            "c@linux/amd64",
+            "d@linux/amd64"
+        ]
+    );
+    assert_eq!(
+        cand_names(&host_writer("x"), &profiles, &nodes),
+        ["c@linux/amd64", "d@linux/amd64"]
+    );
+    let pod = Workload::from_value(&json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"hostNetwork": true, "containers": [{"name": "m", "image": "x"}],
+                 "tolerations": [{"key": "dedicated", "operator": "Exists"}]}
+    }))
+    .unwrap()
+    .unwrap();
+    assert_eq!(
+        cand_names(&pod, &profiles, &nodes),
+        ["a@linux/amd64", "b@linux/amd64", "d@linux/amd64"]
+    );
+}
+
+#[test]
 fn candidates_nodes_without_profile_are_reported() {
     let w = host_writer("ok:1");
     let profiles = [profile("a", &nft_node("1.8.9"))];
