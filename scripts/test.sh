@@ -15,6 +15,7 @@ APT_PACKAGES=(
   docker-registry skopeo umoci      # a real OCI registry on loopback, image tooling
   libclang-dev pkg-config           # build-time needs of -sys crates
   shellcheck jq zstd curl ca-certificates
+  time                              # GNU time: a child's own peak RSS in the hostile-image tests
   rpm                               # a real rpmdb.sqlite for the rpm probe test
   # the local Kubernetes cluster of the e2e scenarios (e2e/local-cluster.sh)
   containerd runc containernetworking-plugins conntrack util-linux socat openssl

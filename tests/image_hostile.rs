@@ -70,11 +70,47 @@ fn fails_with(r: &Run, needles: &[&str]) {
     );
 }
 
-/// Peak resident memory of finished children of this test process (KiB).
-fn children_max_rss_kib() -> i64 {
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
-    usage.ru_maxrss
+/// `inspect`, and the peak resident memory of that nfguard process alone
+/// (KiB). Measured by GNU time, not by this process's wait: a child spawned
+/// from here starts life in a clone of this test's memory (the images it
+/// built), and the kernel carries that high-water mark across exec.
+fn inspect_measured(reg: &str, reference: &str, extra: &[&str]) -> (Run, i64) {
+    const MARK: &str = "nfguard-peak-rss-kib=";
+    let out = std::process::Command::new("/usr/bin/time")
+        .args(["-f", &format!("{MARK}%M")])
+        .arg(env!("CARGO_BIN_EXE_nfguard"))
+        .args([
+            "inspect",
+            "image",
+            reference,
+            "--insecure-registry",
+            reg,
+            "-o",
+            "json",
+        ])
+        .args(extra)
+        .env_remove("DOCKER_CONFIG")
+        .env("HOME", "/nonexistent")
+        .output()
+        .expect("GNU time (Debian package time) runs nfguard");
+    let all = String::from_utf8_lossy(&out.stderr).to_string();
+    let (stderr, rss) = match all.rsplit_once(MARK) {
+        Some((before, kib)) => (before.to_string(), kib.trim().parse().expect(&all)),
+        None => panic!("no peak RSS from time: {all}"),
+    };
+    assert!(!stderr.contains("panicked"), "panic: {stderr}");
+    // GNU time notes a non-zero exit on a line of its own.
+    let stderr: String = stderr
+        .lines()
+        .filter(|l| !l.starts_with("Command exited with non-zero status"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let run = Run {
+        code: out.status.code().unwrap_or(-1),
+        json: serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
+        stderr,
+    };
+    (run, rss)
 }
 
 #[test]
@@ -143,14 +179,14 @@ fn gzip_bomb_is_refused() {
     }
     let layer = raw_layer(&bomb_path, Compression::Gzip.media_type());
     let img = push_image(&reg.host(), "bomb", "v1", &[layer], &ImageConfig::default());
-    let r = inspect(
+    let (r, rss) = inspect_measured(
         &reg.host(),
         &img.reference,
         &["--max-layer-bytes", "1073741824"],
     );
     fails_with(&r, &["decompresses to more than 1073741824 bytes"]);
-    let rss = children_max_rss_kib();
-    assert!(rss < 512 * 1024, "peak RSS {rss} KiB");
+    println!("figure: gzip bomb refused at {} MiB peak RSS", rss / 1024);
+    assert!(rss < 128 * 1024, "peak RSS {rss} KiB");
 }
 
 trait TakeBytes: std::io::Read + Sized {
@@ -186,10 +222,13 @@ fn million_entry_tar_is_refused() {
         &[layer],
         &ImageConfig::default(),
     );
-    let r = inspect(&reg.host(), &img.reference, &[]);
+    let (r, rss) = inspect_measured(&reg.host(), &img.reference, &[]);
     fails_with(&r, &["tar entries"]);
-    let rss = children_max_rss_kib();
-    assert!(rss < 512 * 1024, "peak RSS {rss} KiB");
+    println!(
+        "figure: million-entry tar refused at {} MiB peak RSS",
+        rss / 1024
+    );
+    assert!(rss < 128 * 1024, "peak RSS {rss} KiB");
 }
 
 #[test]
@@ -379,10 +418,9 @@ const MANIFEST_RSS_KIB: i64 = 128 * 1024;
 fn endless_chunked_manifest_is_refused_at_the_limit() {
     let srv = endless_manifest(None, "application/vnd.oci.image.manifest.v1+json");
     let reference = format!("{}/app:v1", srv.host());
-    let r = inspect(&srv.host(), &reference, &["--timeout", "20"]);
+    let (r, rss) = inspect_measured(&srv.host(), &reference, &["--timeout", "20"]);
     fails_with(&r, &[MANIFEST_LIMIT]);
     assert!(r.stderr.contains(&reference), "{}", r.stderr);
-    let rss = children_max_rss_kib();
     eprintln!("endless chunked manifest: peak RSS {rss} KiB");
     assert!(rss < MANIFEST_RSS_KIB, "peak RSS {rss} KiB");
 }
@@ -391,9 +429,8 @@ fn endless_chunked_manifest_is_refused_at_the_limit() {
 fn endless_chunked_index_is_refused_at_the_limit() {
     let srv = endless_manifest(None, "application/vnd.oci.image.index.v1+json");
     let reference = format!("{}/app:v1", srv.host());
-    let r = inspect(&srv.host(), &reference, &["--timeout", "20"]);
+    let (r, rss) = inspect_measured(&srv.host(), &reference, &["--timeout", "20"]);
     fails_with(&r, &[MANIFEST_LIMIT]);
-    let rss = children_max_rss_kib();
     assert!(rss < MANIFEST_RSS_KIB, "peak RSS {rss} KiB");
 }
 
@@ -402,10 +439,9 @@ fn huge_announced_manifest_is_refused_before_reading() {
     // Announces 1 TiB: refused from the header alone.
     let srv = endless_manifest(Some(1 << 40), "application/vnd.oci.image.manifest.v1+json");
     let reference = format!("{}/app:v1", srv.host());
-    let r = inspect(&srv.host(), &reference, &["--timeout", "20"]);
+    let (r, rss) = inspect_measured(&srv.host(), &reference, &["--timeout", "20"]);
     fails_with(&r, &[MANIFEST_LIMIT]);
     assert!(r.stderr.contains(&reference), "{}", r.stderr);
-    let rss = children_max_rss_kib();
     assert!(rss < MANIFEST_RSS_KIB, "peak RSS {rss} KiB");
 }
 
@@ -415,10 +451,9 @@ fn false_small_content_length_manifest_is_an_error() {
     // read, which are not a whole manifest.
     let srv = endless_manifest(Some(200), "application/vnd.oci.image.manifest.v1+json");
     let reference = format!("{}/app:v1", srv.host());
-    let r = inspect(&srv.host(), &reference, &["--timeout", "20"]);
+    let (r, rss) = inspect_measured(&srv.host(), &reference, &["--timeout", "20"]);
     fails_with(&r, &["manifest is not JSON"]);
     assert!(r.stderr.contains(&reference), "{}", r.stderr);
-    let rss = children_max_rss_kib();
     assert!(rss < MANIFEST_RSS_KIB, "peak RSS {rss} KiB");
 }
 
@@ -433,4 +468,173 @@ fn bearer_token_flow_still_reaches_manifest_and_blobs() {
     let r = inspect(&srv.host(), &format!("{}/app:v1", srv.host()), &[]);
     assert_eq!(r.code, 0, "{:#} / {}", r.json, r.stderr);
     assert_eq!(r.json["iptables"]["version"], "1.8.9", "{:#}", r.json);
+}
+
+/// `n` bytes of dpkg stanzas made of tiny fields, with a forged installed
+/// iptables stanza every `every` stanzas: the cheapest text to compress and
+/// the most expensive to parse field by field.
+fn stanza_flood(n: usize, every: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(n + 64);
+    let mut i = 0usize;
+    while out.len() < n {
+        if i % every == 0 {
+            out.extend_from_slice(
+                b"Package: iptables\nStatus: install ok installed\nVersion: 1.8.7-1\n\n",
+            );
+        } else {
+            out.extend_from_slice(b"a: b\nc: d\ne: f\n\n");
+        }
+        i += 1;
+    }
+    out.truncate(n);
+    out
+}
+
+/// The attack of issue #20: one small gzip layer whose `status.d` holds four
+/// 60 MiB "stanza files" (818 MiB peak RSS before the per-kind caps). A
+/// status.d file is a few KiB: these are kept as metadata only, the image is
+/// still answered (from its real evidence), and memory stays near a normal
+/// image's.
+#[test]
+fn status_d_bomb_is_answered_within_normal_memory() {
+    let reg = Registry::start();
+    let work = tempfile::tempdir().unwrap();
+    let flood = stanza_flood(60 << 20, 1000);
+    let mut entries = distroless_iptables("1.8.9", Alt::Nft);
+    for i in 0..4 {
+        entries.push(file(
+            &format!("var/lib/dpkg/status.d/bomb{i}"),
+            flood.clone(),
+        ));
+    }
+    let layer = build_layer(work.path(), &entries, Compression::Gzip);
+    assert!(
+        layer.size < 4 << 20,
+        "the bomb is small on the wire: {}",
+        layer.size
+    );
+    let img = push_image(
+        &reg.host(),
+        "stanzabomb",
+        "v1",
+        &[layer],
+        &ImageConfig::default(),
+    );
+    let (r, rss) = inspect_measured(&reg.host(), &img.reference, &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.json["iptables"]["version"], "1.8.9", "{:#}", r.json);
+    let evidence = r.json["iptables"]["evidence"].to_string();
+    assert!(
+        evidence.contains("larger than the 65536 byte read limit"),
+        "{evidence}"
+    );
+    println!(
+        "figure: status.d bomb inspected at {} MiB peak RSS",
+        rss / 1024
+    );
+    assert!(rss < 100 * 1024, "peak RSS {rss} KiB");
+}
+
+/// Thousands of status.d files each just under the per-file cap: the layer
+/// as a whole is over what one inspection may hold (96 MiB at a 512 MiB
+/// memory limit) and is refused as it is read, not after.
+#[test]
+fn many_capped_files_are_refused_at_the_inspection_budget() {
+    let reg = Registry::start();
+    let work = tempfile::tempdir().unwrap();
+    let stanza = stanza_flood(60 << 10, 1000);
+    let entries: Vec<Entry> = (0..3000)
+        .map(|i| file(&format!("var/lib/dpkg/status.d/pkg{i}"), stanza.clone()))
+        .collect();
+    let layer = build_layer(work.path(), &entries, Compression::Gzip);
+    let img = push_image(
+        &reg.host(),
+        "manystanzas",
+        "v1",
+        &[layer],
+        &ImageConfig::default(),
+    );
+    let (r, rss) = inspect_measured(
+        &reg.host(),
+        &img.reference,
+        &["--memory-limit", "536870912"],
+    );
+    fails_with(&r, &["retains more than 100663296 bytes"]);
+    println!(
+        "figure: 3000 capped status.d files refused at {} MiB peak RSS",
+        rss / 1024
+    );
+    assert!(rss < 200 * 1024, "peak RSS {rss} KiB");
+}
+
+/// A dpkg status just under its 32 MiB cap, of millions of tiny fields and
+/// thousands of forged iptables stanzas: parsed without a copy and without
+/// an allocation per field, and at most 16 hits kept.
+#[test]
+fn field_flood_in_dpkg_status_is_parsed_in_bounded_memory() {
+    let reg = Registry::start();
+    let work = tempfile::tempdir().unwrap();
+    let mut entries = bare_iptables("1.8.9", Alt::Nft);
+    entries.push(file("var/lib/dpkg/status", stanza_flood(31 << 20, 500)));
+    let layer = build_layer(work.path(), &entries, Compression::Gzip);
+    let img = push_image(
+        &reg.host(),
+        "fieldflood",
+        "v1",
+        &[layer],
+        &ImageConfig::default(),
+    );
+    let (r, rss) = inspect_measured(&reg.host(), &img.reference, &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let evidence = r.json["iptables"]["evidence"].as_array().unwrap();
+    assert!(evidence.len() <= 40, "{} evidence entries", evidence.len());
+    assert!(
+        r.json
+            .to_string()
+            .contains("more than 16 iptables package entries"),
+        "{:#}",
+        r.json
+    );
+    println!(
+        "figure: 31 MiB dpkg status field flood inspected at {} MiB peak RSS",
+        rss / 1024
+    );
+    assert!(rss < 150 * 1024, "peak RSS {rss} KiB");
+}
+
+/// A zstd frame asking for a 128 MiB window (allocated before any output):
+/// refused by name, not decoded.
+#[test]
+fn zstd_frame_with_a_huge_window_is_refused() {
+    let reg = Registry::start();
+    let work = tempfile::tempdir().unwrap();
+    let tar_bytes = {
+        let mut b = tar::Builder::new(Vec::new());
+        let data = vec![b'x'; 1 << 20];
+        let mut h = tar::Header::new_gnu();
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        h.set_cksum();
+        b.append_data(&mut h, "opt/data", &data[..]).unwrap();
+        b.into_inner().unwrap()
+    };
+    let path = work.path().join("wide.zst");
+    {
+        let mut enc =
+            zstd::stream::write::Encoder::new(std::fs::File::create(&path).unwrap(), 3).unwrap();
+        enc.window_log(27).unwrap();
+        enc.long_distance_matching(true).unwrap();
+        enc.write_all(&tar_bytes).unwrap();
+        enc.finish().unwrap();
+    }
+    let layer = raw_layer(&path, Compression::Zstd.media_type());
+    let img = push_image(
+        &reg.host(),
+        "widezstd",
+        "v1",
+        &[layer],
+        &ImageConfig::default(),
+    );
+    let r = inspect(&reg.host(), &img.reference, &[]);
+    fails_with(&r, &["requires too much memory for decoding"]);
 }

@@ -124,7 +124,8 @@ fn file_over_the_per_file_limit_is_metadata_only() {
         ..LayerLimits::default()
     };
     let layer = Layer::from_tar(huge("usr/sbin/xtables-nft-multi", 100 << 20), &limits).unwrap();
-    assert_eq!(layer.retained_bytes(), 0);
+    // Only the entries themselves (the file, /usr, /usr/sbin) are kept.
+    assert!(layer.retained_bytes() < 1024, "{}", layer.retained_bytes());
     let root = image(
         vec![
             layer,
@@ -262,7 +263,7 @@ fn symlink_loops_on_a_host_root() {
     }
     assert_eq!(
         root.read("/l39", 10).unwrap(),
-        Lookup::Found(b"ok".to_vec())
+        Lookup::Found(b"ok".to_vec().into())
     );
     assert!(matches!(
         root.read("/l40", 10),
@@ -302,7 +303,7 @@ fn absolute_symlink_pointing_outside_stays_inside() {
     std::fs::write(t.path().join(rel.trim_start_matches('/')), b"inside").unwrap();
     assert_eq!(
         root.read("/usr/sbin/iptables", 100).unwrap(),
-        Lookup::Found(b"inside".to_vec())
+        Lookup::Found(b"inside".to_vec().into())
     );
 }
 

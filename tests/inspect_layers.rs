@@ -7,6 +7,7 @@ use inspect_support::*;
 use nfguard::facts::{Backend, EvidenceSource, Version};
 use nfguard::rootfs::{Lookup, NodeKind, RootFs, collect};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 fn no_labels() -> BTreeMap<String, String> {
     BTreeMap::new()
@@ -168,7 +169,7 @@ fn incomplete_root_answers_unknown_until_hidden() {
 
 #[test]
 fn settles_when_top_layer_holds_command_and_binary() {
-    let top = from(&debian_install("1.8.11", "1.8.11-2", "legacy"));
+    let top = Arc::new(from(&debian_install("1.8.11", "1.8.11-2", "legacy")));
     let root = image(vec![top.clone()], false);
     let c = collect(&root, &no_labels());
     assert!(c.settled, "{c:#?}");
@@ -194,23 +195,23 @@ fn does_not_settle_on_package_data_or_a_link_into_unread_layers() {
     assert_eq!(c.facts.unwrap().package_version.as_deref(), Some("1.8.9-2"));
 
     // The command link is here, its target in a lower layer.
-    let link_only = from(&tar(&[
+    let link_only = Arc::new(from(&tar(&[
         E::Dir("./usr/"),
         E::Dir("./usr/sbin/"),
         E::Symlink("./usr/sbin/iptables", "xtables-nft-multi"),
-    ]));
+    ])));
     let root = image(vec![link_only.clone()], false);
     let c = collect(&root, &no_labels());
     assert!(!c.settled);
     // Once the lower layer is read, it settles.
-    let bin = from(&tar(&[
+    let bin = Arc::new(from(&tar(&[
         E::Dir("./usr/"),
         E::Dir("./usr/sbin/"),
         E::File(
             "./usr/sbin/xtables-nft-multi",
             &real_binary("1.8.7", "xtables-nft-multi"),
         ),
-    ]));
+    ])));
     let root = image(vec![bin, link_only], false);
     let c = collect(&root, &no_labels());
     assert!(c.settled);
@@ -230,7 +231,7 @@ fn hard_links_within_a_layer_share_content() {
     );
     assert_eq!(
         root.read("/usr/sbin/iptables", u64::MAX).unwrap(),
-        Lookup::Found(bin)
+        Lookup::Found(bin.into())
     );
     let f = collect(&root, &no_labels()).facts.unwrap();
     assert_eq!(f.backend, Some(Backend::Legacy));
@@ -406,7 +407,7 @@ fn opaque_root_and_whiteout_at_the_root() {
 #[test]
 fn alpine_layout_sbin_without_usrmerge() {
     let db = b"P:iptables\nV:1.8.11-r1\n\n";
-    let layer = from(&tar(&[
+    let layer = Arc::new(from(&tar(&[
         E::Dir("sbin/"),
         E::Dir("usr/"),
         E::Dir("usr/sbin/"),
@@ -418,7 +419,7 @@ fn alpine_layout_sbin_without_usrmerge() {
             &real_binary("1.8.11", "xtables-nft-multi"),
         ),
         E::File("lib/apk/db/installed", db),
-    ]));
+    ])));
     // Read as the top layer of an unfinished image: /usr/sbin/iptables comes
     // first in the search and is not in this layer, so a lower layer could
     // still supply it; only the complete image settles.

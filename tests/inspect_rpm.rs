@@ -110,7 +110,7 @@ fn real_rpmdb_sqlite() {
     let bytes = b.into_inner().unwrap();
     let layer = Layer::from_tar(&bytes[..], &LayerLimits::default()).unwrap();
     let image = LayeredRoot {
-        layers: vec![layer],
+        layers: vec![std::sync::Arc::new(layer)],
         complete: true,
     };
     check(collect(&image, &BTreeMap::new()).facts.unwrap());

@@ -54,6 +54,11 @@ impl From<RegistryError> for LookupError {
         use RegistryError as E;
         let kind = match &e {
             E::NotFound { .. } | E::NoMatchingPlatform { .. } => LookupErrorKind::NotFound,
+            // Other inspections hold the memory now; it frees as they finish.
+            E::Layer {
+                source: crate::rootfs::LayerError::Budget(_),
+                ..
+            } => LookupErrorKind::Unavailable,
             E::Network { .. }
             | E::Timeout { .. }
             | E::BlobStream { .. }

@@ -1,7 +1,8 @@
 //! Bounded in-memory caches: reference+platform -> manifest digest (tags
 //! expire quickly because tags move; digest references never do), manifest
 //! digest -> profile, layer digest -> parsed layer (shared base layers are
-//! read once).
+//! read once; weighed by the bytes each keeps, so the cache's memory is
+//! bounded, not its entry count).
 
 use crate::facts::ImageProfile;
 use crate::rootfs::Layer;
@@ -37,7 +38,7 @@ pub struct Caches {
 }
 
 impl Caches {
-    pub fn new(entries: usize, layer_entries: usize) -> Self {
+    pub fn new(entries: usize, layer_bytes: u64) -> Self {
         let entries = entries.max(1) as u64;
         Self {
             resolved: Cache::builder()
@@ -46,7 +47,10 @@ impl Caches {
                 .build(),
             profiles: Cache::builder().max_capacity(entries).build(),
             layers: Cache::builder()
-                .max_capacity(layer_entries.max(1) as u64)
+                .weigher(|_digest: &String, layer: &Arc<Layer>| {
+                    u32::try_from(layer.retained_bytes()).unwrap_or(u32::MAX)
+                })
+                .max_capacity(layer_bytes)
                 .build(),
         }
     }

@@ -1,7 +1,7 @@
 //! `nfguard inspect image REF`: which iptables an image bundles, read from
 //! its registry without running it.
 
-use super::{ImageInspector, Platform, RegistryConfig};
+use super::{ImageInspector, MemoryPlan, Platform, RegistryConfig};
 use crate::facts::ImageProfile;
 use crate::output::{Format, render_structured};
 use std::path::PathBuf;
@@ -88,6 +88,12 @@ pub struct RegistryArgs {
     /// Credential helpers are not supported.
     #[arg(long, env = "NFGUARD_DOCKER_CONFIG")]
     pub docker_config: Option<PathBuf>,
+    /// The memory limit image inspection is sized from, in bytes (the
+    /// manifests pass the container's limit through the Downward API);
+    /// default: this cgroup's limit, else 512 MiB. Three eighths of it is the
+    /// budget for image data held at once (in-flight layers and caches).
+    #[arg(long, env = "NFGUARD_MEMORY_LIMIT")]
+    pub memory_limit: Option<u64>,
 }
 
 impl RegistryArgs {
@@ -99,6 +105,7 @@ impl RegistryArgs {
             timeout,
             ..RegistryConfig::default()
         }
+        .with_memory(MemoryPlan::detect(self.memory_limit))
     }
 }
 

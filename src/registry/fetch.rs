@@ -7,10 +7,7 @@ use super::auth::{self, DockerAuths};
 use super::cache::{Caches, Resolved};
 use super::manifest_get::{GetError, ManifestGetter};
 use super::stream::{self, ChannelReader, Compression};
-use super::{
-    Credentials, LAYER_CACHE_ENTRIES, MAX_MANIFEST_BYTES, Platform, RegistryConfig, RegistryError,
-    TAG_TTL,
-};
+use super::{Credentials, MAX_MANIFEST_BYTES, Platform, RegistryConfig, RegistryError, TAG_TTL};
 use crate::facts::{ImageProfile, IptablesFacts};
 use crate::rootfs::{self, Layer, LayeredRoot};
 use oci_client::client::{ClientConfig, ClientProtocol};
@@ -62,6 +59,9 @@ pub struct Inner {
     /// Manifests are read through this, with a size cap.
     manifests: ManifestGetter,
     caches: Caches,
+    /// Inspections that may stream layers at once (`MemoryPlan::inspections`):
+    /// each holds a decompressor window and network batches outside the budget.
+    streams: tokio::sync::Semaphore,
 }
 
 /// Identity of credentials, without keeping them readable in the key.
@@ -193,10 +193,7 @@ struct ImageConfigInner {
 
 impl Inner {
     pub fn new(config: RegistryConfig) -> Self {
-        let caches = Caches::new(
-            config.cache_entries,
-            LAYER_CACHE_ENTRIES.min(config.cache_entries.max(1)),
-        );
+        let caches = Caches::new(config.cache_entries, config.memory.layer_cache_bytes);
         let manifests = ManifestGetter::new(
             config.insecure_registries.clone(),
             config.timeout,
@@ -204,11 +201,12 @@ impl Inner {
         );
         Self {
             manifests,
-            config,
             clients: std::sync::Mutex::new(lru::LruCache::new(
                 std::num::NonZeroUsize::new(64).expect("nonzero"),
             )),
             caches,
+            streams: tokio::sync::Semaphore::new(config.memory.inspections.max(1)),
+            config,
         }
     }
 
@@ -566,6 +564,7 @@ impl Inner {
             layers: Vec::with_capacity(layers.len()),
             complete: layers.is_empty(),
         };
+        let mut retained = 0u64;
         for desc in layers.iter().rev() {
             let layer = match self.caches.layers.get(&desc.digest) {
                 Some(l) => {
@@ -573,13 +572,28 @@ impl Inner {
                     l
                 }
                 None => {
+                    let _stream =
+                        self.streams.acquire().await.map_err(|_| {
+                            RegistryError::Internal("inspection slots closed".into())
+                        })?;
                     let l = Arc::new(self.read_layer(client, r, desc, fetched).await?);
                     stats.layers_fetched += 1;
                     self.caches.layers.insert(desc.digest.clone(), l.clone());
                     l
                 }
             };
-            root.layers.push((*layer).clone());
+            // Each layer is capped alone; so is what one image holds at once.
+            retained += layer.retained_bytes();
+            let cap = self.config.layer_limits.max_retained_bytes;
+            if retained > cap {
+                return Err(RegistryError::Layer {
+                    digest: desc.digest.clone(),
+                    source: rootfs::LayerError::Limit(format!(
+                        "the image's layers retain more than {cap} bytes of probe files"
+                    )),
+                });
+            }
+            root.layers.push(layer);
             root.complete = root.layers.len() == layers.len();
             let (back, collected) = collect_blocking(root, labels.clone()).await?;
             root = back;

@@ -10,12 +10,14 @@ pub mod cli;
 mod error;
 mod fetch;
 mod manifest_get;
+pub mod memory;
 pub mod platform;
 pub mod stream;
 
 pub use error::RegistryError;
 pub use fetch::InspectStats;
 pub use manifest_get::MAX_MANIFEST_BYTES;
+pub use memory::MemoryPlan;
 
 use crate::facts::ImageProfile;
 use crate::rootfs::LayerLimits;
@@ -25,8 +27,6 @@ use std::time::Duration;
 
 /// How long a tag's resolution to a manifest digest is trusted (tags move).
 pub const TAG_TTL: Duration = Duration::from_secs(30);
-/// Parsed layers kept at most (each may hold an xtables binary of a few MB).
-pub const LAYER_CACHE_ENTRIES: usize = 256;
 
 pub use crate::facts::Platform;
 
@@ -37,6 +37,34 @@ pub enum Credentials {
     Basic { username: String, password: String },
 }
 
+impl Credentials {
+    /// Who an answer fetched with these credentials is true for: a digest
+    /// of them (the secret itself is never kept in a cache key).
+    pub fn identity(credentials: Option<&Credentials>) -> CredentialId {
+        use sha2::{Digest, Sha256};
+        match credentials {
+            None | Some(Credentials::Anonymous) => CredentialId::ANONYMOUS,
+            Some(Credentials::Basic { username, password }) => {
+                let mut h = Sha256::new();
+                h.update(b"basic\0");
+                h.update(username.as_bytes());
+                h.update(b"\0");
+                h.update(password.as_bytes());
+                CredentialId(h.finalize().into())
+            }
+        }
+    }
+}
+
+/// A digest of the credentials an answer was fetched with (see
+/// `Credentials::identity`); caches key answers by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CredentialId([u8; 32]);
+
+impl CredentialId {
+    pub const ANONYMOUS: CredentialId = CredentialId([0; 32]);
+}
+
 #[derive(Debug, Clone)]
 pub struct RegistryConfig {
     /// `HOST:PORT`s spoken to over plain HTTP; every other registry is HTTPS.
@@ -45,15 +73,29 @@ pub struct RegistryConfig {
     pub docker_config: Option<PathBuf>,
     /// Budget for one whole inspection.
     pub timeout: Duration,
+    /// Per-layer bounds; its `budget` is `memory.budget` (see `with_memory`).
     pub layer_limits: LayerLimits,
     /// Refuse a layer whose decompressed stream exceeds this many bytes.
     pub max_decompressed_layer_bytes: u64,
-    /// Bounded caches (entries).
+    /// Bounded caches of tag resolutions and profiles (entries).
     pub cache_entries: usize,
+    /// How much memory inspections may use, in all.
+    pub memory: MemoryPlan,
+}
+
+impl RegistryConfig {
+    /// Take `plan`'s budget for the layers and its share per inspection.
+    pub fn with_memory(mut self, plan: MemoryPlan) -> Self {
+        self.layer_limits.budget = plan.budget.clone();
+        self.layer_limits.max_retained_bytes = plan.per_inspection_bytes;
+        self.memory = plan;
+        self
+    }
 }
 
 impl Default for RegistryConfig {
     fn default() -> Self {
+        let memory = MemoryPlan::default();
         Self {
             insecure_registries: Vec::new(),
             docker_config: None,
@@ -61,7 +103,9 @@ impl Default for RegistryConfig {
             layer_limits: LayerLimits::default(),
             max_decompressed_layer_bytes: 8 << 30,
             cache_entries: 4096,
+            memory: memory.clone(),
         }
+        .with_memory(memory)
     }
 }
 

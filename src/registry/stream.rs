@@ -13,11 +13,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::mpsc;
 
-/// Batches in flight between the pump and the parser (bounds memory).
-const CHANNEL_CHUNKS: usize = 8;
+/// Batches in flight between the pump and the parser (bounds memory:
+/// `memory::TRANSIENT_PER_INSPECTION` counts them).
+pub const CHANNEL_CHUNKS: usize = 4;
 /// Network chunks are small (KBs); handing each one to another thread costs a
 /// wake-up, which dominates on a loaded machine. Coalesce into ~1 MiB batches.
-const BATCH_BYTES: usize = 1 << 20;
+pub const BATCH_BYTES: usize = 1 << 20;
 
 pub type ChunkSender = mpsc::Sender<io::Result<Bytes>>;
 
@@ -251,12 +252,19 @@ pub fn decompress_into<T, E>(
     let decoder: Box<dyn Read + '_> = match kind {
         Compression::None => Box::new(buffered),
         Compression::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(buffered)),
-        Compression::Zstd => Box::new(zstd::stream::read::Decoder::with_buffer(buffered).map_err(
-            |e| RegistryError::Decompress {
+        Compression::Zstd => {
+            let decompress_err = |e: io::Error| RegistryError::Decompress {
                 digest: digest.into(),
                 detail: e.to_string(),
-            },
-        )?),
+            };
+            let mut d =
+                zstd::stream::read::Decoder::with_buffer(buffered).map_err(decompress_err)?;
+            // A frame may ask for a window of up to 2 GiB, allocated before any
+            // output: refuse windows no ordinary compression level uses.
+            d.window_log_max(super::memory::MAX_ZSTD_WINDOW_LOG)
+                .map_err(decompress_err)?;
+            Box::new(d)
+        }
     };
     let mut limited = LimitedReader::new(decoder, limit);
     let out = parse(&mut limited);

@@ -37,24 +37,29 @@ pub enum NodeKind {
     Other,
 }
 
+/// Paths in messages are shortened (`paths::shorten`): an image's names are
+/// attacker-chosen and up to 64 KiB long.
 #[derive(Debug, thiserror::Error)]
 pub enum FsError {
-    #[error("symlink loop or too many links resolving {0}")]
+    #[error("symlink loop or too many links resolving {}", paths::shorten(.0))]
     SymlinkLoop(String),
-    #[error("{path}: {source}")]
+    #[error("{}: {source}", paths::shorten(path))]
     Io {
         path: String,
         source: std::io::Error,
     },
-    #[error("{path}: file is larger than the {limit} byte read limit")]
+    #[error(
+        "{}: file is larger than the {limit} byte read limit",
+        paths::shorten(path)
+    )]
     TooLarge { path: String, limit: u64 },
     /// A layered root keeps only the paths in `paths::is_tracked`; anything
     /// else (e.g. a symlink into /opt) cannot be answered from a layer.
-    #[error("{path}: not retained from the image layers ({why})")]
+    #[error("{}: not retained from the image layers ({why})", paths::shorten(path))]
     NotRetained { path: String, why: &'static str },
-    #[error("{0}: not a regular file")]
+    #[error("{}: not a regular file", paths::shorten(.0))]
     NotAFile(String),
-    #[error("{0}: not a directory")]
+    #[error("{}: not a directory", paths::shorten(.0))]
     NotADir(String),
 }
 
@@ -75,7 +80,8 @@ pub trait RootFs: Send + Sync {
     /// directories are followed inside the root).
     fn lstat(&self, path: &str) -> Result<Lookup<NodeKind>, FsError>;
     /// Contents of the regular file at `path` (symlinks followed inside the root), at most `limit` bytes.
-    fn read(&self, path: &str, limit: u64) -> Result<Lookup<Vec<u8>>, FsError>;
+    /// Shared, not copied: a layer's retained bytes are handed out as they are.
+    fn read(&self, path: &str, limit: u64) -> Result<Lookup<bytes::Bytes>, FsError>;
     /// Names in directory `path` (symlinks followed inside the root).
     fn list(&self, path: &str) -> Result<Lookup<Vec<String>>, FsError>;
 

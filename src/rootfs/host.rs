@@ -65,7 +65,7 @@ impl RootFs for HostRoot {
         Ok(self.resolve(path, false)?.map(|r| r.kind))
     }
 
-    fn read(&self, path: &str, limit: u64) -> Result<Lookup<Vec<u8>>, FsError> {
+    fn read(&self, path: &str, limit: u64) -> Result<Lookup<bytes::Bytes>, FsError> {
         let r = match self.resolve(path, true)? {
             Lookup::Found(r) => r,
             Lookup::Absent => return Ok(Lookup::Absent),
@@ -101,7 +101,7 @@ impl RootFs for HostRoot {
                 limit,
             });
         }
-        Ok(Lookup::Found(buf))
+        Ok(Lookup::Found(buf.into()))
     }
 
     fn list(&self, path: &str) -> Result<Lookup<Vec<String>>, FsError> {

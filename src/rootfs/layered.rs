@@ -3,9 +3,11 @@
 //! only for `paths::wants_content`), so its memory is bounded by what probes
 //! need, not by the layer's size.
 
+use super::budget::{MemoryBudget, Reservation};
 use super::fs::{FsError, Lookup, NodeKind, Resolved, RootFs, resolve_with};
 use super::paths;
 use super::tarstream::{Kind, TarError, TarReader};
+use bytes::Bytes;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io::Read;
 use std::sync::Arc;
@@ -15,22 +17,31 @@ use std::sync::Arc;
 pub struct LayerLimits {
     /// Tar entries per layer (a million-entry tar is refused).
     pub max_entries: u64,
-    /// Bytes kept in memory per retained file (e.g. an xtables binary, a dpkg status).
-    /// A larger file is kept as metadata only; reading it fails with `FsError::TooLarge`.
+    /// Bytes kept in memory per retained file, over the per-kind cap of
+    /// `paths::content_cap` (which is usually the smaller). A larger file is
+    /// kept as metadata only; reading it fails with `FsError::TooLarge`.
     pub max_file_bytes: u64,
-    /// Bytes kept in memory for the whole layer; exceeding it fails the layer.
+    /// Bytes kept in memory for the whole layer, file contents and per-entry
+    /// bookkeeping together; exceeding it fails the layer.
     pub max_retained_bytes: u64,
+    /// The process-wide pool every retained byte is also reserved from.
+    pub budget: MemoryBudget,
 }
 
 impl Default for LayerLimits {
     fn default() -> Self {
         Self {
             max_entries: 500_000,
-            max_file_bytes: 64 << 20,
-            max_retained_bytes: 256 << 20,
+            max_file_bytes: paths::caps::RPMDB_SQLITE,
+            max_retained_bytes: 128 << 20,
+            budget: MemoryBudget::unlimited(),
         }
     }
 }
+
+/// What keeping one entry costs beyond its name and content: the map slot,
+/// the `Entry`, the `String` headers (measured: ~90 bytes on x86_64).
+const ENTRY_OVERHEAD: u64 = 128;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LayerError {
@@ -41,13 +52,15 @@ pub enum LayerError {
     #[error("{0}")]
     Limit(String),
     #[error(transparent)]
+    Budget(#[from] super::budget::BudgetExhausted),
+    #[error(transparent)]
     Io(#[from] std::io::Error),
 }
 
 /// A regular file's content as far as this layer kept it.
 #[derive(Debug, Clone)]
 enum Content {
-    Retained(Arc<[u8]>),
+    Retained(Bytes),
     /// Not kept; the reason is reported by `read`.
     Dropped(&'static str),
     /// Over `LayerLimits::max_file_bytes` (the limit).
@@ -80,7 +93,7 @@ impl Entry {
 }
 
 /// One layer, keeping only the entries probes can need (see `paths`).
-#[derive(Debug, Default, Clone)]
+#[derive(Debug)]
 pub struct Layer {
     entries: HashMap<String, Entry>,
     /// Paths a `.wh.NAME` deletes from lower layers.
@@ -88,7 +101,10 @@ pub struct Layer {
     /// Directories whose lower-layer children a `.wh..wh..opq` hides.
     opaque: HashSet<String>,
     tar_entries: u64,
-    retained_bytes: u64,
+    /// Every byte this layer keeps (contents and bookkeeping), reserved from
+    /// the shared budget until the layer is dropped.
+    retained: Reservation,
+    max_retained: u64,
 }
 
 const OPAQUE: &str = ".wh..wh..opq";
@@ -125,10 +141,33 @@ fn maybe_tracked(raw: &str) -> bool {
 }
 
 impl Layer {
+    fn empty(limits: &LayerLimits) -> Layer {
+        Layer {
+            entries: HashMap::new(),
+            whiteouts: HashSet::new(),
+            opaque: HashSet::new(),
+            tar_entries: 0,
+            retained: limits.budget.reservation(),
+            max_retained: limits.max_retained_bytes,
+        }
+    }
+
+    /// Reserve `n` more retained bytes (this layer's cap, then the shared budget).
+    fn charge(&mut self, n: u64, at: &str) -> Result<(), LayerError> {
+        if self.retained.bytes().saturating_add(n) > self.max_retained {
+            return Err(LayerError::Limit(format!(
+                "layer retains more than {} bytes of probe files (at {})",
+                self.max_retained,
+                paths::shorten(at)
+            )));
+        }
+        Ok(self.retained.grow(n)?)
+    }
+
     /// Read an (already decompressed) layer tar, retaining relevant entries,
     /// whiteouts and opaque markers.
     pub fn from_tar<R: Read>(tar: R, limits: &LayerLimits) -> Result<Layer, LayerError> {
-        let mut layer = Layer::default();
+        let mut layer = Layer::empty(limits);
         let mut reader = TarReader::new(tar);
         while let Some(entry) = reader.next_entry().map_err(tar_err)? {
             layer.tar_entries += 1;
@@ -144,14 +183,16 @@ impl Layer {
             let name = paths::file_name(&path);
             if name == OPAQUE {
                 let dir = paths::parent(&path);
-                if paths::is_tracked(dir) {
+                if paths::is_tracked(dir) && !layer.opaque.contains(dir) {
+                    layer.charge(ENTRY_OVERHEAD + dir.len() as u64, dir)?;
                     layer.opaque.insert(dir.to_string());
                 }
                 continue;
             }
             if let Some(hidden) = name.strip_prefix(WHITEOUT_PREFIX) {
                 let hidden = paths::join(paths::parent(&path), hidden);
-                if paths::is_tracked(&hidden) {
+                if paths::is_tracked(&hidden) && !layer.whiteouts.contains(&hidden) {
+                    layer.charge(ENTRY_OVERHEAD + hidden.len() as u64, &hidden)?;
                     layer.whiteouts.insert(hidden);
                 }
                 continue;
@@ -161,8 +202,12 @@ impl Layer {
             }
             let new = match entry.kind {
                 Kind::Dir => Entry::Dir { implicit: false },
-                Kind::Symlink => Entry::Symlink(entry.link.clone()),
+                Kind::Symlink => {
+                    layer.charge(entry.link.len() as u64, &path)?;
+                    Entry::Symlink(entry.link.clone())
+                }
                 Kind::HardLink => match layer.entries.get(&paths::normalize(&entry.link)) {
+                    // Shares the target's bytes: only the entry costs.
                     Some(Entry::File { size, content }) => Entry::File {
                         size: *size,
                         content: content.clone(),
@@ -174,39 +219,41 @@ impl Layer {
                 },
                 Kind::File => {
                     let size = entry.size;
-                    let content = if !paths::wants_content(&path) {
-                        Content::Dropped("content not needed by any probe")
-                    } else if size > limits.max_file_bytes {
-                        Content::Oversize(limits.max_file_bytes)
-                    } else {
-                        if layer.retained_bytes + size > limits.max_retained_bytes {
-                            return Err(LayerError::Limit(format!(
-                                "layer retains more than {} bytes of probe files (at {path})",
-                                limits.max_retained_bytes
-                            )));
+                    let content = match paths::content_cap(&path) {
+                        None => Content::Dropped("content not needed by any probe"),
+                        Some(cap) if size > cap.min(limits.max_file_bytes) => {
+                            Content::Oversize(cap.min(limits.max_file_bytes))
                         }
-                        let data = reader.read_data(size).map_err(tar_err)?;
-                        layer.retained_bytes += size;
-                        Content::Retained(data.into())
+                        Some(_) => {
+                            layer.charge(size, &path)?;
+                            let data = reader.read_data(size).map_err(tar_err)?;
+                            Content::Retained(Bytes::from(data))
+                        }
                     };
                     Entry::File { size, content }
                 }
                 Kind::Other => Entry::Other,
             };
-            layer.insert(path, new);
+            layer.insert(path, new)?;
         }
         Ok(layer)
     }
 
-    fn insert(&mut self, path: String, entry: Entry) {
+    fn insert(&mut self, path: String, entry: Entry) -> Result<(), LayerError> {
         let mut dir = paths::parent(&path).to_string();
         while dir != "/" {
-            self.entries
-                .entry(dir.clone())
-                .or_insert(Entry::Dir { implicit: true });
+            if !self.entries.contains_key(&dir) {
+                self.charge(ENTRY_OVERHEAD + dir.len() as u64, &dir)?;
+                self.entries
+                    .insert(dir.clone(), Entry::Dir { implicit: true });
+            }
             dir = paths::parent(&dir).to_string();
         }
+        if !self.entries.contains_key(&path) {
+            self.charge(ENTRY_OVERHEAD + path.len() as u64, &path)?;
+        }
         self.entries.insert(path, entry);
+        Ok(())
     }
 
     /// Tar entries read (all of them, kept or not).
@@ -214,9 +261,10 @@ impl Layer {
         self.tar_entries
     }
 
-    /// Bytes of file content kept in memory.
+    /// Bytes this layer keeps in memory: file contents plus per-entry
+    /// bookkeeping (what it holds of the shared budget).
     pub fn retained_bytes(&self) -> u64 {
-        self.retained_bytes
+        self.retained.bytes()
     }
 
     /// True when this layer hides `path` of every LOWER layer: a whiteout of
@@ -245,7 +293,8 @@ impl Layer {
 /// Layers top-first. `complete` is false while lower layers are still unread,
 /// in which case look-ups that fall through every layer answer `Unknown`.
 pub struct LayeredRoot {
-    pub layers: Vec<Layer>,
+    /// Shared with the layer cache: an inspection never copies a layer.
+    pub layers: Vec<Arc<Layer>>,
     pub complete: bool,
 }
 
@@ -345,7 +394,7 @@ impl RootFs for LayeredRoot {
         Ok(self.resolve(path, false)?.map(|r| r.kind))
     }
 
-    fn read(&self, path: &str, limit: u64) -> Result<Lookup<Vec<u8>>, FsError> {
+    fn read(&self, path: &str, limit: u64) -> Result<Lookup<Bytes>, FsError> {
         let r = match self.resolve(path, true)? {
             Lookup::Found(r) => r,
             Lookup::Absent => return Ok(Lookup::Absent),
@@ -364,7 +413,7 @@ impl RootFs for LayeredRoot {
                 path: r.path,
                 limit,
             }),
-            Content::Retained(data) => Ok(Lookup::Found(data.to_vec())),
+            Content::Retained(data) => Ok(Lookup::Found(data.clone())),
         }
     }
 

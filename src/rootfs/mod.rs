@@ -4,6 +4,7 @@
 //!
 //! Used by registry/ (image layers) and node/ (the host root).
 
+pub mod budget;
 pub mod collect;
 pub mod fs;
 pub mod host;
@@ -12,6 +13,7 @@ pub mod paths;
 pub mod probes;
 pub mod tarstream;
 
+pub use budget::{BudgetExhausted, MemoryBudget, Reservation};
 pub use collect::{Collected, collect};
 pub use fs::{Chain, Hop, Resolved, follow_chain};
 pub use fs::{FsError, Lookup, NodeKind, RootFs};

@@ -47,25 +47,55 @@ fn split_parent(path: &str) -> Option<(&str, &str)> {
     Some((if parent.is_empty() { "/" } else { parent }, name))
 }
 
-/// Content of this path is retained by a layer (when it is a regular file).
-pub fn wants_content(path: &str) -> bool {
-    if CONTENT_FILES.contains(&path) {
-        return true;
+/// The most bytes of each kind of file a probe reads, by what the file is:
+/// far above any real one, far below what would let one image hold the
+/// webhook's memory. A larger file is kept as metadata only and read as
+/// `FsError::TooLarge` (noted as evidence, never fatal).
+pub mod caps {
+    /// dpkg's status: ~1 MiB in a large container image, ~5 MiB on a desktop.
+    pub const DPKG_STATUS: u64 = 32 << 20;
+    /// One distroless status.d stanza: a few KiB.
+    pub const DPKG_STATUS_D_ENTRY: u64 = 64 << 10;
+    /// apk's installed database: under 2 MiB even for large images.
+    pub const APK_INSTALLED: u64 = 16 << 20;
+    /// rpmdb.sqlite: 5-30 MiB in container images.
+    pub const RPMDB_SQLITE: u64 = 64 << 20;
+    /// An iptables command or xtables multi-call binary (a few hundred KiB;
+    /// a static build a few MiB) or the iptables-wrapper script.
+    pub const COMMAND: u64 = 16 << 20;
+    /// An alternatives entry that is a file rather than the usual link.
+    pub const ALTERNATIVE: u64 = 64 << 10;
+}
+
+/// How many bytes of this path's content a layer retains (when it is a
+/// regular file), or None when no probe reads it.
+pub fn content_cap(path: &str) -> Option<u64> {
+    if path == DPKG_STATUS {
+        return Some(caps::DPKG_STATUS);
     }
-    let Some((parent, name)) = split_parent(path) else {
-        return false;
-    };
+    if APK_INSTALLED.contains(&path) {
+        return Some(caps::APK_INSTALLED);
+    }
+    if RPMDB_SQLITE.contains(&path) {
+        return Some(caps::RPMDB_SQLITE);
+    }
+    let (parent, name) = split_parent(path)?;
     if name.is_empty() {
-        return false;
+        return None;
     }
     if parent == DPKG_STATUS_D {
         // status.d holds `NAME` and `NAME.md5sums`; only the stanzas matter.
-        return !name.ends_with(".md5sums");
+        return (!name.ends_with(".md5sums")).then_some(caps::DPKG_STATUS_D_ENTRY);
     }
     if parent == ALTERNATIVES_DIR {
-        return name.starts_with("iptables");
+        return name.starts_with("iptables").then_some(caps::ALTERNATIVE);
     }
-    COMMAND_DIRS.contains(&parent) && is_command_name(name)
+    (COMMAND_DIRS.contains(&parent) && is_command_name(name)).then_some(caps::COMMAND)
+}
+
+/// Content of this path is retained by a layer (when it is a regular file).
+pub fn wants_content(path: &str) -> bool {
+    content_cap(path).is_some()
 }
 
 /// The path's entry (kind, symlink target, whiteout) is retained by a layer:
@@ -116,6 +146,16 @@ pub fn normalize(name: &str) -> String {
         out.push('/');
     }
     out
+}
+
+/// A path as shown in an error or evidence: image paths can be 64 KiB long
+/// (GNU long names), and what reaches a user is bounded.
+pub fn shorten(path: &str) -> std::borrow::Cow<'_, str> {
+    const SHOWN: usize = 256;
+    match path.char_indices().nth(SHOWN) {
+        None => path.into(),
+        Some((at, _)) => format!("{}... ({} bytes)", &path[..at], path.len()).into(),
+    }
 }
 
 /// `parent` + `/` + `name` for normalized paths.
@@ -193,5 +233,26 @@ mod tests {
         for p in ["/opt", "/usr/share", "/usr/sbin/nft", "/var/lib/dpkg/info"] {
             assert!(!is_tracked(p), "{p}");
         }
+    }
+
+    #[test]
+    fn caps_fit_what_each_file_is() {
+        assert_eq!(
+            content_cap("/var/lib/dpkg/status.d/libc6"),
+            Some(caps::DPKG_STATUS_D_ENTRY)
+        );
+        assert_eq!(content_cap("/var/lib/dpkg/status"), Some(caps::DPKG_STATUS));
+        assert_eq!(
+            content_cap("/usr/lib/sysimage/rpm/rpmdb.sqlite"),
+            Some(caps::RPMDB_SQLITE)
+        );
+        assert_eq!(
+            content_cap("/usr/sbin/xtables-nft-multi"),
+            Some(caps::COMMAND)
+        );
+        assert_eq!(content_cap("/var/lib/dpkg/status.d/x.md5sums"), None);
+        // A stanza file is kilobytes: a bomb of many big "stanza" files is
+        // refused per file, long before the layer's budget.
+        assert!(caps::DPKG_STATUS_D_ENTRY * 16 < caps::DPKG_STATUS);
     }
 }

@@ -47,7 +47,8 @@ impl ResolveImages for AdmissionImages<'_> {
         let now = Instant::now();
         let budget = deadline.saturating_duration_since(now);
         let secrets = match self.client {
-            Some(c) if keys.iter().any(|k| self.cache.cached(k).is_none()) => {
+            // A public image's answer holds for everyone: no Secret to read.
+            Some(c) if keys.iter().any(|k| !self.cache.is_public(k)) => {
                 // At most a quarter of the budget on reading Secrets.
                 let until = now + budget / 4;
                 tokio::time::timeout_at(until, pull_secrets(c, self.namespace, self.pod_spec))
@@ -57,7 +58,13 @@ impl ResolveImages for AdmissionImages<'_> {
             _ => PullSecrets::default(),
         };
         self.cache
-            .resolve(keys, &|img| secrets.for_image(img), deadline, budget)
+            .resolve(
+                keys,
+                &|img| secrets.for_image(img),
+                self.namespace,
+                deadline,
+                budget,
+            )
             .await
     }
 }

@@ -4,7 +4,7 @@ use super::admission::Judge;
 use super::bootstrap;
 use super::decisions::DecisionCache;
 use super::facts::{self, Facts};
-use super::images::{CacheTtl, ImageCache};
+use super::images::{CacheTtl, ImageCache, LookupLimits};
 use super::metrics::Metrics;
 use super::server::{self, AppState};
 use super::tls::{self, CertStore};
@@ -95,9 +95,26 @@ pub struct Args {
     /// (default: --timeout + 1 s, the router's own cut for one request).
     #[arg(long, env = "NFGUARD_DRAIN_SECONDS")]
     pub drain_seconds: Option<f64>,
-    /// Budget for one background image inspection, seconds.
+    /// Upper bound for one image inspection, seconds, also after the
+    /// admission that started it was answered (see the background limits).
     #[arg(long, env = "NFGUARD_REGISTRY_TIMEOUT", default_value_t = 60)]
     pub registry_timeout: u64,
+    /// Image look-ups one namespace's admissions may have in flight at once
+    /// (the rest count as unresolved), so one tenant cannot take every slot.
+    #[arg(
+        long,
+        env = "NFGUARD_MAX_IMAGE_LOOKUPS_PER_NAMESPACE",
+        default_value_t = 64
+    )]
+    pub max_image_lookups_per_namespace: usize,
+    /// Look-ups one namespace may leave running after its admissions were
+    /// answered (they warm the cache for the next try); the rest are cancelled.
+    #[arg(
+        long,
+        env = "NFGUARD_MAX_BACKGROUND_LOOKUPS_PER_NAMESPACE",
+        default_value_t = 4
+    )]
+    pub max_background_lookups_per_namespace: usize,
     /// Image answers kept in memory.
     #[arg(long, env = "NFGUARD_IMAGE_CACHE_ENTRIES", default_value_t = 4096)]
     pub image_cache_entries: u64,
@@ -187,12 +204,20 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
         args.registry
             .config(Duration::from_secs(args.registry_timeout.max(1))),
     );
-    let images = Arc::new(ImageCache::new(
-        Arc::new(inspector),
-        args.image_cache_entries,
-        CacheTtl::default(),
-        metrics.clone(),
-    ));
+    let images = Arc::new(
+        ImageCache::new(
+            Arc::new(inspector),
+            args.image_cache_entries,
+            CacheTtl::default(),
+            metrics.clone(),
+        )
+        .with_limits(LookupLimits {
+            per_namespace: args.max_image_lookups_per_namespace.max(1),
+            background_per_namespace: args.max_background_lookups_per_namespace,
+            background_for: Duration::from_secs(args.registry_timeout.max(1)),
+            ..LookupLimits::default()
+        }),
+    );
 
     let store = CertStore::new(Some(metrics.clone()));
     let _watch = match (&args.tls_cert, &args.tls_key, args.self_signed) {

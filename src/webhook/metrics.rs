@@ -75,6 +75,9 @@ pub struct Metrics {
     pub image_cache_hits: Counter,
     pub image_cache_misses: Counter,
     pub registry_errors: Counter,
+    /// Image look-ups not started (counted as unresolved), by which bound
+    /// refused them: `per_request`, `per_namespace`, `inflight`.
+    pub lookups_not_started: Family<Labels1, Counter>,
     /// Reviews answered from the decision cache (same object, same facts).
     pub decision_cache_hits: Counter,
     pub decision_cache_misses: Counter,
@@ -134,6 +137,12 @@ impl Metrics {
             "Image look-ups that failed",
             registry_errors.clone(),
         );
+        let lookups_not_started = Family::<Labels1, Counter>::default();
+        registry.register(
+            "image_lookups_not_started",
+            "Image look-ups not started because a bound was reached (the image counts as unresolved), by bound",
+            lookups_not_started.clone(),
+        );
         let decision_cache_hits = Counter::default();
         registry.register(
             "decision_cache_hits",
@@ -172,6 +181,7 @@ impl Metrics {
             image_cache_hits,
             image_cache_misses,
             registry_errors,
+            lookups_not_started,
             decision_cache_hits,
             decision_cache_misses,
             rejected,
@@ -199,6 +209,13 @@ impl Metrics {
             .get(index(&VERDICTS, verdict), || {
                 self.verdicts.get_or_create(&[("verdict", verdict)]).clone()
             })
+            .inc();
+    }
+
+    /// A look-up refused by `bound` (a `NotStarted` name: a closed set).
+    pub fn lookup_not_started(&self, bound: &'static str) {
+        self.lookups_not_started
+            .get_or_create(&[("bound", bound)])
             .inc();
     }
 

@@ -63,9 +63,9 @@ pub fn layer(entries: &[E]) -> Layer {
 }
 
 /// Layers given bottom-up (as an image manifest lists them).
-pub fn image(bottom_up: Vec<Layer>, complete: bool) -> LayeredRoot {
-    let mut layers = bottom_up;
-    layers.reverse();
+/// Layers are shared (`Arc`) as the registry's layer cache shares them.
+pub fn image(bottom_up: Vec<impl Into<std::sync::Arc<Layer>>>, complete: bool) -> LayeredRoot {
+    let layers = bottom_up.into_iter().rev().map(Into::into).collect();
     LayeredRoot { layers, complete }
 }
 

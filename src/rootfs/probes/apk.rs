@@ -1,7 +1,7 @@
 //! apk (Alpine): `/lib/apk/db/installed` (or `/usr/lib/apk/db/installed`),
 //! stanzas of `P:` name and `V:` version lines.
 
-use super::{PackageHit, PackageProbe, field, stanzas};
+use super::{Fields, PackageHit, PackageProbe, scan_stanzas};
 use crate::facts::EvidenceSource;
 use crate::rootfs::fs::RootFs;
 use crate::rootfs::paths::APK_INSTALLED;
@@ -13,27 +13,28 @@ pub fn probe(root: &dyn RootFs) -> PackageProbe {
     let mut p = PackageProbe::new();
     for path in APK_INSTALLED {
         if let Some(data) = p.read(root, EvidenceSource::Apk, path) {
-            p.hits.extend(parse(&data, path));
+            parse(&data, path, |h| p.hit(h));
         }
     }
     p
 }
 
-pub fn parse(data: &[u8], path: &str) -> Vec<PackageHit> {
-    let text = String::from_utf8_lossy(data);
-    stanzas(&text, ':')
-        .into_iter()
-        .filter_map(|s| {
-            let name = field(&s, "P")?;
-            if !PACKAGES.contains(&name) {
-                return None;
-            }
-            Some(PackageHit {
+/// iptables packages in one database, each handed to `hit`.
+pub fn parse(data: &[u8], path: &str, mut hit: impl FnMut(PackageHit)) {
+    const FIELDS: Fields<'static, 2> = Fields {
+        names: ["P", "V"],
+        case_insensitive: false,
+    };
+    scan_stanzas(data, b':', &FIELDS, |[name, version]| {
+        if let (Some(name), Some(version)) = (name, version)
+            && PACKAGES.contains(name)
+        {
+            hit(PackageHit {
                 source: EvidenceSource::Apk,
                 path: path.to_string(),
                 name: name.to_string(),
-                version: field(&s, "V")?.to_string(),
-            })
-        })
-        .collect()
+                version: version.to_string(),
+            });
+        }
+    });
 }

@@ -2,7 +2,7 @@
 //! and distroless `/var/lib/dpkg/status.d/*` (one control stanza per file,
 //! named after the package or a hash, so the `Package:` field decides).
 
-use super::{PackageHit, PackageProbe, field_ci as field, stanzas};
+use super::{Fields, PackageHit, PackageProbe, scan_stanzas};
 use crate::facts::EvidenceSource;
 use crate::rootfs::fs::{Lookup, RootFs};
 use crate::rootfs::paths::{DPKG_STATUS, DPKG_STATUS_D, join};
@@ -13,7 +13,7 @@ pub const PACKAGES: [&str; 1] = ["iptables"];
 pub fn probe(root: &dyn RootFs) -> PackageProbe {
     let mut p = PackageProbe::new();
     if let Some(data) = p.read(root, EvidenceSource::Dpkg, DPKG_STATUS) {
-        p.hits.extend(parse(&data, DPKG_STATUS, true));
+        parse(&data, DPKG_STATUS, true, |h| p.hit(h));
     }
     // Names seen so far are enough: a lower layer adding a stanza only adds
     // supplementary evidence, and `determined` says so.
@@ -25,7 +25,7 @@ pub fn probe(root: &dyn RootFs) -> PackageProbe {
             for name in names.iter().filter(|n| !n.ends_with(".md5sums")) {
                 let path = join(DPKG_STATUS_D, name);
                 if let Some(data) = p.read(root, EvidenceSource::Dpkg, &path) {
-                    p.hits.extend(parse(&data, &path, false));
+                    parse(&data, &path, false, |h| p.hit(h));
                 }
             }
         }
@@ -40,31 +40,33 @@ pub fn probe(root: &dyn RootFs) -> PackageProbe {
     p
 }
 
-/// Installed iptables stanzas in one file. `need_status`: the main status
-/// file lists removed and config-files-only packages too; status.d files
-/// describe installed packages and may carry no Status field.
-pub fn parse(data: &[u8], path: &str, need_status: bool) -> Vec<PackageHit> {
-    let text = String::from_utf8_lossy(data);
-    stanzas(&text, ':')
-        .into_iter()
-        .filter_map(|s| {
-            let name = field(&s, "Package")?;
-            if !PACKAGES.contains(&name) {
-                return None;
-            }
-            let installed = match field(&s, "Status") {
-                Some(st) => st.split_whitespace().last() == Some("installed"),
-                None => !need_status,
-            };
-            if !installed {
-                return None;
-            }
-            Some(PackageHit {
+/// Installed iptables stanzas in one file, each handed to `hit`.
+/// `need_status`: the main status file lists removed and config-files-only
+/// packages too; status.d files describe installed packages and may carry no
+/// Status field.
+pub fn parse(data: &[u8], path: &str, need_status: bool, mut hit: impl FnMut(PackageHit)) {
+    const FIELDS: Fields<'static, 3> = Fields {
+        names: ["Package", "Status", "Version"],
+        case_insensitive: true,
+    };
+    scan_stanzas(data, b':', &FIELDS, |[name, status, version]| {
+        let (Some(name), Some(version)) = (name, version) else {
+            return;
+        };
+        if !PACKAGES.contains(name) {
+            return;
+        }
+        let installed = match status {
+            Some(st) => st.split_whitespace().last() == Some("installed"),
+            None => !need_status,
+        };
+        if installed {
+            hit(PackageHit {
                 source: EvidenceSource::Dpkg,
                 path: path.to_string(),
                 name: name.to_string(),
-                version: field(&s, "Version")?.to_string(),
-            })
-        })
-        .collect()
+                version: version.to_string(),
+            });
+        }
+    });
 }

@@ -10,12 +10,20 @@ pub mod label;
 pub mod rpm;
 
 use super::fs::{FsError, Lookup, RootFs};
+use super::paths;
 use crate::facts::{Evidence, EvidenceSource};
+use bytes::Bytes;
 
-/// Largest package database read into memory.
-pub const MAX_DB_BYTES: u64 = 64 << 20;
+/// Largest package database read into memory (each kind has its own, smaller
+/// cap in `paths::caps`; this is the ceiling for the reads themselves).
+pub const MAX_DB_BYTES: u64 = crate::rootfs::paths::caps::RPMDB_SQLITE;
 /// Largest binary scanned for a version literal.
-pub const MAX_BINARY_BYTES: u64 = 64 << 20;
+pub const MAX_BINARY_BYTES: u64 = crate::rootfs::paths::caps::COMMAND;
+/// Package hits and notes one probe keeps: real images have one or two; a
+/// database of a million forged `Package: iptables` stanzas must not become a
+/// million-entry profile (in a cache, in every admission warning).
+pub const MAX_HITS: usize = 16;
+pub const MAX_NOTES: usize = 16;
 
 /// One installed iptables package found in a package database.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +44,8 @@ pub struct PackageProbe {
     pub notes: Vec<Evidence>,
     /// False when an unread lower layer could still add or change a database.
     pub determined: bool,
+    /// `MAX_HITS` was reached and later hits were dropped (noted once).
+    hits_dropped: bool,
 }
 
 impl PackageProbe {
@@ -53,7 +63,7 @@ impl PackageProbe {
         root: &dyn RootFs,
         source: EvidenceSource,
         path: &str,
-    ) -> Option<Vec<u8>> {
+    ) -> Option<Bytes> {
         match root.read(path, MAX_DB_BYTES) {
             Ok(Lookup::Found(data)) => Some(data),
             Ok(Lookup::Absent) => None,
@@ -68,10 +78,30 @@ impl PackageProbe {
         }
     }
 
+    /// Keep a hit, up to `MAX_HITS` (one note says when more were dropped).
+    pub(crate) fn hit(&mut self, mut hit: PackageHit) {
+        if self.hits.len() < MAX_HITS {
+            if let std::borrow::Cow::Owned(short) = paths::shorten(&hit.path) {
+                hit.path = short;
+            }
+            self.hits.push(hit);
+        } else if !self.hits_dropped {
+            self.hits_dropped = true;
+            self.note(
+                hit.source,
+                &hit.path,
+                format!("more than {MAX_HITS} iptables package entries; the rest are ignored"),
+            );
+        }
+    }
+
     pub(crate) fn note(&mut self, source: EvidenceSource, path: &str, detail: String) {
+        if self.notes.len() >= MAX_NOTES {
+            return;
+        }
         self.notes.push(Evidence {
             source,
-            path: path.to_string(),
+            path: paths::shorten(path).into_owned(),
             detail,
         });
     }
@@ -87,47 +117,123 @@ pub(crate) fn fs_note(source: EvidenceSource, path: &str, e: &FsError) -> Eviden
     }
 }
 
-/// Split a Debian-control-style text into stanzas of (field, value) pairs.
-/// Continuation lines (leading space/tab) are appended to the previous field.
-pub(crate) fn stanzas(text: &str, sep: char) -> Vec<Vec<(String, String)>> {
-    let mut out = Vec::new();
-    let mut cur: Vec<(String, String)> = Vec::new();
-    for line in text.lines() {
-        if line.trim().is_empty() {
-            if !cur.is_empty() {
-                out.push(std::mem::take(&mut cur));
+/// Which field names a stanza scan looks for, and how names compare (dpkg's
+/// are case-insensitive; apk's `p:` "provides" is not `P:` "name").
+pub(crate) struct Fields<'a, const N: usize> {
+    pub names: [&'a str; N],
+    pub case_insensitive: bool,
+}
+
+impl<const N: usize> Fields<'_, N> {
+    fn index(&self, key: &str) -> Option<usize> {
+        self.names.iter().position(|n| {
+            if self.case_insensitive {
+                n.eq_ignore_ascii_case(key)
+            } else {
+                *n == key
+            }
+        })
+    }
+}
+
+/// Walk a Debian-control-style text (`Field: value` lines, stanzas split by
+/// blank lines) and call `each` with the wanted fields of every stanza (the
+/// first occurrence of each, trimmed; None when absent or not UTF-8).
+/// Streaming and allocation-free: a 32 MiB database of millions of tiny
+/// fields costs no more memory than its own bytes. Continuation lines (a
+/// leading space or tab) are skipped: the wanted fields are one-line.
+pub(crate) fn scan_stanzas<'d, const N: usize>(
+    data: &'d [u8],
+    sep: u8,
+    fields: &Fields<'_, N>,
+    mut each: impl FnMut(&[Option<&'d str>; N]),
+) {
+    let mut cur: [Option<&'d str>; N] = [None; N];
+    let mut any = false;
+    for line in data.split(|&b| b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.iter().all(u8::is_ascii_whitespace) {
+            if any {
+                each(&cur);
+                cur = [None; N];
+                any = false;
             }
             continue;
         }
-        if line.starts_with([' ', '\t']) {
-            if let Some((_, v)) = cur.last_mut() {
-                v.push('\n');
-                v.push_str(line.trim());
-            }
+        any = true;
+        if line.starts_with(b" ") || line.starts_with(b"\t") {
             continue;
         }
-        if let Some((k, v)) = line.split_once(sep) {
-            cur.push((k.trim().to_string(), v.trim().to_string()));
+        let Some(at) = line.iter().position(|&b| b == sep) else {
+            continue;
+        };
+        let Ok(key) = std::str::from_utf8(&line[..at]) else {
+            continue;
+        };
+        if let Some(i) = fields.index(key.trim())
+            && cur[i].is_none()
+        {
+            cur[i] = std::str::from_utf8(&line[at + 1..]).ok().map(str::trim);
         }
     }
-    if !cur.is_empty() {
-        out.push(cur);
+    if any {
+        each(&cur);
     }
-    out
 }
 
-/// Case-sensitive field look-up (apk's `p:` "provides" is not `P:` "name").
-pub(crate) fn field<'a>(stanza: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    stanza
-        .iter()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v.as_str())
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Case-insensitive field look-up (dpkg field names are).
-pub(crate) fn field_ci<'a>(stanza: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    stanza
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case(name))
-        .map(|(_, v)| v.as_str())
+    fn scan(text: &str, names: [&str; 2], ci: bool) -> Vec<[Option<String>; 2]> {
+        let mut out = Vec::new();
+        let fields = Fields {
+            names,
+            case_insensitive: ci,
+        };
+        scan_stanzas(text.as_bytes(), b':', &fields, |f| {
+            out.push(f.map(|v| v.map(str::to_string)))
+        });
+        out
+    }
+
+    #[test]
+    fn stanzas_fields_and_continuations() {
+        let text = "Package: iptables\r\nDescription: x\n more: text\nversion: 1.8.9-2\n\n\n\
+                    Package: other\n \t\nPackage: third\nPackage: ignored-second\n";
+        let got = scan(text, ["Package", "Version"], true);
+        assert_eq!(
+            got,
+            vec![
+                [Some("iptables".into()), Some("1.8.9-2".into())],
+                [Some("other".into()), None],
+                [Some("third".into()), None],
+            ]
+        );
+        // Case-sensitive: `p:` is not `P:`.
+        let got = scan(
+            "p: provides\nP: iptables\nV: 1.8.10-r3\n",
+            ["P", "V"],
+            false,
+        );
+        assert_eq!(
+            got,
+            vec![[Some("iptables".into()), Some("1.8.10-r3".into())]]
+        );
+    }
+
+    #[test]
+    fn non_utf8_values_are_absent_not_fatal() {
+        let data = b"Package: \xff\xfe\nVersion: 1\n";
+        let mut n = 0;
+        let fields = Fields {
+            names: ["Package", "Version"],
+            case_insensitive: false,
+        };
+        scan_stanzas(data, b':', &fields, |f| {
+            n += 1;
+            assert_eq!(f, &[None, Some("1")]);
+        });
+        assert_eq!(n, 1);
+    }
 }

@@ -39,15 +39,19 @@ pub fn probe(root: &dyn RootFs) -> PackageProbe {
         let Some(data) = p.read(root, EvidenceSource::Rpm, path) else {
             continue;
         };
-        match packages(data) {
-            Ok(pkgs) => p.hits.extend(pkgs.into_iter().filter_map(|h| {
-                PACKAGES.contains(&h.name.as_str()).then(|| PackageHit {
-                    source: EvidenceSource::Rpm,
-                    path: path.to_string(),
-                    version: format!("{}-{}", h.version, h.release),
-                    name: h.name,
-                })
-            })),
+        match packages(data.to_vec()) {
+            Ok(pkgs) => {
+                for h in pkgs {
+                    if PACKAGES.contains(&h.name.as_str()) {
+                        p.hit(PackageHit {
+                            source: EvidenceSource::Rpm,
+                            path: path.to_string(),
+                            version: format!("{}-{}", h.version, h.release),
+                            name: h.name,
+                        });
+                    }
+                }
+            }
             Err(e) => p.note(EvidenceSource::Rpm, path, e.to_string()),
         }
     }
