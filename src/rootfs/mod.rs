@@ -10,6 +10,7 @@ pub mod host;
 pub mod layered;
 pub mod paths;
 pub mod probes;
+pub mod sqlite;
 pub mod tarstream;
 
 pub use collect::{Collected, collect};
