@@ -637,6 +637,32 @@ fn valid_base() -> Vec<u8> {
     rpm_db(512, &rows).bytes
 }
 
+thread_local! {
+    static BASE: Vec<u8> = valid_base();
+}
+
+/// Read a (corrupted) file: a result or an error, never a panic, and never
+/// more rows or bytes than the caps and the file allow, in bounded time.
+fn bounded_read(db: &[u8]) -> Result<(), TestCaseError> {
+    let started = Instant::now();
+    let (mut rows, mut bytes) = (0usize, 0usize);
+    let read = for_each_blob(db, &PACKAGES_TABLE, |b| {
+        rows += 1;
+        bytes += b.len();
+    });
+    let took = started.elapsed();
+    prop_assert!(rows <= MAX_ROWS);
+    prop_assert!(
+        bytes <= db.len(),
+        "{bytes} bytes from a {}-byte file",
+        db.len()
+    );
+    prop_assert!(took < Duration::from_secs(1), "{took:?} ({read:?})");
+    // The probe's path too.
+    let _ = rpm::packages(db);
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
@@ -644,25 +670,30 @@ proptest! {
     fn random_byte_mutations_never_panic_and_stay_bounded(
         edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..24),
     ) {
-        thread_local! {
-            static BASE: Vec<u8> = valid_base();
-        }
         let mut db = BASE.with(|b| b.clone());
         for (at, byte) in &edits {
             let i = at.index(db.len());
             db[i] = *byte;
         }
-        let started = Instant::now();
-        let (mut rows, mut bytes) = (0usize, 0usize);
-        let read = for_each_blob(&db, &PACKAGES_TABLE, |b| {
-            rows += 1;
-            bytes += b.len();
-        });
-        let took = started.elapsed();
-        prop_assert!(rows <= MAX_ROWS);
-        prop_assert!(bytes <= db.len(), "{bytes} bytes from a {}-byte file", db.len());
-        prop_assert!(took < Duration::from_secs(1), "{took:?} ({read:?})");
-        // The probe's path too: a result or an error, never a panic.
-        let _ = rpm::packages(&db);
+        bounded_read(&db)?;
+    }
+
+    /// Aimed at structure: the first 24 bytes of pages (b-tree headers,
+    /// right-most and first cell pointers, overflow next pointers) and the
+    /// file header.
+    #[test]
+    fn page_header_and_pointer_mutations_never_panic_and_stay_bounded(
+        edits in proptest::collection::vec(
+            (any::<prop::sample::Index>(), 0usize..24, any::<u8>()), 1..8),
+    ) {
+        let mut db = BASE.with(|b| b.clone());
+        let pages = db.len() / 512;
+        for (page, off, byte) in &edits {
+            let p = page.index(pages + 1);
+            // Index `pages` stands for the file header's bytes 16..40.
+            let at = if p == pages { 16 + off } else { p * 512 + if p == 0 { 100 } else { 0 } + off };
+            db[at] = *byte;
+        }
+        bounded_read(&db)?;
     }
 }
