@@ -450,6 +450,9 @@ fn endless_view_rpmdb() -> Vec<u8> {
 
 /// Exit code, stdout and the CPU time (user + system) of a child run to its
 /// end; panics (after killing it) if it has not exited within `limit`.
+// The child is reaped by `wait4` (which also reports its CPU time), not by
+// `Child::wait`.
+#[allow(clippy::zombie_processes)]
 fn run_to_exit(mut cmd: std::process::Command, limit: Duration) -> (i32, Vec<u8>, Duration) {
     use std::io::Read;
     let mut child = cmd

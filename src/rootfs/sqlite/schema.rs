@@ -185,7 +185,7 @@ fn blob_column(sql: &[u8], shape: &TableShape) -> Result<usize, E> {
         }
     }
     // The file's own schema row names the table; its text must agree.
-    if !t.next().is_some_and(|n| n.ident() == Some(name.as_bytes())) {
+    if t.next().and_then(Tok::ident) != Some(name.as_bytes()) {
         return Err(unexpected("its CREATE TABLE text names another table"));
     }
     if t.next() != Some(&Tok::Punct(b'(')) {
