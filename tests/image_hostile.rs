@@ -638,3 +638,110 @@ fn zstd_frame_with_a_huge_window_is_refused() {
     let r = inspect(&reg.host(), &img.reference, &[]);
     fails_with(&r, &["requires too much memory for decoding"]);
 }
+
+/// An rpmdb.sqlite whose `Packages` is a VIEW over an endless recursive
+/// query: running it (as SQLite would for `SELECT blob FROM Packages`) never
+/// ends, and a blocking thread cannot be stopped by a deadline.
+fn endless_view_rpmdb() -> Vec<u8> {
+    let conn = rusqlite::Connection::open_in_memory().unwrap();
+    conn.execute_batch(
+        "CREATE VIEW Packages AS WITH RECURSIVE r(n) AS \
+         (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT n AS hnum, zeroblob(16) AS blob FROM r",
+    )
+    .unwrap();
+    conn.serialize("main").unwrap().to_vec()
+}
+
+/// Exit code, stdout and the CPU time (user + system) of a child run to its
+/// end; panics (after killing it) if it has not exited within `limit`.
+// The child is reaped by `wait4` (which also reports its CPU time), not by
+// `Child::wait`.
+#[allow(clippy::zombie_processes)]
+fn run_to_exit(mut cmd: std::process::Command, limit: Duration) -> (i32, Vec<u8>, Duration) {
+    use std::io::Read;
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        stdout.read_to_end(&mut out).unwrap();
+        out
+    });
+    let pid = child.id() as libc::pid_t;
+    let started = Instant::now();
+    loop {
+        let mut status = 0;
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        let done = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+        assert!(done >= 0, "wait4 failed");
+        if done == pid {
+            assert!(libc::WIFEXITED(status), "ended by a signal: {status}");
+            let tv = |t: libc::timeval| {
+                Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+            };
+            let cpu = tv(usage.ru_utime) + tv(usage.ru_stime);
+            return (libc::WEXITSTATUS(status), reader.join().unwrap(), cpu);
+        }
+        if started.elapsed() > limit {
+            child.kill().unwrap();
+            let _ = child.wait();
+            panic!("still running after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn endless_rpm_view_is_refused_and_the_process_exits() {
+    use assert_cmd::cargo::CommandCargoExt;
+    let reg = Registry::start();
+    let work = tempfile::tempdir().unwrap();
+    let mut entries = bare_iptables("1.8.9", Alt::Nft);
+    entries.extend([
+        dir("/usr/lib"),
+        dir("/usr/lib/sysimage"),
+        dir("/usr/lib/sysimage/rpm"),
+        file("/usr/lib/sysimage/rpm/rpmdb.sqlite", endless_view_rpmdb()),
+        dir("/var"),
+        dir("/var/lib"),
+        symlink("/var/lib/rpm", "../../usr/lib/sysimage/rpm"),
+    ]);
+    let layer = build_layer(work.path(), &entries, Compression::Gzip);
+    let img = push_image(
+        &reg.host(),
+        "rpmview",
+        "v1",
+        &[layer],
+        &ImageConfig::default(),
+    );
+
+    let mut cmd = std::process::Command::cargo_bin("nfguard").unwrap();
+    cmd.args(["inspect", "image", &img.reference, "--insecure-registry"])
+        .arg(reg.host())
+        .args(["-o", "json", "--timeout", "20"])
+        .env_remove("DOCKER_CONFIG")
+        .env("HOME", "/nonexistent");
+    let started = Instant::now();
+    // Before the reader, this ran until killed: "did not finish within 20s",
+    // then a core at 100 %.
+    let (code, stdout, cpu) = run_to_exit(cmd, Duration::from_secs(60));
+    let took = started.elapsed();
+    eprintln!("endless rpm view: answered and exited in {took:?}, {cpu:?} CPU");
+    // Unreadable evidence, not a failure: the binary still answers.
+    assert_eq!(code, 0);
+    let json: Value = serde_json::from_slice(&stdout).unwrap();
+    let f = &json["iptables"];
+    assert_eq!(f["version"], "1.8.9", "{json:#}");
+    let refused = f["evidence"].as_array().unwrap().iter().any(|e| {
+        e["source"] == "rpm"
+            && e["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("Packages is a view, refusing to evaluate SQL"))
+    });
+    assert!(refused, "{json:#}");
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    assert!(cpu < Duration::from_secs(5), "{cpu:?} CPU");
+}

@@ -201,7 +201,10 @@ fn thirty_two_hostile_admissions_stay_within_budget_and_memory() {
     // Warm the ordinary image, then time warm admissions without attack.
     let (s, v, _) = rt.block_on(post(pod("web", &ordinary)));
     assert_eq!(s, 200, "{v}");
-    assert!(!v.to_string().contains("ImageUnresolved"), "judged on the image: {v}");
+    assert!(
+        !v.to_string().contains("ImageUnresolved"),
+        "judged on the image: {v}"
+    );
     let quiet: Vec<Duration> = (0..40)
         .map(|_| rt.block_on(post(pod("web", &ordinary))).2)
         .collect();

@@ -11,6 +11,7 @@ pub mod host;
 pub mod layered;
 pub mod paths;
 pub mod probes;
+pub mod sqlite;
 pub mod tarstream;
 
 pub use budget::{BudgetExhausted, MemoryBudget, Reservation};

@@ -1,12 +1,15 @@
-//! rpm: `rpmdb.sqlite` (Fedora 33+, RHEL 9), opened from memory (no temp
-//! file). Table `Packages(hnum, blob)`; each blob is an RPM header without
-//! its lead: be32 index count, be32 data length, 16-byte index entries
-//! (tag, type, offset, count), then the data store.
+//! rpm: `rpmdb.sqlite` (Fedora 33+, RHEL 9), read by nfguard's own SQLite
+//! file-format reader (`rootfs::sqlite`): the image's SQL is never run, so a
+//! `Packages` view over an endless query cannot keep a core busy. Table
+//! `Packages(hnum, blob)`; each blob is an RPM header without its lead: be32
+//! index count, be32 data length, 16-byte index entries (tag, type, offset,
+//! count), then the data store.
 
 use super::{PackageHit, PackageProbe};
 use crate::facts::EvidenceSource;
 use crate::rootfs::fs::{Lookup, RootFs};
 use crate::rootfs::paths::RPMDB_SQLITE;
+use crate::rootfs::sqlite::{self, SqliteError, TableShape};
 
 /// Package names that ship the `iptables` command (RHEL 8 `iptables`,
 /// Fedora / RHEL 9 `iptables-nft` and `iptables-legacy`).
@@ -20,7 +23,7 @@ const TYPE_STRING: u32 = 6;
 #[derive(Debug, thiserror::Error)]
 pub enum RpmError {
     #[error("not a usable sqlite rpm database: {0}")]
-    Sqlite(#[from] rusqlite::Error),
+    Sqlite(#[from] SqliteError),
     #[error("empty database file")]
     Empty,
 }
@@ -39,7 +42,7 @@ pub fn probe(root: &dyn RootFs) -> PackageProbe {
         let Some(data) = p.read(root, EvidenceSource::Rpm, path) else {
             continue;
         };
-        match packages(data.to_vec()) {
+        match packages(&data) {
             Ok(pkgs) => {
                 for h in pkgs {
                     if PACKAGES.contains(&h.name.as_str()) {
@@ -66,32 +69,24 @@ pub struct RpmHeader {
     pub release: String,
 }
 
+/// The table rpm writes: `CREATE TABLE 'Packages' (hnum INTEGER PRIMARY KEY
+/// AUTOINCREMENT,blob BLOB NOT NULL)`, as rpm 4.18 writes it.
+pub const PACKAGES_TABLE: TableShape = TableShape {
+    name: "Packages",
+    rowid: "hnum",
+    blob: "blob",
+};
+
 /// Every package of an rpmdb.sqlite image; blobs that do not parse are skipped.
-pub fn packages(mut db: Vec<u8>) -> Result<Vec<RpmHeader>, RpmError> {
+/// Bounded in time and memory by the reader's caps, whatever the file holds.
+pub fn packages(db: &[u8]) -> Result<Vec<RpmHeader>, RpmError> {
     if db.is_empty() {
         return Err(RpmError::Empty);
     }
-    // An in-memory database cannot be in WAL mode: mark the header as a
-    // rollback-journal database (bytes 18/19: file format read/write version).
-    if db.len() >= 20 && db.starts_with(b"SQLite format 3\0") {
-        db[18] = db[18].min(1);
-        db[19] = db[19].min(1);
-    }
-    let mut conn = rusqlite::Connection::open_in_memory()?;
-    let len = db.len();
-    conn.deserialize_read_exact("main", &db[..], len, true)?;
-    let mut stmt = conn.prepare("SELECT blob FROM Packages")?;
-    let mut rows = stmt.query([])?;
     let mut out = Vec::new();
-    while let Some(row) = rows.next()? {
-        let blob: Vec<u8> = match row.get(0) {
-            Ok(b) => b,
-            Err(_) => continue,
-        };
-        if let Some(h) = parse_header(&blob) {
-            out.push(h);
-        }
-    }
+    sqlite::for_each_blob(db, &PACKAGES_TABLE, |blob| {
+        out.extend(parse_header(blob));
+    })?;
     Ok(out)
 }
 
