@@ -337,6 +337,8 @@ fn the_binary_drains_on_sigterm_and_exits_0() {
         .arg("--nodes")
         .arg(fx.nodes())
         .args(["--insecure-registry", &registry.host()])
+        // The webhook refuses loopback registries unless allowed.
+        .args(["--registry-allow-cidr", "127.0.0.1/32"])
         .args(["--timeout", "2", "--shutdown-delay-seconds", "0"])
         .env("NFGUARD_LOG", "info")
         .env("HOME", "/nonexistent")

@@ -210,6 +210,9 @@ fn webhook_over_real_tls_with_real_images_and_captured_profiles() {
         &p("profiles"),
         "--insecure-registry",
         &reg.host(),
+        // The webhook refuses loopback registries unless allowed.
+        "--registry-allow-cidr",
+        "127.0.0.1/32",
         "--timeout",
         "8",
     ]);

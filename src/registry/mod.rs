@@ -7,12 +7,18 @@
 pub mod auth;
 mod cache;
 pub mod cli;
+mod client;
+pub mod egress;
 mod error;
 mod fetch;
+mod http;
 mod manifest_get;
 pub mod platform;
 pub mod stream;
+mod token;
 
+pub use client::EGRESS_REFUSED;
+pub use egress::EgressPolicy;
 pub use error::RegistryError;
 pub use fetch::InspectStats;
 pub use manifest_get::MAX_MANIFEST_BYTES;
@@ -50,6 +56,10 @@ pub struct RegistryConfig {
     pub max_decompressed_layer_bytes: u64,
     /// Bounded caches (entries).
     pub cache_entries: usize,
+    /// Which hosts and addresses may be contacted (every redirect hop too).
+    pub egress: EgressPolicy,
+    /// PEM certificates trusted for registries besides the system's roots.
+    pub extra_root_certificates_pem: Vec<u8>,
 }
 
 impl Default for RegistryConfig {
@@ -61,6 +71,8 @@ impl Default for RegistryConfig {
             layer_limits: LayerLimits::default(),
             max_decompressed_layer_bytes: 8 << 30,
             cache_entries: 4096,
+            egress: EgressPolicy::default(),
+            extra_root_certificates_pem: Vec::new(),
         }
     }
 }
