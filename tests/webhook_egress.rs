@@ -13,11 +13,9 @@ mod support;
 use pki::pki;
 use scripted::{Reply, Server};
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
-use support::{Fixture, incident};
+use std::process::Child;
+use support::{Fixture, https_addr, incident, localhost_client, spawn_webhook};
 
 struct Webhook {
     child: Child,
@@ -32,57 +30,28 @@ impl Drop for Webhook {
 }
 
 fn start(fx: &Fixture, cert: &str, key: &str, extra: &[&str]) -> Webhook {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_nfguard"))
-        .args([
-            "webhook",
-            "--listen",
-            "127.0.0.1:0",
-            "--metrics-listen",
-            "off",
-            "--tls-cert",
-            cert,
-            "--tls-key",
-            key,
-        ])
-        .arg("--profiles")
-        .arg(fx.profiles())
-        .arg("--nodes")
-        .arg(fx.nodes())
-        .args(extra)
-        .env("NFGUARD_LOG", "info")
-        .env("HOME", "/nonexistent")
-        .env_remove("DOCKER_CONFIG")
-        .env_remove("NFGUARD_REGISTRY_ALLOW_CIDRS")
-        .env_remove("NFGUARD_REGISTRY_ALLOW_HOSTS")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start nfguard webhook");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let port: u16 = line
-        .split_whitespace()
-        .find_map(|p| p.strip_prefix("https://127.0.0.1:"))
-        .and_then(|p| p.parse().ok())
-        .expect(&line);
+    let (profiles, nodes) = (fx.profiles(), fx.nodes());
+    let base = [
+        "--metrics-listen",
+        "off",
+        "--tls-cert",
+        cert,
+        "--tls-key",
+        key,
+        "--profiles",
+        profiles.to_str().unwrap(),
+        "--nodes",
+        nodes.to_str().unwrap(),
+    ];
+    let (child, line) = spawn_webhook(base.iter().chain(extra));
     Webhook {
         child,
-        https: ([127, 0, 0, 1], port).into(),
+        https: https_addr(&line),
     }
 }
 
 async fn review(wh: &Webhook, ca_pem: &str, image: &str) -> Value {
-    let client = reqwest::Client::builder()
-        .tls_built_in_root_certs(false)
-        .add_root_certificate(reqwest::Certificate::from_pem(ca_pem.as_bytes()).unwrap())
-        .use_rustls_tls()
-        .resolve("localhost", wh.https)
-        .timeout(Duration::from_secs(15))
-        .build()
-        .unwrap();
-    let r = client
+    let r = localhost_client(ca_pem, wh.https)
         .post(format!("https://localhost:{}/validate", wh.https.port()))
         .json(&incident(image))
         .send()

@@ -87,10 +87,7 @@ impl Client {
     }
 
     fn insecure(&self) -> bool {
-        self.transport
-            .insecure_registries
-            .iter()
-            .any(|h| *h == self.registry)
+        self.transport.insecure_registries.contains(&self.registry)
     }
 
     fn network(&self, detail: impl Into<String>) -> RegistryError {
