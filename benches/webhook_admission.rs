@@ -284,6 +284,8 @@ fn main() {
         .arg("--profiles")
         .arg(p("profiles.yaml"))
         .args(["--insecure-registry", &reg.host(), "--log", "warn"])
+        // The webhook refuses loopback registries unless allowed.
+        .args(["--registry-allow-cidr", "127.0.0.1/32"])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();

@@ -100,7 +100,8 @@ total_nodes=$((NODES + 2))
 
 now_ms() { date +%s%3N; }
 start_controller() {
-  NFGUARD_INSECURE_REGISTRIES=$NFGUARD_E2E_REGISTRY NFGUARD_LOG=info \
+  # The registry is on loopback here, which the controller refuses unless allowed.
+  NFGUARD_INSECURE_REGISTRIES=$NFGUARD_E2E_REGISTRY NFGUARD_REGISTRY_ALLOW_CIDRS=127.0.0.1/32 NFGUARD_LOG=info \
     "$NFGUARD" controller --kubeconfig "$KUBECONFIG" --metrics-listen "127.0.0.1:$PORT" \
     --identity bench-host --lease-name nfguard-bench >>"$WORK/controller.log" 2>&1 &
   controller_pid=$!

@@ -351,6 +351,17 @@ def check_values(chart_path, values_path, defaults_path):
     checked |= {"image.repository", "image.tag", "image.pullPolicy",
                 "imagePullSecrets", "log.level", "log.format", "metrics.port"}
 
+    # The registry egress policy: the webhook's and the controller's only.
+    for field, env in (("allowCidrs", "NFGUARD_REGISTRY_ALLOW_CIDRS"),
+                       ("denyCidrs", "NFGUARD_REGISTRY_DENY_CIDRS"),
+                       ("allowHosts", "NFGUARD_REGISTRY_ALLOW_HOSTS"),
+                       ("denyHosts", "NFGUARD_REGISTRY_DENY_HOSTS")):
+        def egress(v, env=env):
+            for c in ("controller", "webhook"):
+                expect(f"{c} env {env}", env_value(container(by_key, c, ns), env), ",".join(v))
+            expect(f"reporter env {env}", env_value(container(by_key, "reporter", ns), env), None)
+        check(f"registryEgress.{field}", egress)
+
     for c in ("controller", "webhook"):
         check(f"{c}.replicas", lambda r, c=c: expect(f"{c} replicas", workload(by_key, c, ns)["spec"]["replicas"], r))
     pdb = by_key.get(("PodDisruptionBudget", ns, "nfguard-webhook"))

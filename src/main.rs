@@ -56,7 +56,8 @@ enum Command {
 #[derive(Subcommand)]
 enum Inspect {
     /// Which iptables an image bundles, read from its registry without running it.
-    Image(nfguard::registry::cli::Args),
+    // Boxed: its registry flags make it much larger than the other variant.
+    Image(Box<nfguard::registry::cli::Args>),
     /// This node's netfilter profile and hazards (current network namespace).
     Node(nfguard::node::cli::Args),
 }
@@ -116,7 +117,7 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async move {
         match cli.command {
-            Command::Inspect(Inspect::Image(args)) => nfguard::registry::cli::run(args).await,
+            Command::Inspect(Inspect::Image(args)) => nfguard::registry::cli::run(*args).await,
             Command::Inspect(Inspect::Node(args)) => nfguard::node::cli::run(args).await,
             Command::Check(args) => nfguard::plugin::run_check(args, plugin).await,
             Command::Status(args) => nfguard::status::cli::run(args).await,

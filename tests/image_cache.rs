@@ -1,5 +1,5 @@
-//! `ImageInspector` as the webhook uses it: caches by reference, manifest
-//! digest and layer digest; per-call credentials.
+//! `ImageInspector` as the webhook uses it: caches by reference (per
+//! credential), manifest digest and layer digest; per-call credentials.
 
 #[path = "support/images.rs"]
 mod images;
@@ -148,4 +148,28 @@ async fn per_call_credentials() {
         .await
         .unwrap();
     assert_eq!(p.iptables.unwrap().version.unwrap().to_string(), "1.8.11");
+
+    // What the pull secret read is never served to a caller without it, nor
+    // to another credential: each must resolve the manifest itself.
+    assert!(insp.cached(&img.reference, &amd64()).is_none());
+    let err = insp
+        .inspect(&img.reference, &amd64(), None)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RegistryError::Unauthorized { .. }), "{err}");
+    let other = Credentials::Basic {
+        username: "eve".into(),
+        password: "guess".into(),
+    };
+    let err = insp
+        .inspect(&img.reference, &amd64(), Some(&other))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RegistryError::Unauthorized { .. }), "{err}");
+    // The owner's second look-up is served from the cache.
+    let (_, stats) = insp
+        .inspect_with_stats(&img.reference, &amd64(), Some(&creds))
+        .await
+        .unwrap();
+    assert!(stats.from_cache, "{stats:?}");
 }

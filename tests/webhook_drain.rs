@@ -19,9 +19,8 @@ use nfguard::webhook::server::{self, Drain, Drained, Listeners};
 use nfguard::webhook::tls::{self, CertStore};
 use pki::pki;
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::*;
@@ -320,52 +319,35 @@ fn the_binary_drains_on_sigterm_and_exits_0() {
     let cert = fx.write("tls.crt", &pki.cert_pem);
     let key = fx.write("tls.key", &pki.key_pem);
     let registry = lying::StallingListener::start();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_nfguard"))
-        .args([
-            "webhook",
-            "--listen",
-            "127.0.0.1:0",
-            "--metrics-listen",
-            "off",
-        ])
-        .arg("--tls-cert")
-        .arg(&cert)
-        .arg("--tls-key")
-        .arg(&key)
-        .arg("--profiles")
-        .arg(fx.profiles())
-        .arg("--nodes")
-        .arg(fx.nodes())
-        .args(["--insecure-registry", &registry.host()])
-        .args(["--timeout", "2", "--shutdown-delay-seconds", "0"])
-        .env("NFGUARD_LOG", "info")
-        .env("HOME", "/nonexistent")
-        .env_remove("DOCKER_CONFIG")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start nfguard webhook");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let port: u16 = line
-        .split_whitespace()
-        .find_map(|p| p.strip_prefix("https://127.0.0.1:"))
-        .and_then(|p| p.parse().ok())
-        .expect(&line);
-    let https: SocketAddr = ([127, 0, 0, 1], port).into();
+    let (profiles, nodes, host) = (fx.profiles(), fx.nodes(), registry.host());
+    let path = |p: &std::path::Path| p.to_str().unwrap().to_string();
+    let (mut child, line) = spawn_webhook([
+        "--metrics-listen",
+        "off",
+        "--tls-cert",
+        &path(&cert),
+        "--tls-key",
+        &path(&key),
+        "--profiles",
+        &path(&profiles),
+        "--nodes",
+        &path(&nodes),
+        "--insecure-registry",
+        &host,
+        // The webhook refuses loopback registries unless allowed.
+        "--registry-allow-cidr",
+        "127.0.0.1/32",
+        "--timeout",
+        "2",
+        "--shutdown-delay-seconds",
+        "0",
+    ]);
+    let https = https_addr(&line);
+    let port = https.port();
 
     let rt = tokio::runtime::Runtime::new().unwrap();
     let (answer, answered_at, exit, exited_at, sent) = rt.block_on(async {
-        let client = reqwest::Client::builder()
-            .tls_built_in_root_certs(false)
-            .add_root_certificate(reqwest::Certificate::from_pem(pki.ca_pem.as_bytes()).unwrap())
-            .use_rustls_tls()
-            .resolve("localhost", https)
-            .timeout(Duration::from_secs(15))
-            .build()
-            .unwrap();
+        let client = localhost_client(&pki.ca_pem, https);
         let body = incident(&format!("{}/kube-router:1.8.7", registry.host()));
         let url = format!("https://localhost:{port}/validate");
         let in_flight = tokio::spawn(async move {

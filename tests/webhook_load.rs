@@ -21,9 +21,9 @@ use images::*;
 use pki::pki;
 use registry::Registry;
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 use support::*;
 
@@ -33,9 +33,10 @@ const LIMIT: u64 = 512 << 20;
 const BUDGET: Duration = Duration::from_secs(8);
 const ATTACKERS: usize = 32;
 
+/// The webhook binary; killed when dropped.
 struct Webhook {
     child: Child,
-    port: u16,
+    https: SocketAddr,
 }
 
 impl Drop for Webhook {
@@ -47,42 +48,25 @@ impl Drop for Webhook {
 
 impl Webhook {
     fn start(fx: &Fixture, registry: &str, cert: &std::path::Path, key: &std::path::Path) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_nfguard"))
-            .args([
-                "webhook",
-                "--listen",
-                "127.0.0.1:0",
-                "--metrics-listen",
-                "off",
-            ])
-            .arg("--tls-cert")
-            .arg(cert)
-            .arg("--tls-key")
-            .arg(key)
-            .arg("--profiles")
-            .arg(fx.profiles())
-            .arg("--nodes")
-            .arg(fx.nodes())
-            .args(["--insecure-registry", registry])
-            .args(["--timeout", &BUDGET.as_secs().to_string()])
-            .args(["--memory-limit", &LIMIT.to_string()])
-            .env("NFGUARD_LOG", "warn")
-            .env("HOME", "/nonexistent")
-            .env_remove("DOCKER_CONFIG")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start nfguard webhook");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port: u16 = line
-            .split_whitespace()
-            .find_map(|p| p.strip_prefix("https://127.0.0.1:"))
-            .and_then(|p| p.parse().ok())
-            .expect(&line);
-        Webhook { child, port }
+        let mut args: Vec<std::ffi::OsString> = vec!["--metrics-listen".into(), "off".into()];
+        args.extend([
+            "--tls-cert".into(),
+            cert.into(),
+            "--tls-key".into(),
+            key.into(),
+        ]);
+        args.extend(["--profiles".into(), fx.profiles().into()]);
+        args.extend(["--nodes".into(), fx.nodes().into()]);
+        args.extend(["--insecure-registry".into(), registry.into()]);
+        // The test registry is on loopback, which the webhook refuses by default.
+        args.extend(["--registry-allow-cidr".into(), "127.0.0.1/32".into()]);
+        args.extend(["--timeout".into(), BUDGET.as_secs().to_string().into()]);
+        args.extend(["--memory-limit".into(), LIMIT.to_string().into()]);
+        let (child, line) = spawn_webhook(args);
+        Webhook {
+            https: https_addr(&line),
+            child,
+        }
     }
 
     /// Peak resident set of the process so far (KiB), from the kernel.
@@ -175,18 +159,10 @@ fn thirty_two_hostile_admissions_stay_within_budget_and_memory() {
     let cert = fx.write("tls.crt", &pki.cert_pem);
     let key = fx.write("tls.key", &pki.key_pem);
     let hook = Webhook::start(&fx, &reg.host(), &cert, &key);
-    let https: SocketAddr = ([127, 0, 0, 1], hook.port).into();
-    let url = format!("https://localhost:{}/validate", hook.port);
+    let url = format!("https://localhost:{}/validate", hook.https.port());
 
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let client = reqwest::Client::builder()
-        .tls_built_in_root_certs(false)
-        .add_root_certificate(reqwest::Certificate::from_pem(pki.ca_pem.as_bytes()).unwrap())
-        .use_rustls_tls()
-        .resolve("localhost", https)
-        .timeout(BUDGET + Duration::from_secs(10))
-        .build()
-        .unwrap();
+    let client = localhost_client(&pki.ca_pem, hook.https);
     let post = |body: Value| {
         let client = client.clone();
         let url = url.clone();

@@ -314,3 +314,49 @@ pub fn incident(image: &str) -> Value {
         false,
     )
 }
+
+/// `nfguard webhook --listen 127.0.0.1:0 ARGS...` with logs at info and no
+/// docker config; returns the child and its first stdout line
+/// (`nfguard webhook listening on https://ADDR metrics=...`).
+pub fn spawn_webhook<S: AsRef<std::ffi::OsStr>>(
+    args: impl IntoIterator<Item = S>,
+) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_nfguard"))
+        .args(["webhook", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .env("NFGUARD_LOG", "info")
+        .env("HOME", "/nonexistent")
+        .env_remove("DOCKER_CONFIG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .expect("start nfguard webhook");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    (child, line)
+}
+
+/// The HTTPS address in `spawn_webhook`'s line.
+pub fn https_addr(line: &str) -> std::net::SocketAddr {
+    let port: u16 = line
+        .split_whitespace()
+        .find_map(|p| p.strip_prefix("https://127.0.0.1:"))
+        .and_then(|p| p.parse().ok())
+        .expect(line);
+    ([127, 0, 0, 1], port).into()
+}
+
+/// A client trusting only `ca_pem`, reaching `https://localhost:PORT` at `https`.
+pub fn localhost_client(ca_pem: &str, https: std::net::SocketAddr) -> reqwest::Client {
+    reqwest::Client::builder()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(reqwest::Certificate::from_pem(ca_pem.as_bytes()).unwrap())
+        .use_rustls_tls()
+        .resolve("localhost", https)
+        .timeout(Duration::from_secs(15))
+        .build()
+        .unwrap()
+}

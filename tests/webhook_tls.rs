@@ -18,8 +18,7 @@ mod support;
 use images::*;
 use pki::pki;
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 use support::{container, object, pod_spec, review};
 
@@ -37,26 +36,8 @@ impl Drop for Webhook {
 }
 
 fn start_webhook(args: &[&str]) -> Webhook {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_nfguard"))
-        .args([
-            "webhook",
-            "--listen",
-            "127.0.0.1:0",
-            "--metrics-listen",
-            "127.0.0.1:0",
-        ])
-        .args(args)
-        .env("NFGUARD_LOG", "info")
-        .env("HOME", "/nonexistent")
-        .env_remove("DOCKER_CONFIG")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start nfguard webhook");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let (child, line) =
+        support::spawn_webhook(["--metrics-listen", "127.0.0.1:0"].iter().chain(args));
     // "nfguard webhook listening on https://127.0.0.1:PORT metrics=http://127.0.0.1:PORT"
     let mut parts = line.split_whitespace();
     let url = parts
@@ -210,6 +191,9 @@ fn webhook_over_real_tls_with_real_images_and_captured_profiles() {
         &p("profiles"),
         "--insecure-registry",
         &reg.host(),
+        // The webhook refuses loopback registries unless allowed.
+        "--registry-allow-cidr",
+        "127.0.0.1/32",
         "--timeout",
         "8",
     ]);

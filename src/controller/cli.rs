@@ -95,7 +95,7 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
     let images = Arc::new(Bounded {
         lookup: Arc::new(ImageInspector::new(
             args.registry
-                .config(Duration::from_secs(args.registry_timeout.max(1))),
+                .in_cluster_config(Duration::from_secs(args.registry_timeout.max(1))),
         )),
         concurrency: 4,
     });

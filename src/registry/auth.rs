@@ -88,7 +88,9 @@ impl DockerAuths {
     }
 
     pub fn parse(text: &[u8]) -> Result<Self, String> {
-        let cfg: DockerConfig = serde_json::from_slice(text).map_err(|e| e.to_string())?;
+        // Never serde's own message: it would quote values (passwords).
+        let cfg: DockerConfig =
+            serde_json::from_slice(text).map_err(|e| super::error::json_problem(&e))?;
         let mut by_host = BTreeMap::new();
         for (key, entry) in cfg.auths {
             let creds = if let Some(auth) = entry.auth.filter(|a| !a.is_empty()) {
@@ -164,6 +166,13 @@ mod tests {
         );
         assert_eq!(a.for_registry("gcr.example"), None);
         assert_eq!(a.for_registry("empty.example"), None);
+    }
+
+    #[test]
+    fn a_malformed_config_is_described_without_its_values() {
+        let e = DockerAuths::parse(br#"{"auths":{"h":{"auth":["s3cret"]}}}"#).unwrap_err();
+        assert!(e.starts_with("unexpected structure at line 1"), "{e}");
+        assert!(!e.contains("s3cret"), "{e}");
     }
 
     #[test]

@@ -1,9 +1,13 @@
-//! Bounded in-memory caches: reference+platform -> manifest digest (tags
-//! expire quickly because tags move; digest references never do), manifest
+//! Bounded in-memory caches: reference+platform+credential -> manifest
+//! digest (tags expire quickly because tags move; digest references never
+//! do; a resolution is only ever served to the credential that made it, so
+//! a private image's answer never reaches a caller that could not read its
+//! manifest), manifest
 //! digest -> profile, layer digest -> parsed layer (shared base layers are
 //! read once; weighed by the bytes each keeps, so the cache's memory is
 //! bounded, not its entry count).
 
+use super::CredentialId;
 use crate::facts::ImageProfile;
 use crate::rootfs::Layer;
 use moka::sync::Cache;
@@ -19,10 +23,13 @@ pub struct Resolved {
 
 struct ResolvedExpiry;
 
-impl moka::Expiry<(String, String), Resolved> for ResolvedExpiry {
+/// A reference, a platform, and the credential that resolved them.
+pub type ResolvedKey = (String, String, CredentialId);
+
+impl moka::Expiry<ResolvedKey, Resolved> for ResolvedExpiry {
     fn expire_after_create(
         &self,
-        _key: &(String, String),
+        _key: &ResolvedKey,
         value: &Resolved,
         _now: Instant,
     ) -> Option<Duration> {
@@ -32,7 +39,7 @@ impl moka::Expiry<(String, String), Resolved> for ResolvedExpiry {
 
 #[derive(Clone)]
 pub struct Caches {
-    pub resolved: Cache<(String, String), Resolved>,
+    pub resolved: Cache<ResolvedKey, Resolved>,
     pub profiles: Cache<String, Arc<ImageProfile>>,
     pub layers: Cache<String, Arc<Layer>>,
 }

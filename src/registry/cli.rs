@@ -1,6 +1,7 @@
 //! `nfguard inspect image REF`: which iptables an image bundles, read from
 //! its registry without running it.
 
+use super::egress::{Cidr, Defaults, EgressPolicy, HostPattern};
 use super::{ImageInspector, MemoryPlan, Platform, RegistryConfig};
 use crate::facts::ImageProfile;
 use crate::output::{Format, render_structured};
@@ -94,15 +95,64 @@ pub struct RegistryArgs {
     /// budget for image data held at once (in-flight layers and caches).
     #[arg(long, env = "NFGUARD_MEMORY_LIMIT")]
     pub memory_limit: Option<u64>,
+    /// Registry addresses (CIDR or IP) that may be contacted even where the
+    /// default refuses them (the webhook and controller refuse loopback,
+    /// link-local, unspecified, multicast); repeatable or comma-separated.
+    #[arg(
+        long = "registry-allow-cidr",
+        env = "NFGUARD_REGISTRY_ALLOW_CIDRS",
+        value_delimiter = ','
+    )]
+    pub allow_cidrs: Vec<Cidr>,
+    /// Registry addresses (CIDR or IP) never contacted; wins over every allowance.
+    #[arg(
+        long = "registry-deny-cidr",
+        env = "NFGUARD_REGISTRY_DENY_CIDRS",
+        value_delimiter = ','
+    )]
+    pub deny_cidrs: Vec<Cidr>,
+    /// Registry hosts (`name` or `*.domain`) that may be contacted at any address
+    /// not denied by CIDR; repeatable or comma-separated.
+    #[arg(
+        long = "registry-allow-host",
+        env = "NFGUARD_REGISTRY_ALLOW_HOSTS",
+        value_delimiter = ','
+    )]
+    pub allow_hosts: Vec<HostPattern>,
+    /// Registry hosts (`name` or `*.domain`) never contacted, also as redirect targets.
+    #[arg(
+        long = "registry-deny-host",
+        env = "NFGUARD_REGISTRY_DENY_HOSTS",
+        value_delimiter = ','
+    )]
+    pub deny_hosts: Vec<HostPattern>,
 }
 
 impl RegistryArgs {
-    /// A registry configuration with these flags and `timeout` per inspection.
+    /// A registry configuration with these flags and `timeout` per
+    /// inspection, for the CLI: only what the flags deny is refused.
     pub fn config(&self, timeout: Duration) -> RegistryConfig {
+        self.config_with(timeout, Defaults::AllowAll)
+    }
+
+    /// The same for the in-cluster components (webhook, controller), which
+    /// fetch what tenants name: internal addresses are refused unless allowed.
+    pub fn in_cluster_config(&self, timeout: Duration) -> RegistryConfig {
+        self.config_with(timeout, Defaults::RefuseInternal)
+    }
+
+    fn config_with(&self, timeout: Duration, defaults: Defaults) -> RegistryConfig {
         RegistryConfig {
             insecure_registries: self.insecure_registries.clone(),
             docker_config: self.docker_config.clone(),
             timeout,
+            egress: EgressPolicy {
+                defaults,
+                allow_cidrs: self.allow_cidrs.clone(),
+                deny_cidrs: self.deny_cidrs.clone(),
+                allow_hosts: self.allow_hosts.clone(),
+                deny_hosts: self.deny_hosts.clone(),
+            },
             ..RegistryConfig::default()
         }
         .with_memory(MemoryPlan::detect(self.memory_limit))

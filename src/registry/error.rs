@@ -63,3 +63,57 @@ pub enum RegistryError {
     #[error("internal error: {0}")]
     Internal(String),
 }
+
+/// What was wrong with JSON a registry sent, in our words: serde's own
+/// messages quote the offending values, which are the remote's text.
+pub(super) fn json_problem(e: &serde_json::Error) -> String {
+    use serde_json::error::Category;
+    let what = match e.classify() {
+        Category::Io => "unreadable",
+        Category::Syntax => "invalid JSON",
+        Category::Data => "unexpected structure",
+        Category::Eof => "truncated JSON",
+    };
+    format!("{what} at line {} column {}", e.line(), e.column())
+}
+
+/// A short remote string (a media type, platform names) safe to show:
+/// only characters such names use, at most `max` of them.
+pub(super) fn remote_words(s: &str, max: usize) -> String {
+    let mut out: String = s
+        .chars()
+        .filter(|c| {
+            c.is_ascii_alphanumeric() || matches!(c, '.' | '/' | '+' | '-' | '_' | ',' | ' ')
+        })
+        .take(max)
+        .collect();
+    if s.chars().count() > max {
+        out.push_str("...");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_problems_do_not_quote_the_input() {
+        let e = serde_json::from_slice::<Vec<u8>>(br#"{"secret":"hunter2"}"#).unwrap_err();
+        let p = json_problem(&e);
+        assert!(!p.contains("hunter2") && !p.contains("secret"), "{p}");
+        assert!(p.starts_with("unexpected structure at line 1"), "{p}");
+        let e = serde_json::from_slice::<serde_json::Value>(b"<html>hunter2").unwrap_err();
+        assert_eq!(json_problem(&e), "invalid JSON at line 1 column 1");
+    }
+
+    #[test]
+    fn remote_words_keep_names_and_drop_the_rest() {
+        assert_eq!(
+            remote_words("application/vnd.x+json", 64),
+            "application/vnd.x+json"
+        );
+        assert_eq!(remote_words("a\"<b>\n\u{1b}[;c", 64), "abc");
+        assert_eq!(remote_words(&"x".repeat(10), 4), "xxxx...");
+    }
+}

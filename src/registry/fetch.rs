@@ -4,18 +4,16 @@
 //! change the answer.
 
 use super::auth::{self, DockerAuths};
-use super::cache::{Caches, Resolved};
-use super::manifest_get::{GetError, ManifestGetter};
+use super::cache::{Caches, Resolved, ResolvedKey};
+use super::client::{Client, Transport, is_sha256_digest};
+use super::error::{json_problem, remote_words};
+use super::http::Http;
 use super::stream::{self, ChannelReader, Compression};
-use super::{Credentials, MAX_MANIFEST_BYTES, Platform, RegistryConfig, RegistryError, TAG_TTL};
+use super::{CredentialId, Credentials, Platform, RegistryConfig, RegistryError, TAG_TTL};
 use crate::facts::{ImageProfile, IptablesFacts};
 use crate::rootfs::{self, Layer, LayeredRoot};
-use oci_client::client::{ClientConfig, ClientProtocol};
-use oci_client::errors::{OciDistributionError, OciErrorCode};
+use oci_client::Reference;
 use oci_client::manifest::{self as m, OciDescriptor, OciImageManifest, OciManifest};
-use oci_client::secrets::RegistryAuth;
-use oci_client::{Client, Reference};
-use reqwest_oci::header::HeaderValue;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -52,125 +50,36 @@ pub struct InspectStats {
 
 pub struct Inner {
     pub config: RegistryConfig,
-    /// One client per distinct credentials: the client remembers the first
-    /// credentials it used for a registry, and callers (webhook pull
-    /// secrets) may bring different ones for the same registry.
-    clients: std::sync::Mutex<lru::LruCache<String, Arc<Client>>>,
-    /// Manifests are read through this, with a size cap.
-    manifests: ManifestGetter,
+    /// The egress-checked HTTP client and the token cache, shared by all
+    /// inspections (each gets a `Client` for its repository and credentials).
+    transport: Arc<Transport>,
     caches: Caches,
     /// Inspections that may stream layers at once (`MemoryPlan::inspections`):
     /// each holds a decompressor window and network batches outside the budget.
     streams: tokio::sync::Semaphore,
 }
 
-/// Identity of credentials, without keeping them readable in the key.
-fn auth_key(auth: &RegistryAuth) -> String {
-    let mut h = Sha256::new();
-    match auth {
-        RegistryAuth::Anonymous => h.update(b"anonymous"),
-        RegistryAuth::Basic(u, p) => {
-            h.update(b"basic\0");
-            h.update(u.as_bytes());
-            h.update(b"\0");
-            h.update(p.as_bytes());
-        }
-        RegistryAuth::Bearer(t) => {
-            h.update(b"bearer\0");
-            h.update(t.as_bytes());
-        }
-    }
-    hex::encode(h.finalize())
-}
-
 fn connect_timeout(config: &RegistryConfig) -> Duration {
     config.timeout.min(Duration::from_secs(10))
 }
 
+/// The shared transport; a client that cannot be built (bad extra CA
+/// certificates) fails every inspection with the reason.
+fn transport(config: &RegistryConfig) -> Transport {
+    let http = Http::new(
+        config.egress.clone(),
+        connect_timeout(config),
+        config.timeout,
+        &config.extra_root_certificates_pem,
+    );
+    if let Err(e) = &http {
+        tracing::error!(error = %e, "registry HTTP client not usable");
+    }
+    Transport::new(http, config.insecure_registries.clone())
+}
+
 fn sha256_of(data: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(data)))
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let cs = c.to_string();
-        if !s.contains(&cs) {
-            s.push_str(": ");
-            s.push_str(&cs);
-        }
-        cur = c.source();
-    }
-    s
-}
-
-/// Translate the client's errors into ours; `what` names the object fetched.
-fn map_oci(e: OciDistributionError, registry: &str, what: &str) -> RegistryError {
-    use OciDistributionError as E;
-    let not_found = || RegistryError::NotFound { what: what.into() };
-    match e {
-        E::RegistryError { ref envelope, .. }
-            if envelope.errors.iter().any(|x| {
-                matches!(
-                    x.code,
-                    OciErrorCode::ManifestUnknown
-                        | OciErrorCode::BlobUnknown
-                        | OciErrorCode::NameUnknown
-                        | OciErrorCode::NotFound
-                )
-            }) =>
-        {
-            not_found()
-        }
-        E::RegistryError { ref envelope, .. }
-            if envelope
-                .errors
-                .iter()
-                .any(|x| matches!(x.code, OciErrorCode::Unauthorized | OciErrorCode::Denied)) =>
-        {
-            RegistryError::Unauthorized {
-                registry: registry.into(),
-                detail: envelope.to_string(),
-            }
-        }
-        E::ServerError { code: 404, .. } | E::ImageManifestNotFoundError(_) => not_found(),
-        E::ServerError {
-            code: 401 | 403,
-            ref message,
-            ..
-        } => RegistryError::Unauthorized {
-            registry: registry.into(),
-            detail: message.chars().take(200).collect(),
-        },
-        E::UnauthorizedError { ref url } => RegistryError::Unauthorized {
-            registry: registry.into(),
-            detail: format!("401 from {url}"),
-        },
-        E::AuthenticationFailure(ref d) => RegistryError::Unauthorized {
-            registry: registry.into(),
-            detail: d.clone(),
-        },
-        E::DigestError(oci_client::errors::DigestError::VerificationError {
-            ref expected,
-            ref actual,
-        }) => RegistryError::DigestMismatch {
-            digest: expected.clone(),
-            actual: actual.clone(),
-        },
-        E::RequestError(ref r) => RegistryError::Network {
-            registry: registry.into(),
-            detail: error_chain(r),
-        },
-        E::IoError(ref io) => RegistryError::Network {
-            registry: registry.into(),
-            detail: io.to_string(),
-        },
-        other => RegistryError::Protocol {
-            reference: what.into(),
-            detail: error_chain(&other),
-        },
-    }
 }
 
 #[derive(serde::Deserialize, Default)]
@@ -194,67 +103,22 @@ struct ImageConfigInner {
 impl Inner {
     pub fn new(config: RegistryConfig) -> Self {
         let caches = Caches::new(config.cache_entries, config.memory.layer_cache_bytes);
-        let manifests = ManifestGetter::new(
-            config.insecure_registries.clone(),
-            config.timeout,
-            connect_timeout(&config),
-        );
+        let transport = Arc::new(transport(&config));
         Self {
-            manifests,
-            clients: std::sync::Mutex::new(lru::LruCache::new(
-                std::num::NonZeroUsize::new(64).expect("nonzero"),
-            )),
+            transport,
             caches,
             streams: tokio::sync::Semaphore::new(config.memory.inspections.max(1)),
             config,
         }
     }
 
-    fn client_for(&self, auth: &RegistryAuth) -> Arc<Client> {
-        let key = auth_key(auth);
-        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(c) = clients.get(&key) {
-            return c.clone();
-        }
-        let client = Arc::new(Client::new(ClientConfig {
-            protocol: ClientProtocol::HttpsExcept(self.config.insecure_registries.clone()),
-            // Index platform choice is ours (`platform::select`), not the client's.
-            platform_resolver: None,
-            read_timeout: Some(self.config.timeout),
-            connect_timeout: Some(connect_timeout(&self.config)),
-            ..Default::default()
-        }));
-        clients.put(key, client.clone());
-        client
-    }
-
-    fn parse_reference(reference: &str) -> Result<Reference, RegistryError> {
-        reference
-            .parse::<Reference>()
-            .map_err(|e| RegistryError::InvalidReference {
-                reference: reference.into(),
-                reason: e.to_string(),
-            })
-    }
-
-    fn key(r: &Reference, platform: &Platform) -> (String, String) {
-        (r.whole(), platform.to_string())
-    }
-
-    pub fn cached(&self, reference: &str, platform: &Platform) -> Option<ImageProfile> {
-        let r = Self::parse_reference(reference).ok()?;
-        let resolved = self.caches.resolved.get(&Self::key(&r, platform))?;
-        let profile = self.caches.profiles.get(&resolved.digest)?;
-        let mut p = (*profile).clone();
-        p.image = reference.into();
-        Some(p)
-    }
-
-    fn auth_for(
+    /// A client for `r`'s repository with the caller's credentials, else
+    /// the docker config's for its registry, else none; and who it reads as.
+    fn client_for(
         &self,
         r: &Reference,
         credentials: Option<&Credentials>,
-    ) -> Result<RegistryAuth, RegistryError> {
+    ) -> Result<(Client, CredentialId), RegistryError> {
         let creds = match credentials {
             Some(c) => Some(c.clone()),
             None => match auth::config_path(self.config.docker_config.as_deref(), |k| {
@@ -266,37 +130,63 @@ impl Inner {
                 None => None,
             },
         };
-        Ok(match creds {
-            None | Some(Credentials::Anonymous) => RegistryAuth::Anonymous,
-            Some(Credentials::Basic { username, password }) => {
-                RegistryAuth::Basic(username, password)
-            }
-        })
+        let identity = Credentials::identity(creds.as_ref());
+        let client = Client::new(
+            self.transport.clone(),
+            r,
+            creds.unwrap_or(Credentials::Anonymous),
+        );
+        Ok((client, identity))
+    }
+
+    fn parse_reference(reference: &str) -> Result<Reference, RegistryError> {
+        reference
+            .parse::<Reference>()
+            .map_err(|e| RegistryError::InvalidReference {
+                reference: reference.into(),
+                reason: e.to_string(),
+            })
+    }
+
+    fn key(r: &Reference, platform: &Platform, credential: CredentialId) -> ResolvedKey {
+        (r.whole(), platform.to_string(), credential)
+    }
+
+    /// A cached answer for anonymous callers only.
+    pub fn cached(&self, reference: &str, platform: &Platform) -> Option<ImageProfile> {
+        self.cached_for(reference, platform, CredentialId::ANONYMOUS)
+    }
+
+    /// A cached answer for `credential`: only a resolution it made itself
+    /// (a profile is found by the digest that resolution proved readable).
+    fn cached_for(
+        &self,
+        reference: &str,
+        platform: &Platform,
+        credential: CredentialId,
+    ) -> Option<ImageProfile> {
+        let r = Self::parse_reference(reference).ok()?;
+        let resolved = self
+            .caches
+            .resolved
+            .get(&Self::key(&r, platform, credential))?;
+        let profile = self.caches.profiles.get(&resolved.digest)?;
+        let mut p = (*profile).clone();
+        p.image = reference.into();
+        Some(p)
     }
 
     /// Fetch a manifest (at most `MAX_MANIFEST_BYTES`) and check its bytes
     /// against `expect` (a digest) and the registry's digest header.
     async fn manifest(
         &self,
+        client: &Client,
         r: &Reference,
-        authorization: Option<&HeaderValue>,
         expect: Option<&str>,
     ) -> Result<(OciManifest, String), RegistryError> {
-        let registry = r.resolve_registry().to_string();
-        let (body, header_digest) =
-            self.manifests
-                .get(r, authorization, ACCEPT)
-                .await
-                .map_err(|e| match e {
-                    GetError::TooLarge => RegistryError::ManifestTooLarge {
-                        reference: r.whole(),
-                        limit: MAX_MANIFEST_BYTES,
-                    },
-                    GetError::Oci(e) => map_oci(e, &registry, &format!("manifest {}", r.whole())),
-                })?;
+        // The header counts only when it is a well-formed sha256 digest.
+        let (body, header_digest) = client.manifest(r, ACCEPT).await?;
         let digest = sha256_of(&body);
-        // The header counts only when it uses our algorithm.
-        let header_digest = header_digest.filter(|d| d.starts_with("sha256:"));
         if let Some(expect) = expect.or(header_digest.as_deref())
             && expect != digest
         {
@@ -308,20 +198,20 @@ impl Inner {
         let versioned: m::Versioned =
             serde_json::from_slice(&body).map_err(|e| RegistryError::Protocol {
                 reference: r.whole(),
-                detail: format!("manifest is not JSON: {e}"),
+                detail: format!("manifest is not JSON ({})", json_problem(&e)),
             })?;
         if let Some(mt) = &versioned.media_type
             && !ACCEPT.contains(&mt.as_str())
         {
             return Err(RegistryError::UnsupportedManifest {
                 reference: r.whole(),
-                media_type: mt.clone(),
+                media_type: remote_words(mt, 128),
             });
         }
         let manifest: OciManifest =
             serde_json::from_slice(&body).map_err(|e| RegistryError::Protocol {
                 reference: r.whole(),
-                detail: format!("manifest does not parse: {e}"),
+                detail: format!("manifest does not parse ({})", json_problem(&e)),
             })?;
         Ok((manifest, digest))
     }
@@ -332,16 +222,10 @@ impl Inner {
         client: &Client,
         r: &Reference,
         platform: &Platform,
-        auth: &RegistryAuth,
     ) -> Result<(OciImageManifest, String), RegistryError> {
-        let registry = r.resolve_registry().to_string();
-        let authorization = ManifestGetter::authorization(client, r, auth)
-            .await
-            .map_err(|e| map_oci(e, &registry, &format!("manifest {}", r.whole())))?;
-        let authorization = authorization.as_ref();
-        let (top, digest) = self.manifest(r, authorization, r.digest()).await?;
-        match top {
-            OciManifest::Image(img) => Ok((img, digest)),
+        let (top, digest) = self.manifest(client, r, r.digest()).await?;
+        let img = match top {
+            OciManifest::Image(img) => (img, digest),
             OciManifest::ImageIndex(index) => {
                 let chosen =
                     super::platform::select(&index.manifests, platform).map_err(|available| {
@@ -351,23 +235,41 @@ impl Inner {
                             available: if available.is_empty() {
                                 "none".into()
                             } else {
-                                available.join(", ")
+                                remote_words(&available.join(", "), 256)
                             },
                         }
                     })?;
-                let by_digest = r.clone_with_digest(chosen.clone());
-                match self
-                    .manifest(&by_digest, authorization, Some(&chosen))
-                    .await?
-                {
-                    (OciManifest::Image(img), d) => Ok((img, d)),
-                    (OciManifest::ImageIndex(_), _) => Err(RegistryError::Protocol {
+                if !is_sha256_digest(&chosen) {
+                    return Err(RegistryError::Protocol {
                         reference: r.whole(),
-                        detail: format!("index entry {chosen} is itself an index"),
-                    }),
+                        detail: "the index names a digest that is not sha256 and 64 hex digits"
+                            .into(),
+                    });
+                }
+                let by_digest = r.clone_with_digest(chosen.clone());
+                match self.manifest(client, &by_digest, Some(&chosen)).await? {
+                    (OciManifest::Image(img), d) => (img, d),
+                    (OciManifest::ImageIndex(_), _) => {
+                        return Err(RegistryError::Protocol {
+                            reference: r.whole(),
+                            detail: format!("index entry {chosen} is itself an index"),
+                        });
+                    }
                 }
             }
+        };
+        // Every digest later fetched or named in a message is well-formed.
+        let (manifest, _) = &img;
+        if !std::iter::once(&manifest.config)
+            .chain(&manifest.layers)
+            .all(|d| is_sha256_digest(&d.digest))
+        {
+            return Err(RegistryError::Protocol {
+                reference: r.whole(),
+                detail: "the manifest names a digest that is not sha256 and 64 hex digits".into(),
+            });
         }
+        Ok(img)
     }
 
     /// Stream one blob through `parse` on a blocking thread, verifying it.
@@ -379,23 +281,12 @@ impl Inner {
         fetched: &AtomicU64,
         parse: impl FnOnce(&mut ChannelReader) -> Result<T, RegistryError> + Send + 'static,
     ) -> Result<T, RegistryError> {
-        let registry = r.resolve_registry().to_string();
-        // A ranged request from 0 gets the whole blob; the client then leaves
-        // verification to us (`stream::pump` hashes it) instead of hashing it
-        // a second time. A registry that ignores Range answers 200 and the
-        // client verifies too.
-        let sized = match client
-            .pull_blob_stream_partial(r, desc, 0, None)
-            .await
-            .map_err(|e| map_oci(e, &registry, &format!("blob {}", desc.digest)))?
-        {
-            oci_client::client::BlobResponse::Full(s)
-            | oci_client::client::BlobResponse::Partial(s) => s,
-        };
+        // `stream::pump` verifies size and digest on the way.
+        let blob = client.blob(r, &desc.digest).await?;
         let (tx, mut reader) = stream::channel();
         let parsing = tokio::task::spawn_blocking(move || parse(&mut reader));
         let size = u64::try_from(desc.size).ok().filter(|s| *s > 0);
-        let pumped = stream::pump(sized.stream, tx, &desc.digest, size, fetched).await;
+        let pumped = stream::pump(blob, tx, &desc.digest, size, fetched).await;
         let parsed = parsing.await;
         pumped?; // a network or digest failure explains any parse failure
         parsed.map_err(|e| RegistryError::Internal(format!("parser task: {e}")))?
@@ -433,7 +324,7 @@ impl Inner {
             .await?;
         serde_json::from_slice(&bytes).map_err(|e| RegistryError::Config {
             digest: desc.digest.clone(),
-            detail: e.to_string(),
+            detail: json_problem(&e),
         })
     }
 
@@ -473,24 +364,23 @@ impl Inner {
         platform: &Platform,
         credentials: Option<&Credentials>,
     ) -> Result<(ImageProfile, InspectStats), RegistryError> {
-        if let Some(p) = self.cached(reference, platform) {
+        let r = Self::parse_reference(reference)?;
+        let (client, credential) = self.client_for(&r, credentials)?;
+        if let Some(p) = self.cached_for(reference, platform, credential) {
             let stats = InspectStats {
                 from_cache: true,
                 ..Default::default()
             };
             return Ok((p, stats));
         }
-        let r = Self::parse_reference(reference)?;
-        let auth = self.auth_for(&r, credentials)?;
-        let client = self.client_for(&auth);
-        let (manifest, digest) = self.resolve(&client, &r, platform, &auth).await?;
+        let (manifest, digest) = self.resolve(&client, &r, platform).await?;
         let ttl = if r.digest().is_some() {
             None
         } else {
             Some(TAG_TTL)
         };
         self.caches.resolved.insert(
-            Self::key(&r, platform),
+            Self::key(&r, platform, credential),
             Resolved {
                 digest: digest.clone(),
                 ttl,

@@ -7,13 +7,19 @@
 pub mod auth;
 mod cache;
 pub mod cli;
+mod client;
+pub mod egress;
 mod error;
 mod fetch;
+mod http;
 mod manifest_get;
 pub mod memory;
 pub mod platform;
 pub mod stream;
+mod token;
 
+pub use client::EGRESS_REFUSED;
+pub use egress::EgressPolicy;
 pub use error::RegistryError;
 pub use fetch::InspectStats;
 pub use manifest_get::MAX_MANIFEST_BYTES;
@@ -81,6 +87,10 @@ pub struct RegistryConfig {
     pub cache_entries: usize,
     /// How much memory inspections may use, in all.
     pub memory: MemoryPlan,
+    /// Which hosts and addresses may be contacted (every redirect hop too).
+    pub egress: EgressPolicy,
+    /// PEM certificates trusted for registries besides the system's roots.
+    pub extra_root_certificates_pem: Vec<u8>,
 }
 
 impl RegistryConfig {
@@ -104,6 +114,8 @@ impl Default for RegistryConfig {
             max_decompressed_layer_bytes: 8 << 30,
             cache_entries: 4096,
             memory: memory.clone(),
+            egress: EgressPolicy::default(),
+            extra_root_certificates_pem: Vec::new(),
         }
         .with_memory(memory)
     }

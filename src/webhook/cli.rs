@@ -202,7 +202,7 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
 
     let inspector = ImageInspector::new(
         args.registry
-            .config(Duration::from_secs(args.registry_timeout.max(1))),
+            .in_cluster_config(Duration::from_secs(args.registry_timeout.max(1))),
     );
     let images = Arc::new(
         ImageCache::new(

@@ -34,6 +34,19 @@ Call with (dict "root" $ "component" .Values.<component>).
 {{- end -}}
 
 {{/*
+The registry egress policy's environment (webhook and controller), each
+variable only when its list is set, so defaults add nothing.
+*/}}
+{{- define "nfguard.registryEgressEnv" -}}
+{{- range $value, $name := dict "allowCidrs" "NFGUARD_REGISTRY_ALLOW_CIDRS" "denyCidrs" "NFGUARD_REGISTRY_DENY_CIDRS" "allowHosts" "NFGUARD_REGISTRY_ALLOW_HOSTS" "denyHosts" "NFGUARD_REGISTRY_DENY_HOSTS" }}
+{{- with index $.Values.registryEgress $value }}
+- name: {{ $name }}
+  value: {{ join "," . | quote }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/*
 Pod placement and pull secrets; each field only when set, so defaults add
 nothing. Call with (dict "root" $ "component" .Values.<component>).
 */}}
