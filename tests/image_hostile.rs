@@ -479,7 +479,7 @@ fn stanza_flood(n: usize, every: usize) -> Vec<u8> {
     let mut out = Vec::with_capacity(n + 64);
     let mut i = 0usize;
     while out.len() < n {
-        if i % every == 0 {
+        if i.is_multiple_of(every) {
             out.extend_from_slice(
                 b"Package: iptables\nStatus: install ok installed\nVersion: 1.8.7-1\n\n",
             );
