@@ -90,7 +90,14 @@ async fn malformed_envelopes_get_400_with_a_reason() {
 /// JSON each, as the API server writes `<` or invalid UTF-8) and `plain`
 /// more bytes in the object.
 fn padded_update(escaped: usize, plain: usize) -> Vec<u8> {
-    let spec = pod_spec(true, vec![container("kube-router", "kube-router:1.8.7", &["NET_ADMIN"])]);
+    let spec = pod_spec(
+        true,
+        vec![container(
+            "kube-router",
+            "kube-router:1.8.7",
+            &["NET_ADMIN"],
+        )],
+    );
     let obj = object("DaemonSet", "kube-router", "kube-system", spec, json!({}));
     let mut r = review("DaemonSet", None, "UPDATE", "kube-system", obj, false);
     let pad = "\u{1}".repeat(escaped);

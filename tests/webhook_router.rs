@@ -319,12 +319,23 @@ async fn pod_update_swapping_an_image_is_judged_like_a_create() {
     assert_eq!(r["allowed"], false, "{v}");
     let msg = r["status"]["message"].as_str().unwrap();
     assert!(
-        msg.contains("Pod/default/router") && msg.contains("kube-router:1.8.7") && msg.contains("node-a"),
+        msg.contains("Pod/default/router")
+            && msg.contains("kube-router:1.8.7")
+            && msg.contains("node-a"),
         "{msg}"
     );
-    assert!(!msg.contains("node-b"), "the running pod is on node-a: {msg}");
+    assert!(
+        !msg.contains("node-b"),
+        "the running pod is on node-a: {msg}"
+    );
     // The same verdict as check gives the new pod.
-    let new = object("Pod", "router", "default", spec("kube-router:1.8.7"), json!({}));
+    let new = object(
+        "Pod",
+        "router",
+        "default",
+        spec("kube-router:1.8.7"),
+        json!({}),
+    );
     assert_eq!(check_verdict(&fx, &new).await.0, "deny");
 
     // Swapping back to a compatible image is judged and allowed.
@@ -338,13 +349,28 @@ async fn pod_update_swapping_an_image_is_judged_like_a_create() {
 
     // An update that leaves every image alone (labels, finalizers) is not
     // judged, even for a pod that would be denied today.
-    let mut relabelled = object("Pod", "router", "default", spec("kube-router:1.8.7"), json!({}));
+    let mut relabelled = object(
+        "Pod",
+        "router",
+        "default",
+        spec("kube-router:1.8.7"),
+        json!({}),
+    );
     relabelled["metadata"]["labels"] = json!({"tier": "net"});
     let mut r = review("Pod", None, "UPDATE", "default", relabelled, false);
-    r["request"]["oldObject"] = object("Pod", "router", "default", spec("kube-router:1.8.7"), json!({}));
+    r["request"]["oldObject"] = object(
+        "Pod",
+        "router",
+        "default",
+        spec("kube-router:1.8.7"),
+        json!({}),
+    );
     let (_, v) = post(&app, r.to_string().into_bytes()).await;
     assert_eq!(resp(&v)["allowed"], true, "{v}");
-    assert_eq!(resp(&v)["auditAnnotations"]["nfguard.io/verdict"], "skipped");
+    assert_eq!(
+        resp(&v)["auditAnnotations"]["nfguard.io/verdict"],
+        "skipped"
+    );
 }
 
 #[tokio::test]

@@ -58,8 +58,14 @@ mod tests {
     #[test]
     fn an_image_swap_in_any_container_is_a_change() {
         let old = pod("busybox:1", "iptables:1.8.11");
-        assert!(images_changed(Some(&old), &pod("busybox:1", "iptables:1.8.7")));
-        assert!(images_changed(Some(&old), &pod("busybox:2", "iptables:1.8.11")));
+        assert!(images_changed(
+            Some(&old),
+            &pod("busybox:1", "iptables:1.8.7")
+        ));
+        assert!(images_changed(
+            Some(&old),
+            &pod("busybox:2", "iptables:1.8.11")
+        ));
     }
 
     #[test]

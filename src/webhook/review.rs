@@ -367,15 +367,23 @@ mod tests {
             serde_json::from_str::<Value>(o.unwrap().json()).unwrap()["metadata"]["name"].clone()
         };
         let r = parse_review(&review(request.clone())).unwrap();
-        assert_eq!((name(r.object.as_ref()), name(r.old_object.as_ref())), (json!("new"), json!("old")));
+        assert_eq!(
+            (name(r.object.as_ref()), name(r.old_object.as_ref())),
+            (json!("new"), json!("old"))
+        );
         // A numeric dryRun sends it through the tree pass.
         let mut tree = request;
         tree["dryRun"] = json!(1);
         let r = parse_review(&review(tree)).unwrap();
         assert!(matches!(r.old_object, Some(RawObject::Owned(_))));
-        assert_eq!((name(r.object.as_ref()), name(r.old_object.as_ref())), (json!("new"), json!("old")));
-        let create = review(json!({"uid": "u", "kind": {"kind": "Pod"}, "operation": "CREATE",
-            "object": {"a": 1}, "oldObject": null}));
+        assert_eq!(
+            (name(r.object.as_ref()), name(r.old_object.as_ref())),
+            (json!("new"), json!("old"))
+        );
+        let create = review(
+            json!({"uid": "u", "kind": {"kind": "Pod"}, "operation": "CREATE",
+            "object": {"a": 1}, "oldObject": null}),
+        );
         assert!(parse_review(&create).unwrap().old_object.is_none());
     }
 

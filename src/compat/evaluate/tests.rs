@@ -1125,7 +1125,11 @@ fn spoofing_profile(name: &str, claims: &str) -> NodeNetfilterProfile {
 fn a_profile_naming_another_node_in_spec_never_speaks_for_it() {
     let w = host_writer("x");
     let nodes = three_nodes();
-    let w_all = daemonset_with(true, &[c("m", "x", &[])], json!({"tolerations": [{"operator": "Exists"}]}));
+    let w_all = daemonset_with(
+        true,
+        &[c("m", "x", &[])],
+        json!({"tolerations": [{"operator": "Exists"}]}),
+    );
     // Node b has no profile of its own: "x" claiming b does not become b's.
     let profiles = vec![profile("a", &nft_node("1.8.9")), spoofing_profile("x", "b")];
     assert_eq!(
@@ -1137,7 +1141,10 @@ fn a_profile_naming_another_node_in_spec_never_speaks_for_it() {
         ]
     );
     // Without Node objects the profile stands for the node it is named after.
-    assert_eq!(cand_names(&w, &profiles, &[]), vec!["a@linux/amd64", "x@linux/amd64"]);
+    assert_eq!(
+        cand_names(&w, &profiles, &[]),
+        vec!["a@linux/amd64", "x@linux/amd64"]
+    );
     let pinned = daemonset_with(true, &[c("m", "x", &[])], json!({"nodeName": "b"}));
     assert!(cand_names(&pinned, &profiles, &[]).is_empty());
     // b's own profile wins whatever the order (no "last duplicate wins").
