@@ -964,6 +964,33 @@ reporter_kubeconfig() {
   REPORTER="$kc $pod"
 }
 
+# as_token KUBECONFIG METHOD PATH CONTENT_TYPE BODY: one request to
+# $PROFILES_API/PATH with the token of KUBECONFIG, sent as the reporter's
+# code sends it (kubectl would GET first, which the reporter may not).
+# Prints "HTTP <code>" and the API's message; fails on an HTTP error.
+PROFILES_API=/apis/nfguard.io/v1alpha1/nodenetfilterprofiles
+MERGE=application/merge-patch+json
+as_token() {
+  local kc=$1 method=$2 path=$3 ctype=$4 body=$5 server token ca out code msg
+  server=$(kubectl --kubeconfig "$kc" config view --raw -o jsonpath='{.clusters[0].cluster.server}')
+  token=$(kubectl --kubeconfig "$kc" config view --raw -o jsonpath='{.users[0].user.token}')
+  ca=$(mktemp)
+  kubectl --kubeconfig "$kc" config view --raw -o jsonpath='{.clusters[0].cluster.certificate-authority-data}' |
+    base64 -d >"$ca"
+  out=$(curl -sS --max-time 30 --cacert "$ca" -X "$method" -H "Authorization: Bearer $token" \
+    -H "Content-Type: $ctype" --data-binary "$body" -w '\n%{http_code}' "$server$PROFILES_API$path" 2>&1) || true
+  rm -f "$ca"
+  code=${out##*$'\n'}
+  out=${out%$'\n'*}
+  if [[ "$code" == 2?? ]]; then
+    echo "HTTP $code"
+    return 0
+  fi
+  msg=$(jq -r '.message // empty' <<<"$out" 2>/dev/null || true)
+  echo "HTTP $code: ${msg:-${out:0:400}}"
+  return 1
+}
+
 s7_rbac() {
   local c pod sa restarts logs a b pod_a kc who val other out applied
   for c in reporter controller webhook; do
@@ -996,13 +1023,11 @@ s7_rbac() {
   val=$(nnp "$b" '{.status.probeIntervalSeconds}')
   [ -n "$val" ] || fail "profile $b has no probeIntervalSeconds to patch"
   other=$((val + 1))
-  if out=$(kubectl --kubeconfig "$kc" patch nodenetfilterprofile "$b" --subresource=status --type=merge \
-    -p "{\"status\":{\"probeIntervalSeconds\":$other}}" --dry-run=server 2>&1); then
+  if out=$(as_token "$kc" PATCH "/$b/status?dryRun=All" "$MERGE" "{\"status\":{\"probeIntervalSeconds\":$other}}"); then
     fail "node $a's reporter token may patch node $b's profile status: $out"
   fi
   s7_refused "$out" "$b" "merge patch of $b's status"
-  if out=$(kubectl --kubeconfig "$kc" patch nodenetfilterprofile "$b" --subresource=status --type=merge \
-    -p "{\"status\":{\"probeIntervalSeconds\":$val}}" 2>&1); then
+  if out=$(as_token "$kc" PATCH "/$b/status" "$MERGE" "{\"status\":{\"probeIntervalSeconds\":$val}}"); then
     fail "node $a's reporter token may patch node $b's profile status (unchanged value): $out"
   fi
   s7_refused "$out" "$b" "merge patch (unchanged value, not dry-run) of $b's status"
@@ -1011,20 +1036,18 @@ kind: NodeNetfilterProfile
 metadata: {name: $b}
 status: {probeIntervalSeconds: $other}"
   # As the reporter itself would apply it (its field manager, taking the fields over).
-  if out=$(kubectl --kubeconfig "$kc" apply --server-side --subresource=status --field-manager=nfguard-reporter \
-    --force-conflicts --dry-run=server -f - <<<"$applied" 2>&1); then
+  if out=$(as_token "$kc" PATCH "/$b/status?fieldManager=nfguard-reporter&force=true&dryRun=All" \
+    application/apply-patch+yaml "$applied"); then
     fail "node $a's reporter token may server-side apply node $b's profile status: $out"
   fi
   s7_refused "$out" "$b" "server-side apply of $b's status"
 
   val=$(nnp "$a" '{.status.probeIntervalSeconds}')
   other=$((val + 1))
-  out=$(kubectl --kubeconfig "$kc" patch nodenetfilterprofile "$a" --subresource=status --type=merge \
-    -p "{\"status\":{\"probeIntervalSeconds\":$other}}" --dry-run=server 2>&1) ||
+  out=$(as_token "$kc" PATCH "/$a/status?dryRun=All" "$MERGE" "{\"status\":{\"probeIntervalSeconds\":$other}}") ||
     fail "the reporter token of node $a may not patch its own profile's status: $out"
   ok "the same token may patch $a's own profile status (server dry-run): $out"
-  out=$(kubectl --kubeconfig "$kc" patch nodenetfilterprofile "$a" --subresource=status --type=merge \
-    -p "{\"status\":{\"probeIntervalSeconds\":$val}}" 2>&1) ||
+  out=$(as_token "$kc" PATCH "/$a/status" "$MERGE" "{\"status\":{\"probeIntervalSeconds\":$val}}") ||
     fail "the reporter token of node $a may not patch its own profile's status (unchanged value): $out"
   ok "the same token may patch $a's own profile status (unchanged value): $out"
 }
@@ -1433,18 +1456,12 @@ s11_node_identity() {
   say "a token bound to reporter pod $pod_a (node $a); node B is $b; none of these writes is a dry run"
 
   # Node B's profile: its status, and creating it.
-  if out=$(kubectl --kubeconfig "$kc" patch nodenetfilterprofile "$b" --subresource=status --type=merge \
-    -p '{"status":{"lastProbeTime":"2001-01-01T00:00:00Z"}}' 2>&1); then
+  if out=$(as_token "$kc" PATCH "/$b/status" "$MERGE" '{"status":{"lastProbeTime":"2001-01-01T00:00:00Z"}}'); then
     fail "node $a's reporter token wrote node $b's profile status: $out"
   fi
   s11_refused "$out" "writing node $b's status" "$vap" "named after its own node, not $b"
-  if out=$(kubectl --kubeconfig "$kc" create -f - 2>&1 <<YAML
-apiVersion: nfguard.io/v1alpha1
-kind: NodeNetfilterProfile
-metadata: {name: $b}
-spec: {nodeName: $b}
-YAML
-  ); then
+  if out=$(as_token "$kc" POST "" application/json \
+    "{\"apiVersion\":\"nfguard.io/v1alpha1\",\"kind\":\"NodeNetfilterProfile\",\"metadata\":{\"name\":\"$b\"},\"spec\":{\"nodeName\":\"$b\"}}"); then
     fail "node $a's reporter token created node $b's profile: $out"
   fi
   s11_refused "$out" "creating a profile named $b" "$vap" "named after its own node, not $b"
@@ -1452,8 +1469,7 @@ YAML
   # Node A's own profile pointed at node B: RBAC (no patch on the object),
   # and the CRD for everyone (the admin too).
   defer kubectl patch nodenetfilterprofile "$a" --type=merge -p "{\"spec\":{\"nodeName\":\"$a\"}}"
-  if out=$(kubectl --kubeconfig "$kc" patch nodenetfilterprofile "$a" --type=merge \
-    -p "{\"spec\":{\"nodeName\":\"$b\"}}" 2>&1); then
+  if out=$(as_token "$kc" PATCH "/$a" "$MERGE" "{\"spec\":{\"nodeName\":\"$b\"}}"); then
     fail "node $a's reporter token changed its profile's spec.nodeName to $b: $out"
   fi
   s11_refused "$out" "the reporter setting $a's spec.nodeName to $b" 'cannot patch resource "nodenetfilterprofiles"'
@@ -1465,27 +1481,20 @@ YAML
   [ "$(nnp "$a" '{.spec.nodeName}')" = "$a" ] || fail "$a's spec.nodeName is now $(nnp "$a" '{.spec.nodeName}')"
 
   # The controller's fields of A's own status.
-  if out=$(kubectl --kubeconfig "$kc" patch nodenetfilterprofile "$a" --subresource=status --type=merge \
-    -p '{"status":{"writers":[{"pod":"kube-system/forged","container":"c","image":"forged:1.8.11"}]}}' 2>&1); then
+  if out=$(as_token "$kc" PATCH "/$a/status" "$MERGE" \
+    '{"status":{"writers":[{"pod":"kube-system/forged","container":"c","image":"forged:1.8.11"}]}}'); then
     fail "node $a's reporter token wrote status.writers: $out"
   fi
   s11_refused "$out" "the reporter writing $a's status.writers" "$vap" "may not write status.writers"
   other=1.8.11
   [ "$newest" != "$other" ] || other=1.8.10
-  if out=$(kubectl --kubeconfig "$kc" patch nodenetfilterprofile "$a" --subresource=status --type=merge \
-    -p "{\"status\":{\"newestWriterVersion\":\"$other\"}}" 2>&1); then
+  if out=$(as_token "$kc" PATCH "/$a/status" "$MERGE" "{\"status\":{\"newestWriterVersion\":\"$other\"}}"); then
     fail "node $a's reporter token wrote status.newestWriterVersion: $out"
   fi
   s11_refused "$out" "the reporter writing $a's status.newestWriterVersion" "$vap" "may not write status.newestWriterVersion"
   # As the reporter itself applies, taking the field over by force.
-  if out=$(kubectl --kubeconfig "$kc" apply --server-side --subresource=status --field-manager=nfguard-reporter \
-    --force-conflicts -f - 2>&1 <<YAML
-apiVersion: nfguard.io/v1alpha1
-kind: NodeNetfilterProfile
-metadata: {name: $a}
-status: {newestWriterVersion: "$other"}
-YAML
-  ); then
+  if out=$(as_token "$kc" PATCH "/$a/status?fieldManager=nfguard-reporter&force=true" application/apply-patch+yaml \
+    "{\"apiVersion\":\"nfguard.io/v1alpha1\",\"kind\":\"NodeNetfilterProfile\",\"metadata\":{\"name\":\"$a\"},\"status\":{\"newestWriterVersion\":\"$other\"}}"); then
     fail "node $a's reporter token applied status.newestWriterVersion: $out"
   fi
   s11_refused "$out" "the reporter's server-side apply of $a's status.newestWriterVersion" "$vap" \
@@ -1498,8 +1507,8 @@ YAML
   # Its own writes go on: a heartbeat as the reporter sends it, with the
   # token, then the reporter pod's own.
   t0=$(date -u +%s)
-  out=$(kubectl --kubeconfig "$kc" patch nodenetfilterprofile "$a" --subresource=status --type=merge \
-    -p "{\"status\":{\"lastProbeTime\":\"$(date -u -d "@$t0" +%Y-%m-%dT%H:%M:%SZ)\"}}" 2>&1) ||
+  out=$(as_token "$kc" PATCH "/$a/status" "$MERGE" \
+    "{\"status\":{\"lastProbeTime\":\"$(date -u -d "@$t0" +%Y-%m-%dT%H:%M:%SZ)\"}}") ||
     fail "the reporter token of $a may not send its own heartbeat: $out"
   ok "the same token sends $a's heartbeat: $out"
   wait_for $((${interval:-30} * 3 + 30)) "the reporter on $a to write a heartbeat after $t0" s11_probed_after "$a" "$t0"
