@@ -366,7 +366,8 @@ mod tests {
         let name = |o: Option<&RawObject<'_>>| -> Value {
             serde_json::from_str::<Value>(o.unwrap().json()).unwrap()["metadata"]["name"].clone()
         };
-        let r = parse_review(&review(request.clone())).unwrap();
+        let fast = review(request.clone());
+        let r = parse_review(&fast).unwrap();
         assert_eq!(
             (name(r.object.as_ref()), name(r.old_object.as_ref())),
             (json!("new"), json!("old"))
@@ -374,7 +375,8 @@ mod tests {
         // A numeric dryRun sends it through the tree pass.
         let mut tree = request;
         tree["dryRun"] = json!(1);
-        let r = parse_review(&review(tree)).unwrap();
+        let tree = review(tree);
+        let r = parse_review(&tree).unwrap();
         assert!(matches!(r.old_object, Some(RawObject::Owned(_))));
         assert_eq!(
             (name(r.object.as_ref()), name(r.old_object.as_ref())),
