@@ -58,6 +58,18 @@
 #      team=web removes the taint. An invalid policy beside it (bad
 #      exemptImages glob) gets Valid=False naming the field, and admission
 #      judges with the valid policy, warning that it ignored the invalid one
+#  11. a token bound to node A's reporter pod is refused, for real (not a
+#      dry run): node B's profile, A's spec.nodeName set to B, and the
+#      controller's status.writers / newestWriterVersion; the reporter's own
+#      writes go on (A's heartbeat advances, the controller's fields intact)
+#  12. `kubectl set image` swapping iptables-nft 1.8.7 into a running
+#      hostNetwork + NET_ADMIN pod is denied; relabelling the pod is not judged
+#  13. failurePolicy Fail and no webhook replica: an ordinary pod is created,
+#      a hostNetwork pod refused; every object of e2e/gate-match.yaml reaches
+#      the webhook exactly when the table says (the matchConditions); a
+#      gated pod's relabelling passes, its image swap is refused
+#  14. `kubectl auth can-i --list` of each ServiceAccount's token equals
+#      e2e/rbac-expected/<sa>.txt (NFGUARD_E2E_UPDATE_RBAC=1 rewrites them)
 set -euo pipefail
 set -E
 cd "$(dirname "$0")/.."
@@ -69,7 +81,7 @@ REGISTRY=${NFGUARD_E2E_REGISTRY_PULL:-}
 IMG_INCIDENT=$REGISTRY/nfguard-e2e/incident:1.8.7-nft
 IMG_COMPATIBLE=$REGISTRY/nfguard-e2e/compatible:1.8.11-wrapper
 IMG_LEGACY=$REGISTRY/nfguard-e2e/legacy:1.8.9-legacy
-ALL_SCENARIOS="1 2 3 4 5 6 7 8 9 10"
+ALL_SCENARIOS="1 2 3 4 5 6 7 8 9 10 11 12 13 14"
 
 PASSED=0
 FAILED=""
@@ -917,8 +929,70 @@ s6_restore_heartbeat() { # VALUE (empty: the variable was not set)
 }
 
 # ---- 7. RBAC and the reporter's admission policy ---------------------------------------------
+# token_kubeconfig FILE TOKEN: a kubeconfig for this cluster that
+# authenticates with TOKEN only (no client certificate of the admin's).
+token_kubeconfig() {
+  local server ca
+  server=$(kubectl config view --minify --raw -o jsonpath='{.clusters[0].cluster.server}')
+  ca=$(kubectl config view --minify --raw -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')
+  if [ -z "$ca" ]; then
+    ca=$(base64 -w0 <"$(kubectl config view --minify --raw -o jsonpath='{.clusters[0].cluster.certificate-authority}')")
+  fi
+  cat >"$1" <<EOF
+apiVersion: v1
+kind: Config
+clusters: [{name: e2e, cluster: {server: "$server", certificate-authority-data: "$ca"}}]
+users: [{name: token, user: {token: "$2"}}]
+contexts: [{name: e2e, context: {cluster: e2e, user: token}}]
+current-context: e2e
+EOF
+}
+
+# reporter_kubeconfig NODE: REPORTER is "KUBECONFIG POD": a kubeconfig (removed
+# at the scenario's end) with a token bound to POD, the reporter pod on NODE,
+# as that pod's own token is.
+REPORTER=""
+reporter_kubeconfig() {
+  local pod kc
+  pod=$(kubectl -n "$NS" get pods -l app.kubernetes.io/component=reporter \
+    --field-selector "spec.nodeName=$1" -o jsonpath='{.items[0].metadata.name}')
+  [ -n "$pod" ] || fail "no reporter pod on $1"
+  kc=$(mktemp)
+  defer rm -f "$kc"
+  token_kubeconfig "$kc" "$(kubectl -n "$NS" create token nfguard-reporter --bound-object-kind Pod \
+    --bound-object-name "$pod" --duration=10m)"
+  REPORTER="$kc $pod"
+}
+
+# as_token KUBECONFIG METHOD PATH CONTENT_TYPE BODY: one request to
+# $PROFILES_API/PATH with the token of KUBECONFIG, sent as the reporter's
+# code sends it (kubectl would GET first, which the reporter may not).
+# Prints "HTTP <code>" and the API's message; fails on an HTTP error.
+PROFILES_API=/apis/nfguard.io/v1alpha1/nodenetfilterprofiles
+MERGE=application/merge-patch+json
+as_token() {
+  local kc=$1 method=$2 path=$3 ctype=$4 body=$5 server token ca out code msg
+  server=$(kubectl --kubeconfig "$kc" config view --raw -o jsonpath='{.clusters[0].cluster.server}')
+  token=$(kubectl --kubeconfig "$kc" config view --raw -o jsonpath='{.users[0].user.token}')
+  ca=$(mktemp)
+  kubectl --kubeconfig "$kc" config view --raw -o jsonpath='{.clusters[0].cluster.certificate-authority-data}' |
+    base64 -d >"$ca"
+  out=$(curl -sS --max-time 30 --cacert "$ca" -X "$method" -H "Authorization: Bearer $token" \
+    -H "Content-Type: $ctype" --data-binary "$body" -w '\n%{http_code}' "$server$PROFILES_API$path" 2>&1) || true
+  rm -f "$ca"
+  code=${out##*$'\n'}
+  out=${out%$'\n'*}
+  if [[ "$code" == 2?? ]]; then
+    echo "HTTP $code"
+    return 0
+  fi
+  msg=$(jq -r '.message // empty' <<<"$out" 2>/dev/null || true)
+  echo "HTTP $code: ${msg:-${out:0:400}}"
+  return 1
+}
+
 s7_rbac() {
-  local c pod sa restarts logs a b pod_a token kc server ca who val other out applied
+  local c pod sa restarts logs a b pod_a kc who val other out applied
   for c in reporter controller webhook; do
     while read -r pod sa restarts; do
       [ -n "$pod" ] || continue
@@ -938,26 +1012,8 @@ s7_rbac() {
 
   a=${NODES[0]}
   b=${NODES[1]}
-  pod_a=$(kubectl -n "$NS" get pods -l app.kubernetes.io/component=reporter --field-selector "spec.nodeName=$a" \
-    -o jsonpath='{.items[0].metadata.name}')
-  [ -n "$pod_a" ] || fail "no reporter pod on $a"
-  token=$(kubectl -n "$NS" create token nfguard-reporter --bound-object-kind Pod \
-    --bound-object-name "$pod_a" --duration=10m)
-  kc=$(mktemp)
-  defer rm -f "$kc"
-  server=$(kubectl config view --minify --raw -o jsonpath='{.clusters[0].cluster.server}')
-  ca=$(kubectl config view --minify --raw -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')
-  if [ -z "$ca" ]; then
-    ca=$(base64 -w0 <"$(kubectl config view --minify --raw -o jsonpath='{.clusters[0].cluster.certificate-authority}')")
-  fi
-  cat >"$kc" <<EOF
-apiVersion: v1
-kind: Config
-clusters: [{name: e2e, cluster: {server: "$server", certificate-authority-data: "$ca"}}]
-users: [{name: reporter, user: {token: "$token"}}]
-contexts: [{name: e2e, context: {cluster: e2e, user: reporter}}]
-current-context: e2e
-EOF
+  reporter_kubeconfig "$a"
+  read -r kc pod_a <<<"$REPORTER"
   who=$(kubectl --kubeconfig "$kc" auth whoami \
     -o jsonpath='{.status.userInfo.username} {.status.userInfo.extra.authentication\.kubernetes\.io/node-name[0]}')
   [ "$who" = "system:serviceaccount:$NS:nfguard-reporter $a" ] ||
@@ -967,13 +1023,11 @@ EOF
   val=$(nnp "$b" '{.status.probeIntervalSeconds}')
   [ -n "$val" ] || fail "profile $b has no probeIntervalSeconds to patch"
   other=$((val + 1))
-  if out=$(kubectl --kubeconfig "$kc" patch nodenetfilterprofile "$b" --subresource=status --type=merge \
-    -p "{\"status\":{\"probeIntervalSeconds\":$other}}" --dry-run=server 2>&1); then
+  if out=$(as_token "$kc" PATCH "/$b/status?dryRun=All" "$MERGE" "{\"status\":{\"probeIntervalSeconds\":$other}}"); then
     fail "node $a's reporter token may patch node $b's profile status: $out"
   fi
   s7_refused "$out" "$b" "merge patch of $b's status"
-  if out=$(kubectl --kubeconfig "$kc" patch nodenetfilterprofile "$b" --subresource=status --type=merge \
-    -p "{\"status\":{\"probeIntervalSeconds\":$val}}" 2>&1); then
+  if out=$(as_token "$kc" PATCH "/$b/status" "$MERGE" "{\"status\":{\"probeIntervalSeconds\":$val}}"); then
     fail "node $a's reporter token may patch node $b's profile status (unchanged value): $out"
   fi
   s7_refused "$out" "$b" "merge patch (unchanged value, not dry-run) of $b's status"
@@ -982,20 +1036,18 @@ kind: NodeNetfilterProfile
 metadata: {name: $b}
 status: {probeIntervalSeconds: $other}"
   # As the reporter itself would apply it (its field manager, taking the fields over).
-  if out=$(kubectl --kubeconfig "$kc" apply --server-side --subresource=status --field-manager=nfguard-reporter \
-    --force-conflicts --dry-run=server -f - <<<"$applied" 2>&1); then
+  if out=$(as_token "$kc" PATCH "/$b/status?fieldManager=nfguard-reporter&force=true&dryRun=All" \
+    application/apply-patch+yaml "$applied"); then
     fail "node $a's reporter token may server-side apply node $b's profile status: $out"
   fi
   s7_refused "$out" "$b" "server-side apply of $b's status"
 
   val=$(nnp "$a" '{.status.probeIntervalSeconds}')
   other=$((val + 1))
-  out=$(kubectl --kubeconfig "$kc" patch nodenetfilterprofile "$a" --subresource=status --type=merge \
-    -p "{\"status\":{\"probeIntervalSeconds\":$other}}" --dry-run=server 2>&1) ||
+  out=$(as_token "$kc" PATCH "/$a/status?dryRun=All" "$MERGE" "{\"status\":{\"probeIntervalSeconds\":$other}}") ||
     fail "the reporter token of node $a may not patch its own profile's status: $out"
   ok "the same token may patch $a's own profile status (server dry-run): $out"
-  out=$(kubectl --kubeconfig "$kc" patch nodenetfilterprofile "$a" --subresource=status --type=merge \
-    -p "{\"status\":{\"probeIntervalSeconds\":$val}}" 2>&1) ||
+  out=$(as_token "$kc" PATCH "/$a/status" "$MERGE" "{\"status\":{\"probeIntervalSeconds\":$val}}") ||
     fail "the reporter token of node $a may not patch its own profile's status (unchanged value): $out"
   ok "the same token may patch $a's own profile status (unchanged value): $out"
 }
@@ -1161,10 +1213,18 @@ spec:
       securityContext: {capabilities: {add: ["NET_ADMIN"]}}
 YAML
 }
+set_failure_policy() { # Ignore|Fail
+  kubectl patch validatingwebhookconfiguration nfguard --type=json \
+    -p="[{\"op\":\"replace\",\"path\":\"/webhooks/0/failurePolicy\",\"value\":\"$1\"}]" >/dev/null
+}
+webhook_down() { # REPLICAS: scale the webhook from REPLICAS to 0, wait for no endpoint
+  kubectl -n "$NS" scale deployment/nfguard-webhook --replicas=0 >/dev/null
+  wait_for 120 "no webhook pod and no endpoint" s9_no_endpoints
+  ok "nfguard-webhook scaled $1 -> 0: no endpoints"
+}
 s9_restore() { # FAILURE_POLICY REPLICAS
   local rc=0
-  kubectl patch validatingwebhookconfiguration nfguard --type=json \
-    -p="[{\"op\":\"replace\",\"path\":\"/webhooks/0/failurePolicy\",\"value\":\"$1\"}]" >/dev/null || rc=1
+  set_failure_policy "$1" || rc=1
   kubectl -n "$NS" scale deployment/nfguard-webhook --replicas="$2" >/dev/null || rc=1
   kubectl -n "$NS" rollout status deployment/nfguard-webhook --timeout=240s >/dev/null || rc=1
   return "$rc"
@@ -1179,9 +1239,7 @@ s9_webhook_down() {
   [ "$policy" = Ignore ] || fail "the webhook's failurePolicy is $policy, the shipped default is Ignore"
   scenario_ns "$ns"
   defer s9_restore "$policy" "$replicas"
-  kubectl -n "$NS" scale deployment/nfguard-webhook --replicas=0 >/dev/null
-  wait_for 120 "no webhook pod and no endpoint" s9_no_endpoints
-  ok "nfguard-webhook scaled $replicas -> 0: no endpoints"
+  webhook_down "$replicas"
 
   t0=$(date +%s%N)
   out=$(pod_yaml unchecked "$IMG_COMPATIBLE" | kubectl -n "$ns" create -f - 2>&1) ||
@@ -1192,8 +1250,7 @@ s9_webhook_down() {
   ok "failurePolicy Ignore: a hostNetwork + NET_ADMIN pod is admitted unchecked in $took ms (timeoutSeconds $timeout): $out"
   kubectl -n "$ns" delete pod unchecked --grace-period=0 --force >/dev/null 2>&1
 
-  kubectl patch validatingwebhookconfiguration nfguard --type=json \
-    -p='[{"op":"replace","path":"/webhooks/0/failurePolicy","value":"Fail"}]' >/dev/null
+  set_failure_policy Fail
   t0=$(date +%s%N)
   if out=$(pod_yaml refused "$IMG_COMPATIBLE" | kubectl -n "$ns" create -f - 2>&1); then
     fail "with failurePolicy Fail and the webhook down, the pod was admitted: $out"
@@ -1294,15 +1351,24 @@ s10_running() { # NS POD
   [ "$phase" = Running ]
 }
 
-s10_namespace_selector() {
-  local ns=nfguard-e2e-s10 n out message
+# new_rules_node: RULES_NODE is the first nft node whose live rules need
+# iptables >= 1.8.8 (status.minReaderVersion): iptables-nft 1.8.7 there is the incident.
+RULES_NODE=""
+new_rules_node() {
+  local n
   for n in "${NODES[@]}"; do
     if [ "$(nnp "$n" '{.status.activeBackend}')" = nft ] && [ -n "$(nnp "$n" '{.status.minReaderVersion}')" ]; then
-      S10_NODE=$n
-      break
+      RULES_NODE=$n
+      return 0
     fi
   done
-  [ -n "$S10_NODE" ] || fail "no nft node whose rules need iptables >= 1.8.8 (status.minReaderVersion)"
+  fail "no nft node whose rules need iptables >= 1.8.8 (status.minReaderVersion)"
+}
+
+s10_namespace_selector() {
+  local ns=nfguard-e2e-s10 out message
+  new_rules_node
+  S10_NODE=$RULES_NODE
   say "the node: $S10_NODE (minReaderVersion $(nnp "$S10_NODE" '{.status.minReaderVersion}'))"
 
   defer kubectl delete netfilterpolicy nfguard-e2e-team-net nfguard-e2e-broken --ignore-not-found
@@ -1360,6 +1426,232 @@ YAML
   ok "namespace relabelled team=web: no policy selects it any more, taint removed after ${WAITED} s"
 }
 
+# ---- 11. node identity: a reporter token speaks for its own node only ---------------------
+s11_refused() { # OUTPUT WHAT TEXT...: OUTPUT refuses WHAT and names every TEXT
+  local out=$1 what=$2 t
+  shift 2
+  for t in "$@"; do
+    grep -qF "$t" <<<"$out" || fail "$what was refused, but not with '$t': $out"
+  done
+  ok "$what refused: $out"
+}
+s11_probed_after() { # NODE EPOCH
+  local t
+  t=$(nnp "$1" '{.status.lastProbeTime}')
+  WHY="lastProbeTime of $1 is ${t:-unset}"
+  [ "$(epoch "$t")" -gt "$2" ]
+}
+
+s11_node_identity() {
+  local a b pod_a kc out t0 start writers newest other interval logs
+  local vap="ValidatingAdmissionPolicy 'nfguard-reporter-own-node'"
+  start=$SECONDS
+  a=${NODES[0]}
+  b=${NODES[1]}
+  reporter_kubeconfig "$a"
+  read -r kc pod_a <<<"$REPORTER"
+  writers=$(nnp "$a" '{.status.writers}')
+  newest=$(nnp "$a" '{.status.newestWriterVersion}')
+  interval=$(nnp "$a" '{.status.probeIntervalSeconds}')
+  say "a token bound to reporter pod $pod_a (node $a); node B is $b; none of these writes is a dry run"
+
+  # Node B's profile: its status, and creating it.
+  if out=$(as_token "$kc" PATCH "/$b/status" "$MERGE" '{"status":{"lastProbeTime":"2001-01-01T00:00:00Z"}}'); then
+    fail "node $a's reporter token wrote node $b's profile status: $out"
+  fi
+  s11_refused "$out" "writing node $b's status" "$vap" "named after its own node, not $b"
+  if out=$(as_token "$kc" POST "" application/json \
+    "{\"apiVersion\":\"nfguard.io/v1alpha1\",\"kind\":\"NodeNetfilterProfile\",\"metadata\":{\"name\":\"$b\"},\"spec\":{\"nodeName\":\"$b\"}}"); then
+    fail "node $a's reporter token created node $b's profile: $out"
+  fi
+  s11_refused "$out" "creating a profile named $b" "$vap" "named after its own node, not $b"
+
+  # Node A's own profile pointed at node B: RBAC (no patch on the object),
+  # and the CRD for everyone (the admin too).
+  defer kubectl patch nodenetfilterprofile "$a" --type=merge -p "{\"spec\":{\"nodeName\":\"$a\"}}"
+  if out=$(as_token "$kc" PATCH "/$a" "$MERGE" "{\"spec\":{\"nodeName\":\"$b\"}}"); then
+    fail "node $a's reporter token changed its profile's spec.nodeName to $b: $out"
+  fi
+  s11_refused "$out" "the reporter setting $a's spec.nodeName to $b" 'cannot patch resource "nodenetfilterprofiles"'
+  if out=$(kubectl patch nodenetfilterprofile "$a" --type=merge -p "{\"spec\":{\"nodeName\":\"$b\"}}" 2>&1); then
+    fail "the admin changed $a's spec.nodeName to $b: $out"
+  fi
+  s11_refused "$out" "the admin setting $a's spec.nodeName to $b" "spec.nodeName must equal metadata.name" \
+    "spec.nodeName is immutable"
+  [ "$(nnp "$a" '{.spec.nodeName}')" = "$a" ] || fail "$a's spec.nodeName is now $(nnp "$a" '{.spec.nodeName}')"
+
+  # The controller's fields of A's own status.
+  if out=$(as_token "$kc" PATCH "/$a/status" "$MERGE" \
+    '{"status":{"writers":[{"pod":"kube-system/forged","container":"c","image":"forged:1.8.11"}]}}'); then
+    fail "node $a's reporter token wrote status.writers: $out"
+  fi
+  s11_refused "$out" "the reporter writing $a's status.writers" "$vap" "may not write status.writers"
+  other=1.8.11
+  [ "$newest" != "$other" ] || other=1.8.10
+  if out=$(as_token "$kc" PATCH "/$a/status" "$MERGE" "{\"status\":{\"newestWriterVersion\":\"$other\"}}"); then
+    fail "node $a's reporter token wrote status.newestWriterVersion: $out"
+  fi
+  s11_refused "$out" "the reporter writing $a's status.newestWriterVersion" "$vap" "may not write status.newestWriterVersion"
+  # As the reporter itself applies, taking the field over by force.
+  if out=$(as_token "$kc" PATCH "/$a/status?fieldManager=nfguard-reporter&force=true" application/apply-patch+yaml \
+    "{\"apiVersion\":\"nfguard.io/v1alpha1\",\"kind\":\"NodeNetfilterProfile\",\"metadata\":{\"name\":\"$a\"},\"status\":{\"newestWriterVersion\":\"$other\"}}"); then
+    fail "node $a's reporter token applied status.newestWriterVersion: $out"
+  fi
+  s11_refused "$out" "the reporter's server-side apply of $a's status.newestWriterVersion" "$vap" \
+    "may not write status.newestWriterVersion"
+  [ "$(nnp "$a" '{.status.writers}')" = "$writers" ] || fail "status.writers of $a changed: $(nnp "$a" '{.status.writers}')"
+  [ "$(nnp "$a" '{.status.newestWriterVersion}')" = "$newest" ] ||
+    fail "status.newestWriterVersion of $a changed: $(nnp "$a" '{.status.newestWriterVersion}')"
+  ok "the controller's fields of $a are as they were (writers: ${writers:-none}; newestWriterVersion: ${newest:-none})"
+
+  # Its own writes go on: a heartbeat as the reporter sends it, with the
+  # token, then the reporter pod's own.
+  t0=$(date -u +%s)
+  out=$(as_token "$kc" PATCH "/$a/status" "$MERGE" \
+    "{\"status\":{\"lastProbeTime\":\"$(date -u -d "@$t0" +%Y-%m-%dT%H:%M:%SZ)\"}}") ||
+    fail "the reporter token of $a may not send its own heartbeat: $out"
+  ok "the same token sends $a's heartbeat: $out"
+  wait_for $((${interval:-30} * 3 + 30)) "the reporter on $a to write a heartbeat after $t0" s11_probed_after "$a" "$t0"
+  ok "the reporter pod's heartbeat advanced after ${WAITED} s: $(nnp "$a" '{.status.lastProbeTime}')"
+  logs=$(kubectl -n "$NS" logs "$pod_a" --since=$((SECONDS - start + 5))s 2>&1)
+  if grep -i 'forbidden' <<<"$logs" >/dev/null; then
+    fail "reporter $pod_a logged Forbidden errors: $(grep -i forbidden <<<"$logs" | head -n 5)"
+  fi
+  ok "reporter $pod_a logged no Forbidden meanwhile"
+}
+
+# ---- 12. kubectl set image on a running pod -----------------------------------------------
+s12_set_image() {
+  local ns=nfguard-e2e-s12 node out part img
+  new_rules_node
+  node=$RULES_NODE
+  scenario_ns "$ns"
+  defer kubectl -n "$ns" delete pod router --ignore-not-found --grace-period=0 --force --wait=false
+  out=$(pod_yaml router "$IMG_COMPATIBLE" | sed "s/^spec:$/spec:\n  nodeName: $node/" | kubectl -n "$ns" create -f - 2>&1) ||
+    fail "the compatible hostNetwork + NET_ADMIN pod was refused on $node: $out"
+  wait_for 120 "pod router to run on $node" s10_running "$ns" router
+  ok "pod router (iptables 1.8.11, hostNetwork + NET_ADMIN) runs on $node"
+
+  if out=$(kubectl -n "$ns" set image pod/router cni="$IMG_INCIDENT" 2>&1); then
+    fail "kubectl set image swapped iptables-nft 1.8.7 into the running pod: $out"
+  fi
+  grep -qF 'admission webhook "validate.nfguard.io" denied the request' <<<"$out" ||
+    fail "the image swap failed, but not by nfguard's webhook: $out"
+  grep -qF "nfguard denied Pod/$ns/router" <<<"$out" || fail "the denial is not nfguard's: $out"
+  part=$(reason_part "$out" OldReaderNewRules)
+  names_node "$part" "$node" || fail "the denial does not name node $node as [OldReaderNewRules]: $out"
+  img=$(get pod router '{.spec.containers[0].image}' -n "$ns")
+  [ "$img" = "$IMG_COMPATIBLE" ] || fail "the pod's image is now $img"
+  ok "kubectl set image pod/router cni=<iptables-nft 1.8.7> denied; the pod still runs $img:"
+  show <<<"$out"
+  out=$(kubectl -n "$ns" label pod router tier=net 2>&1) || fail "relabelling the pod was refused: $out"
+  ok "relabelling the same pod is admitted (no image changed): $out"
+}
+
+# ---- 13. the gate without a webhook replica under failurePolicy Fail ----------------------
+plain_pod_yaml() { # NAME IMAGE: no hostNetwork, no capability, not privileged
+  cat <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: $1}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+    - name: app
+      image: $2
+      command: ["sleep", "infinity"]
+YAML
+}
+
+s13_gate_without_webhook() {
+  local ns=nfguard-e2e-s13 policy replicas out line name want got checked=0
+  policy=$(get validatingwebhookconfiguration nfguard '{.webhooks[0].failurePolicy}')
+  replicas=$(get deployment nfguard-webhook '{.spec.replicas}' -n "$NS")
+  scenario_ns "$ns"
+  defer kubectl -n "$ns" delete pod gated ordinary --ignore-not-found --grace-period=0 --force --wait=false
+  # Admitted while the webhook is up (a compatible image).
+  out=$(pod_yaml gated "$IMG_COMPATIBLE" | kubectl -n "$ns" create -f - 2>&1) ||
+    fail "the compatible hostNetwork + NET_ADMIN pod was refused: $out"
+  defer s9_restore "$policy" "$replicas"
+  set_failure_policy Fail
+  webhook_down "$replicas"
+
+  out=$(plain_pod_yaml ordinary "$IMG_COMPATIBLE" | kubectl -n "$ns" create -f - 2>&1) ||
+    fail "with failurePolicy Fail and the webhook down, an ordinary pod was refused: $out"
+  ok "an ordinary pod is created without the webhook: $out"
+  if out=$(pod_yaml refused "$IMG_COMPATIBLE" | kubectl -n "$ns" create -f - 2>&1); then
+    fail "a hostNetwork + NET_ADMIN pod was admitted with the webhook down under Fail: $out"
+  fi
+  grep -qF 'failed calling webhook "validate.nfguard.io"' <<<"$out" ||
+    fail "the hostNetwork pod was refused, but not for the missing webhook: $out"
+  ok "a hostNetwork + NET_ADMIN pod is refused: $out"
+
+  # The table the webhook's Rust test is held to (tests/gate_match.rs): an
+  # object reaches the webhook (here: is refused) exactly when it says yes.
+  while IFS= read -r line; do
+    [[ "$line" == "{"* ]] || continue
+    name=$(sed -E 's/.*"metadata": \{"name": "([^"]+)".*/\1/' <<<"$line")
+    want=$(sed -E 's/.*"nfguard-e2e\/reaches-gate": "(yes|no)".*/\1/' <<<"$line")
+    if out=$(printf '%s\n' "${line//IMAGE/$IMG_COMPATIBLE}" | kubectl -n "$ns" create --dry-run=server -f - 2>&1); then
+      got=no
+    elif grep -qF 'failed calling webhook "validate.nfguard.io"' <<<"$out"; then
+      got=yes
+    else
+      fail "gate-match.yaml $name: refused for another reason: $out"
+    fi
+    [ "$got" = "$want" ] || fail "gate-match.yaml $name reaches the webhook: $got, the table says $want ($out)"
+    ok "gate-match.yaml $name reaches the webhook: $got"
+    checked=$((checked + 1))
+  done <"$REPO/e2e/gate-match.yaml"
+  [ "$checked" -ge 10 ] || fail "only $checked objects read from e2e/gate-match.yaml"
+
+  out=$(kubectl -n "$ns" label pod gated tier=net 2>&1) ||
+    fail "relabelling the running hostNetwork pod was refused with the webhook down: $out"
+  ok "relabelling the running hostNetwork pod passes without the webhook: $out"
+  if out=$(kubectl -n "$ns" set image pod/gated cni="$IMG_INCIDENT" 2>&1); then
+    fail "swapping the running hostNetwork pod's image was admitted with the webhook down: $out"
+  fi
+  grep -qF 'failed calling webhook "validate.nfguard.io"' <<<"$out" ||
+    fail "the image swap was refused, but not for the missing webhook: $out"
+  ok "swapping its image is refused: $out"
+}
+
+# ---- 14. RBAC: what each ServiceAccount may do, against the committed expectation ---------
+RBAC_EXPECTED=$REPO/e2e/rbac-expected
+# s14_can_i SA: `kubectl auth can-i --list` of SA's own token, in the
+# default namespace and in nfguard's, one normalized rule a line.
+s14_can_i() {
+  local kc ns out rc=0
+  kc=$(mktemp)
+  token_kubeconfig "$kc" "$(kubectl -n "$NS" create token "$1" --duration=10m)"
+  for ns in default "$NS"; do
+    out=$(kubectl --kubeconfig "$kc" auth can-i --list -n "$ns" 2>&1) || { rc=1; printf '%s\n' "$out"; break; }
+    echo "== namespace $ns"
+    tail -n +2 <<<"$out" | tr -s ' ' | sed 's/ *$//' | LC_ALL=C sort
+  done
+  rm -f "$kc"
+  return "$rc"
+}
+
+s14_rbac_can_i() {
+  local sa got file out
+  for sa in nfguard-reporter nfguard-controller nfguard-webhook; do
+    file=$RBAC_EXPECTED/$sa.txt
+    got=$(s14_can_i "$sa") || fail "kubectl auth can-i --list as $sa failed: $got"
+    if [ "${NFGUARD_E2E_UPDATE_RBAC:-}" = 1 ]; then
+      mkdir -p "$RBAC_EXPECTED"
+      printf '%s\n' "$got" >"$file"
+      say "NFGUARD_E2E_UPDATE_RBAC=1: wrote $file"
+      continue
+    fi
+    [ -f "$file" ] || fail "no $file (NFGUARD_E2E_UPDATE_RBAC=1 writes it)"
+    if ! out=$(diff -u "$file" <(printf '%s\n' "$got")); then
+      fail "$sa may do other things than $file says (- expected, + live):"$'\n'"$out"
+    fi
+    ok "$sa: kubectl auth can-i --list equals e2e/rbac-expected/$sa.txt ($(grep -vc '^==' "$file") rules)"
+  done
+}
+
 # ---- main --------------------------------------------------------------------------------
 case "$PROVIDER" in
   kind) command -v docker >/dev/null || fail "NFGUARD_E2E_PROVIDER=kind needs docker" ;;
@@ -1370,7 +1662,7 @@ esac
 [ -n "${KUBECONFIG:-}" ] || fail "KUBECONFIG is not set"
 command -v kubectl >/dev/null || fail "kubectl is not on PATH"
 for n in ${NFGUARD_E2E_ONLY:-}; do
-  [[ " $ALL_SCENARIOS " == *" $n "* ]] || fail "NFGUARD_E2E_ONLY: no scenario $n (1-10)"
+  [[ " $ALL_SCENARIOS " == *" $n "* ]] || fail "NFGUARD_E2E_ONLY: no scenario $n (1-14)"
 done
 for e in ${NFGUARD_E2E_EXPECT_BACKENDS:-}; do
   [[ "$e" == ?*=?* ]] || fail "NFGUARD_E2E_EXPECT_BACKENDS: '$e' is not NODE=BACKEND"
@@ -1388,6 +1680,10 @@ run_scenario 7 "RBAC: own ServiceAccounts; a reporter cannot write another node'
 run_scenario 8 "two controller replicas: hand-over without double writes" s8_leader_election
 run_scenario 9 "the webhook down: failurePolicy Ignore, then Fail" s9_webhook_down
 run_scenario 10 "a Taint policy selecting namespaces by label; an invalid policy is shown and ignored" s10_namespace_selector
+run_scenario 11 "a reporter token of node A is refused for node B's profile, A's spec.nodeName and the controller's status fields; A's heartbeat advances" s11_node_identity
+run_scenario 12 "kubectl set image swapping iptables-nft 1.8.7 into a running hostNetwork + NET_ADMIN pod is denied" s12_set_image
+run_scenario 13 "failurePolicy Fail, no webhook replica: an ordinary pod is created, hostNetwork pods refused, matchConditions as e2e/gate-match.yaml says" s13_gate_without_webhook
+run_scenario 14 "RBAC: kubectl auth can-i --list of each ServiceAccount equals e2e/rbac-expected/" s14_rbac_can_i
 
 CURRENT=finished
 echo "$PASSED passed, 0 failed"

@@ -262,7 +262,7 @@ def check_webhook(objs):
             for res in r["resources"]:
                 for op in r["operations"]:
                     covered.add((g, res, op))
-    wanted = {("", "pods", "CREATE"), ("", "pods/ephemeralcontainers", "UPDATE")}
+    wanted = {("", "pods", "CREATE"), ("", "pods", "UPDATE"), ("", "pods/ephemeralcontainers", "UPDATE")}
     for g, kinds in (("apps", ["daemonsets", "deployments", "statefulsets", "replicasets"]),
                      ("batch", ["jobs", "cronjobs"])):
         wanted |= {(g, k, op) for k in kinds for op in ("CREATE", "UPDATE")}
@@ -298,29 +298,29 @@ def rules_of(objs, sa):
 def check_rbac(objs):
     nfg = "nfguard.io"
     expected = {
-        "nfguard-reporter": {
-            (None, nfg, "nodenetfilterprofiles", v, ()) for v in ("get", "create", "patch")
-        } | {(None, nfg, "nodenetfilterprofiles/status", v, ()) for v in ("get", "patch")}
-          | {(None, "", "nodes", "get", ())},
+        "nfguard-reporter": {(None, nfg, "nodenetfilterprofiles", "create", ()),
+                             (None, nfg, "nodenetfilterprofiles/status", "patch", ()),
+                             (None, "", "nodes", "get", ())},
         "nfguard-controller": {
-            (None, nfg, "nodenetfilterprofiles", v, ()) for v in ("get", "list", "watch", "patch", "delete")
-        } | {(None, nfg, "nodenetfilterprofiles/status", v, ()) for v in ("get", "patch")}
-          | {(None, nfg, "netfilterpolicies", v, ()) for v in ("get", "list", "watch")}
-          | {(None, nfg, "netfilterpolicies/status", v, ()) for v in ("get", "patch")}
-          | {(None, "", "nodes", v, ()) for v in ("get", "list", "watch", "patch")}
+            (None, nfg, "nodenetfilterprofiles", v, ()) for v in ("list", "watch", "delete")
+        } | {(None, nfg, "nodenetfilterprofiles/status", "patch", ())}
+          | {(None, nfg, "netfilterpolicies", v, ()) for v in ("list", "watch")}
+          | {(None, nfg, "netfilterpolicies/status", "patch", ())}
+          | {(None, "", "nodes", v, ()) for v in ("list", "watch", "patch")}
           | {(None, "", "pods", v, ()) for v in ("list", "watch")}
           | {(None, "", "namespaces", v, ()) for v in ("list", "watch")}
-          | {(None, g, "events", v, ()) for g in ("", "events.k8s.io") for v in ("create", "patch")}
-          | {(NS, "coordination.k8s.io", "leases", v, ())
-             for v in ("get", "list", "watch", "create", "update", "patch")},
+          | {(None, "events.k8s.io", "events", v, ()) for v in ("create", "patch")}
+          | {(NS, "coordination.k8s.io", "leases", v, ("nfguard-controller",)) for v in ("get", "update")}
+          | {(NS, "coordination.k8s.io", "leases", "create", ())},
         "nfguard-webhook": {
             (None, nfg, r, v, ()) for r in ("nodenetfilterprofiles", "netfilterpolicies")
-            for v in ("get", "list", "watch")
-        } | {(None, "", r, v, ()) for r in ("nodes", "namespaces") for v in ("get", "list", "watch")}
+            for v in ("list", "watch")
+        } | {(None, "", r, v, ()) for r in ("nodes", "namespaces") for v in ("list", "watch")}
           | {(None, "", r, "get", ()) for r in ("serviceaccounts", "secrets")}
           | {(None, "admissionregistration.k8s.io", "validatingwebhookconfigurations", v, ("nfguard",))
              for v in ("get", "patch")}
-          | {(NS, "", "secrets", v, ()) for v in ("get", "create", "update")},
+          | {(NS, "", "secrets", v, ("nfguard-webhook-tls",)) for v in ("get", "update")}
+          | {(NS, "", "secrets", "create", ())},
     }
     for sa, want in expected.items():
         got = rules_of(objs, sa)
@@ -396,18 +396,56 @@ def check_reporter_policy_cel(objs):
     reporter = f"system:serviceaccount:{NS}:nfguard-reporter"
     claim = "authentication.kubernetes.io/node-name"
 
-    def request(user, name, extra=None):
+    def request(user, name, extra=None, op="UPDATE", obj=None, old=None):
         info = {"username": user}
         if extra is not None:
             info["extra"] = extra
-        return {"request": {"userInfo": info, "name": name, "operation": "UPDATE"}}
+        return {"request": {"userInfo": info, "name": name, "operation": op},
+                "object": obj, "oldObject": old}
+
+    def profile(name, node=None, **status):
+        p = {"metadata": {"name": name}, "spec": {"nodeName": node or name}}
+        if status:
+            p["status"] = status
+        return p
+
+    owned = {"conditions": [{"type": "Fresh", "status": "True"}],
+             "writers": [{"pod": "kube-system/kube-proxy", "container": "kube-proxy", "image": "kp:1"}],
+             "newestWriterVersion": "1.8.9", "oldestReaderVersion": "1.8.9"}
+    before = profile("w1", lastProbeTime="t1", **owned)
+    heartbeat = profile("w1", lastProbeTime="t2", **owned)
+    node1 = {claim: ["w1"]}
+
+    def changed(**fields):
+        st = dict(owned, lastProbeTime="t2")
+        for k, v in fields.items():
+            if v is None:
+                st.pop(k)
+            else:
+                st[k] = v
+        return profile("w1", **st)
 
     # (what, request, policy applies, allowed)
     cases = [
-        ("reporter writes its own node's profile", request(reporter, "w1", {claim: ["w1"]}), True, True),
-        ("reporter writes another node's profile", request(reporter, "w2", {claim: ["w1"]}), True, False),
-        ("reporter token without node claim", request(reporter, "w1", {}), True, False),
-        ("reporter token without extra", request(reporter, "w1"), True, False),
+        ("reporter's heartbeat on its own profile", request(reporter, "w1", node1, obj=heartbeat, old=before), True, True),
+        ("reporter creates its own profile", request(reporter, "w1", node1, "CREATE", profile("w1")), True, True),
+        ("reporter's first status, no controller fields yet",
+         request(reporter, "w1", node1, obj=profile("w1", lastProbeTime="t1"), old=profile("w1")), True, True),
+        ("reporter deletes its own profile (RBAC refuses it)", request(reporter, "w1", node1, "DELETE", None, before), True, True),
+        ("reporter writes another node's profile", request(reporter, "w2", node1, obj=profile("w2"), old=profile("w2")), True, False),
+        ("reporter token without node claim", request(reporter, "w1", {}, obj=heartbeat, old=before), True, False),
+        ("reporter token without extra", request(reporter, "w1", obj=heartbeat, old=before), True, False),
+        ("reporter points its profile at another node",
+         request(reporter, "w1", node1, obj=profile("w1", "w2"), old=profile("w1")), True, False),
+        ("reporter creates its profile for another node", request(reporter, "w1", node1, "CREATE", profile("w1", "w2")), True, False),
+        ("reporter writes status.writers", request(reporter, "w1", node1, obj=changed(writers=[]), old=before), True, False),
+        ("reporter writes status.newestWriterVersion",
+         request(reporter, "w1", node1, obj=changed(newestWriterVersion="1.8.11"), old=before), True, False),
+        ("reporter adds newestWriterVersion where there was none",
+         request(reporter, "w1", node1, obj=profile("w1", newestWriterVersion="1.8.7"), old=profile("w1")), True, False),
+        ("reporter removes status.conditions", request(reporter, "w1", node1, obj=changed(conditions=None), old=before), True, False),
+        ("reporter writes status.oldestReaderVersion",
+         request(reporter, "w1", node1, obj=changed(oldestReaderVersion="1.8.7"), old=before), True, False),
         ("controller is not constrained", request(f"system:serviceaccount:{NS}:nfguard-controller", "w2"), False, None),
         ("reporter of another namespace is not this one", request(f"system:serviceaccount:{NS}-elsewhere:nfguard-reporter", "w1"), False, None),
     ]
@@ -419,6 +457,8 @@ def check_reporter_policy_cel(objs):
                 continue
             if not applies:
                 continue
+            ctx = dict(ctx, variables={v["name"]: cel.evaluate(v["expression"], ctx)
+                                       for v in vap["spec"].get("variables", [])})
             ok = all(cel.evaluate(v["expression"], ctx) is True for v in vap["spec"]["validations"])
             if ok != allowed:
                 fail(f"reporter policy CEL: {what}: allowed={ok}, want {allowed}")
@@ -429,6 +469,72 @@ def check_reporter_policy_cel(objs):
             fail(f"reporter policy CEL: {what}: {type(e).__name__}: {e}")
 
 
+GATE_TABLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e", "gate-match.yaml")
+
+
+def check_webhook_match_conditions_cel(objs):
+    """Evaluates the webhook configuration's matchConditions on the table
+    e2e/gate-match.yaml (which tests/gate_match.rs holds the webhook's Rust
+    test to) and on Pod UPDATEs: the API server must send nfguard exactly
+    what it judges. trim() and upperAscii() (Kubernetes' CEL string library)
+    are supplied here as Go defines them."""
+    import cel
+
+    vwc = find(objs, "ValidatingWebhookConfiguration", "nfguard")
+    if not vwc:
+        return
+    conds = vwc["webhooks"][0].get("matchConditions", [])
+    if not conds:
+        fail("webhook configuration: no matchConditions (every pod would wait on the webhook)")
+        return
+
+    def sends(req, obj, old=None):
+        ctx = cel.Context()
+        ctx.add_function("trim", lambda t: t.strip())
+        ctx.add_function("upperAscii", lambda t: "".join(c.upper() if "a" <= c <= "z" else c for c in t))
+        ctx.add_variable("request", req)
+        ctx.add_variable("object", obj)
+        ctx.add_variable("oldObject", old)
+        return all(cel.evaluate(c["expression"], ctx) is True for c in conds)
+
+    with open(GATE_TABLE, encoding="utf-8") as f:
+        table = [o for o in yaml.safe_load_all(f) if o]
+    for o in table:
+        name = o["metadata"]["name"]
+        want = o["metadata"]["annotations"]["nfguard-e2e/reaches-gate"] == "yes"
+        try:
+            got = sends({"kind": {"kind": o["kind"]}, "operation": "CREATE"}, o)
+        except Exception as e:
+            fail(f"webhook matchConditions CEL: {name}: {type(e).__name__}: {e}")
+            continue
+        if got != want:
+            fail(f"webhook matchConditions CEL: {name} reaches the webhook: {got}, want {want} ({GATE_TABLE})")
+    pod = next(o for o in table if o["metadata"]["name"] == "net-admin")
+    swapped = copy.deepcopy(pod)
+    swapped["spec"]["containers"][0]["image"] = "other:1"
+    relabelled = copy.deepcopy(pod)
+    relabelled["metadata"]["labels"] = {"a": "b"}
+    plain = next(o for o in table if o["metadata"]["name"] == "plain")
+    plain_swapped = copy.deepcopy(plain)
+    plain_swapped["spec"]["containers"][0]["image"] = "other:1"
+    debug = copy.deepcopy(plain)
+    debug["spec"]["ephemeralContainers"] = [{"name": "d", "image": "x", "securityContext": {"capabilities": {"add": ["NET_ADMIN"]}}}]
+    update = {"kind": {"kind": "Pod"}, "operation": "UPDATE"}
+    for what, req, obj, old, want in [
+        ("a NET_ADMIN pod's image swapped", update, swapped, pod, True),
+        ("a NET_ADMIN pod relabelled", update, relabelled, pod, False),
+        ("a plain pod's image swapped", update, plain_swapped, plain, False),
+        ("a NET_ADMIN debug container added", dict(update, subResource="ephemeralcontainers"), debug, plain, True),
+    ]:
+        try:
+            got = sends(req, obj, old)
+        except Exception as e:
+            fail(f"webhook matchConditions CEL: {what}: {type(e).__name__}: {e}")
+            continue
+        if got != want:
+            fail(f"webhook matchConditions CEL: {what} reaches the webhook: {got}, want {want}")
+
+
 def main():
     if len(sys.argv) not in (2, 3):
         print(__doc__, file=sys.stderr)
@@ -437,7 +543,7 @@ def main():
         objs = [o for o in yaml.safe_load_all(f) if o]
     for check in (check_namespaces, check_custom_resources, check_reporter,
                   check_webhook, check_rbac, check_reporter_policy,
-                  check_reporter_policy_cel):
+                  check_reporter_policy_cel, check_webhook_match_conditions_cel):
         try:
             check(objs)
         except (KeyError, TypeError, ValueError, IndexError) as e:

@@ -85,23 +85,47 @@ async fn malformed_envelopes_get_400_with_a_reason() {
     }
 }
 
+/// The incident DaemonSet as an UPDATE review whose object and oldObject
+/// each carry an annotation of `escaped` control characters (six bytes of
+/// JSON each, as the API server writes `<` or invalid UTF-8) and `plain`
+/// more bytes in the object.
+fn padded_update(escaped: usize, plain: usize) -> Vec<u8> {
+    let spec = pod_spec(
+        true,
+        vec![container(
+            "kube-router",
+            "kube-router:1.8.7",
+            &["NET_ADMIN"],
+        )],
+    );
+    let obj = object("DaemonSet", "kube-router", "kube-system", spec, json!({}));
+    let mut r = review("DaemonSet", None, "UPDATE", "kube-system", obj, false);
+    let pad = "\u{1}".repeat(escaped);
+    r["request"]["oldObject"]["metadata"]["annotations"] = json!({ "pad": pad });
+    r["request"]["object"]["metadata"]["annotations"] =
+        json!({ "pad": format!("{pad}{}", "x".repeat(plain)) });
+    serde_json::to_vec(&r).unwrap()
+}
+
 #[tokio::test]
-async fn ten_megabytes_is_refused_with_413() {
+async fn the_largest_update_review_is_judged_and_one_byte_more_is_refused() {
+    use nfguard::webhook::server::{ETCD_MAX_OBJECT_BYTES, JSON_ESCAPE_FACTOR, MAX_BODY_BYTES};
     let fx = Fixture::new();
-    let app = app_with(&fx, Duration::from_secs(2), Duration::ZERO);
-    // A syntactically valid review padded to 10 MB.
-    let mut big = incident("kube-router:1.8.7");
-    big["request"]["object"]["metadata"]["annotations"] = json!({"pad": "x".repeat(10 << 20)});
+    let app = app_with(&fx, Duration::from_secs(5), Duration::ZERO);
+    // Two objects at etcd's limit, every byte escaped, and the envelope.
+    let escaped = ETCD_MAX_OBJECT_BYTES - 4096;
+    let bare = padded_update(escaped, 0).len();
+    assert!(bare > 2 * ETCD_MAX_OBJECT_BYTES * JSON_ESCAPE_FACTOR - (64 << 10));
+    assert!(bare <= MAX_BODY_BYTES, "{bare} > {MAX_BODY_BYTES}");
+    let largest = padded_update(escaped, MAX_BODY_BYTES - bare);
+    assert_eq!(largest.len(), MAX_BODY_BYTES);
     let start = Instant::now();
-    let (status, _) = post(&app, big.to_string().into_bytes()).await;
-    assert_eq!(status, 413);
-    assert!(start.elapsed() < Duration::from_secs(5));
-    // Just under the limit still works.
-    let mut ok = incident("kube-router:1.8.7");
-    ok["request"]["object"]["metadata"]["annotations"] = json!({"pad": "x".repeat(2 << 20)});
-    let (status, v) = post(&app, ok.to_string().into_bytes()).await;
+    let (status, v) = post(&app, largest).await;
     assert_eq!(status, 200);
-    assert_eq!(v["response"]["allowed"], false);
+    assert_eq!(v["response"]["allowed"], false, "judged and denied");
+    let (status, _) = post(&app, padded_update(escaped, MAX_BODY_BYTES - bare + 1)).await;
+    assert_eq!(status, 413);
+    assert!(start.elapsed() < Duration::from_secs(10));
 }
 
 #[tokio::test]

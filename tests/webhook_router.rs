@@ -290,6 +290,89 @@ async fn ephemeral_netadmin_container_is_checked() {
     );
 }
 
+/// A Pod UPDATE review from `old` to `new` (both pod specs).
+fn pod_update_review(old: Value, new: Value) -> Vec<u8> {
+    let old = object("Pod", "router", "default", old, json!({}));
+    let new = object("Pod", "router", "default", new, json!({}));
+    let mut r = review("Pod", None, "UPDATE", "default", new, false);
+    r["request"]["oldObject"] = old;
+    r.to_string().into_bytes()
+}
+
+#[tokio::test]
+async fn pod_update_swapping_an_image_is_judged_like_a_create() {
+    let fx = Fixture::new();
+    let app = app(&fx, None);
+    let spec = |image: &str| {
+        let mut s = pod_spec(true, vec![container("router", image, &["NET_ADMIN"])]);
+        s["nodeName"] = json!("node-a");
+        s
+    };
+    // `kubectl set image pod/router router=kube-router:1.8.7` on a running pod.
+    let (status, v) = post(
+        &app,
+        pod_update_review(spec("kube-proxy:wrapper"), spec("kube-router:1.8.7")),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let r = resp(&v);
+    assert_eq!(r["allowed"], false, "{v}");
+    let msg = r["status"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("Pod/default/router")
+            && msg.contains("kube-router:1.8.7")
+            && msg.contains("node-a"),
+        "{msg}"
+    );
+    assert!(
+        !msg.contains("node-b"),
+        "the running pod is on node-a: {msg}"
+    );
+    // The same verdict as check gives the new pod.
+    let new = object(
+        "Pod",
+        "router",
+        "default",
+        spec("kube-router:1.8.7"),
+        json!({}),
+    );
+    assert_eq!(check_verdict(&fx, &new).await.0, "deny");
+
+    // Swapping back to a compatible image is judged and allowed.
+    let (_, v) = post(
+        &app,
+        pod_update_review(spec("kube-router:1.8.7"), spec("kube-proxy:wrapper")),
+    )
+    .await;
+    assert_eq!(resp(&v)["allowed"], true, "{v}");
+    assert_eq!(resp(&v)["auditAnnotations"]["nfguard.io/verdict"], "allow");
+
+    // An update that leaves every image alone (labels, finalizers) is not
+    // judged, even for a pod that would be denied today.
+    let mut relabelled = object(
+        "Pod",
+        "router",
+        "default",
+        spec("kube-router:1.8.7"),
+        json!({}),
+    );
+    relabelled["metadata"]["labels"] = json!({"tier": "net"});
+    let mut r = review("Pod", None, "UPDATE", "default", relabelled, false);
+    r["request"]["oldObject"] = object(
+        "Pod",
+        "router",
+        "default",
+        spec("kube-router:1.8.7"),
+        json!({}),
+    );
+    let (_, v) = post(&app, r.to_string().into_bytes()).await;
+    assert_eq!(resp(&v)["allowed"], true, "{v}");
+    assert_eq!(
+        resp(&v)["auditAnnotations"]["nfguard.io/verdict"],
+        "skipped"
+    );
+}
+
 #[tokio::test]
 async fn exempt_workload_is_allowed_with_its_reason() {
     let fx = Fixture::new();

@@ -5,11 +5,11 @@
 //! manager's server-side apply carries only its own fields.
 
 use crate::facts::{Backend, Hazard, IptablesFacts, Version};
-use kube::CustomResource;
+use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[kube(
     group = "nfguard.io",
     version = "v1alpha1",
@@ -21,12 +21,18 @@ use serde::{Deserialize, Serialize};
     printcolumn = r#"{"name":"Version","type":"string","jsonPath":".status.iptables.version"}"#,
     printcolumn = r#"{"name":"MinReader","type":"string","jsonPath":".status.minReaderVersion"}"#,
     printcolumn = r#"{"name":"Hazards","type":"string","jsonPath":".status.hazards[*].code"}"#,
-    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    // A profile is a node's by name only (the reporter's admission policy
+    // binds a node's token to that name): the spec cannot claim another node.
+    validation = Rule::new("has(self.spec.nodeName) && self.spec.nodeName == self.metadata.name")
+        .message("spec.nodeName must equal metadata.name (a profile describes the node it is named after)")
+        .field_path(".spec.nodeName")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct NodeNetfilterProfileSpec {
-    /// The node this profile describes (equal to metadata.name).
+    /// The node this profile describes (equal to metadata.name; immutable).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.nodeName is immutable"))]
     pub node_name: Option<String>,
 }
 

@@ -56,8 +56,10 @@ mod tests {
         let ps = vec![
             profile("a", None),
             profile("c", None),
+            // Named after no node: spec.nodeName naming node b keeps it not.
             profile("x", Some("b")),
-            profile("y", Some("gone")),
+            // Named after node b: a stray spec.nodeName does not orphan it.
+            profile("b", Some("gone")),
         ];
         let o = orphans(&ps, &nodes);
         assert_eq!(
@@ -69,9 +71,9 @@ mod tests {
                     node: "c".into()
                 },
                 Orphan {
-                    name: "y".into(),
-                    uid: Some("uid-y".into()),
-                    node: "gone".into()
+                    name: "x".into(),
+                    uid: Some("uid-x".into()),
+                    node: "x".into()
                 },
             ]
         );

@@ -473,7 +473,7 @@ pub fn plan_node(facts: &NodeFacts<'_>) -> NodePlan {
     }
 }
 
-/// The node a profile describes: spec.nodeName, else metadata.name.
+/// The node a profile describes: its metadata.name (see `profile_node_name`).
 pub fn profile_node(p: &NodeNetfilterProfile) -> Option<&str> {
     crate::compat::evaluate::profile_node_name(p)
 }

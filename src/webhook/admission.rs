@@ -16,6 +16,7 @@ use super::decisions::{self, Answer, DecisionCache};
 use super::facts::Facts;
 use super::images::ImageCache;
 use super::metrics::Metrics;
+use super::pod_update::images_changed;
 pub use super::review::{API_VERSION, Request, ReviewError, parse_review};
 use super::review::{Prepared, error_body, response};
 use crate::compat::evaluate::{
@@ -104,8 +105,9 @@ pub enum Scope {
     Skip(Option<String>),
 }
 
-/// Pods on CREATE and on UPDATE of `ephemeralcontainers`; pod controllers on
-/// CREATE and UPDATE; everything else passes.
+/// Pods on CREATE, on an UPDATE that swaps a container image, and on UPDATE
+/// of `ephemeralcontainers`; pod controllers on CREATE and UPDATE;
+/// everything else passes.
 pub fn scope(req: &Request<'_>) -> Scope {
     let Some(kind) = WorkloadKind::parse(&req.kind) else {
         return Scope::Skip(Some(format!(
@@ -115,7 +117,13 @@ pub fn scope(req: &Request<'_>) -> Scope {
     };
     let op = &*req.operation;
     let judged = match (kind, req.sub_resource.as_deref()) {
-        (WorkloadKind::Pod, None) => op == "CREATE",
+        (WorkloadKind::Pod, None) => {
+            op == "CREATE"
+                || (op == "UPDATE"
+                    && req.object.as_ref().is_some_and(|o| {
+                        images_changed(req.old_object.as_ref().map(|o| o.json()), o.json())
+                    }))
+        }
         (WorkloadKind::Pod, Some("ephemeralcontainers")) => op == "UPDATE" || op == "CREATE",
         (_, None) => op == "CREATE" || op == "UPDATE",
         // status, scale, ...: do not change what runs.

@@ -5,6 +5,7 @@
 //! - [`images`]: image look-ups with a deadline that keep going in the background.
 //! - [`review`]: the AdmissionReview v1 envelope in and out.
 //! - [`admission`]: which objects to judge, judging, the answer.
+//! - [`pod_update`]: which Pod UPDATEs change what runs (image swaps).
 //! - [`decisions`]: answers remembered for identical objects under the same facts.
 //! - [`server`]: the axum router (`/validate`, `/healthz`, `/readyz`, `/metrics`)
 //!   and the accept loop with its graceful drain on shutdown.
@@ -20,6 +21,7 @@ pub mod facts;
 pub mod fingerprint;
 pub mod images;
 pub mod metrics;
+pub mod pod_update;
 pub mod review;
 pub mod server;
 pub mod tls;

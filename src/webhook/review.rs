@@ -66,6 +66,8 @@ pub struct Request<'a> {
     pub dry_run: bool,
     /// None when absent or null.
     pub object: Option<RawObject<'a>>,
+    /// The object before an UPDATE; None when absent or null.
+    pub old_object: Option<RawObject<'a>>,
 }
 
 /// A JSON string borrowed from the body when it has no escapes (serde's own
@@ -127,6 +129,8 @@ struct FastRequest<'a> {
     dry_run: Option<bool>,
     #[serde(borrow)]
     object: Option<&'a RawValue>,
+    #[serde(borrow)]
+    old_object: Option<&'a RawValue>,
 }
 
 /// Strict about the envelope, lenient about everything else.
@@ -143,7 +147,7 @@ fn nonempty(s: Option<Cow<'_, str>>) -> Option<Cow<'_, str>> {
     s.filter(|s| !s.is_empty())
 }
 
-fn from_envelope(env: Envelope<'_>) -> Result<Request<'_>, ReviewError> {
+fn from_envelope<'a>(env: Envelope<'a>) -> Result<Request<'a>, ReviewError> {
     let kind = text(env.kind).unwrap_or_default();
     if kind != "AdmissionReview" {
         return Err(ReviewError::NotAReview(kind.into_owned()));
@@ -159,10 +163,7 @@ fn from_envelope(env: Envelope<'_>) -> Result<Request<'_>, ReviewError> {
         .and_then(|k| text(k.kind))
         .ok_or(ReviewError::MissingField("kind.kind"))?;
     let operation = text(req.operation).ok_or(ReviewError::MissingField("operation"))?;
-    let object = req
-        .object
-        .filter(|o| o.get() != "null")
-        .map(RawObject::Borrowed);
+    let raw = |o: Option<&'a RawValue>| o.filter(|o| o.get() != "null").map(RawObject::Borrowed);
     Ok(Request {
         uid,
         kind,
@@ -170,7 +171,8 @@ fn from_envelope(env: Envelope<'_>) -> Result<Request<'_>, ReviewError> {
         operation,
         namespace: nonempty(text(req.namespace)),
         dry_run: req.dry_run.unwrap_or(false),
-        object,
+        object: raw(req.object),
+        old_object: raw(req.old_object),
     })
 }
 
@@ -213,12 +215,15 @@ fn parse_review_tree(body: &[u8]) -> Result<Request<'static>, ReviewError> {
         .pointer("/request/dryRun")
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    let object = v
-        .pointer_mut("/request/object")
-        .map(Value::take)
-        .filter(|o| !o.is_null())
-        .and_then(|o| serde_json::value::to_raw_value(&o).ok())
-        .map(RawObject::Owned);
+    let mut raw = |ptr: &str| {
+        v.pointer_mut(ptr)
+            .map(Value::take)
+            .filter(|o| !o.is_null())
+            .and_then(|o| serde_json::value::to_raw_value(&o).ok())
+            .map(RawObject::Owned)
+    };
+    let object = raw("/request/object");
+    let old_object = raw("/request/oldObject");
     Ok(Request {
         uid,
         kind,
@@ -227,6 +232,7 @@ fn parse_review_tree(body: &[u8]) -> Result<Request<'static>, ReviewError> {
         namespace,
         dry_run,
         object,
+        old_object,
     })
 }
 
@@ -350,6 +356,37 @@ mod tests {
         assert!(r.dry_run && r.sub_resource.is_none());
         let obj: Value = serde_json::from_str(r.object.unwrap().json()).unwrap();
         assert_eq!(obj["metadata"]["name"], "x");
+        assert!(r.old_object.is_none());
+    }
+
+    #[test]
+    fn update_reviews_carry_the_old_object_in_both_passes() {
+        let request = json!({"uid": "u1", "kind": {"kind": "Pod"}, "operation": "UPDATE",
+            "object": {"metadata": {"name": "new"}}, "oldObject": {"metadata": {"name": "old"}}});
+        let name = |o: Option<&RawObject<'_>>| -> Value {
+            serde_json::from_str::<Value>(o.unwrap().json()).unwrap()["metadata"]["name"].clone()
+        };
+        let fast = review(request.clone());
+        let r = parse_review(&fast).unwrap();
+        assert_eq!(
+            (name(r.object.as_ref()), name(r.old_object.as_ref())),
+            (json!("new"), json!("old"))
+        );
+        // A numeric dryRun sends it through the tree pass.
+        let mut tree = request;
+        tree["dryRun"] = json!(1);
+        let tree = review(tree);
+        let r = parse_review(&tree).unwrap();
+        assert!(matches!(r.old_object, Some(RawObject::Owned(_))));
+        assert_eq!(
+            (name(r.object.as_ref()), name(r.old_object.as_ref())),
+            (json!("new"), json!("old"))
+        );
+        let create = review(
+            json!({"uid": "u", "kind": {"kind": "Pod"}, "operation": "CREATE",
+            "object": {"a": 1}, "oldObject": null}),
+        );
+        assert!(parse_review(&create).unwrap().old_object.is_none());
     }
 
     #[test]

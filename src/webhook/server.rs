@@ -23,9 +23,20 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
-/// Bodies above this are refused with 413 (a real AdmissionReview of a big
-/// pod is well below 1 MiB; the API server's own object limit is 1.5 MiB).
-pub const MAX_BODY_BYTES: usize = 3 << 20;
+/// The largest object etcd stores (its default `--max-request-bytes`).
+pub const ETCD_MAX_OBJECT_BYTES: usize = 3 << 19;
+
+/// How much longer JSON can be than the stored object: a byte the API
+/// server's encoder escapes (`<`, `>`, `&`, control characters, invalid
+/// UTF-8) becomes six (`\u003c`).
+pub const JSON_ESCAPE_FACTOR: usize = 6;
+
+/// Bodies above this are refused with 413. It fits the largest review the
+/// API server can send: an UPDATE carries `object` and `oldObject`, each up
+/// to etcd's limit and fully escaped, plus 1 MiB for the envelope
+/// (userInfo, options). A smaller cap would leave the biggest legitimate
+/// updates to the failure policy. 19 MiB.
+pub const MAX_BODY_BYTES: usize = 2 * ETCD_MAX_OBJECT_BYTES * JSON_ESCAPE_FACTOR + (1 << 20);
 
 #[derive(Clone)]
 pub struct AppState {

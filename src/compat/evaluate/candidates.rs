@@ -41,9 +41,12 @@ impl<'a> Candidate<'a> {
     }
 }
 
-/// The node a profile describes: spec.nodeName, else metadata.name.
+/// The node a profile describes: its metadata.name, never spec.nodeName. The
+/// reporter's admission policy binds a node's token to the profile of that
+/// name only, so a profile whose spec.nodeName names another node must not
+/// speak for that node (the CRD also keeps spec.nodeName equal to the name).
 pub fn profile_node_name(p: &NodeNetfilterProfile) -> Option<&str> {
-    p.spec.node_name.as_deref().or(p.metadata.name.as_deref())
+    p.metadata.name.as_deref()
 }
 
 /// Candidates in the order given (`nodes` order when Nodes are at hand,

@@ -35,7 +35,7 @@ pub use selector::{label_selector_matches, node_selector_requirement_matches};
 pub use workload::{
     ContainerFacts, ContainerKind, ContainerRef, EXEMPT_ANNOTATION, Scope, Workload, WorkloadError,
     WorkloadKind, container_refs, exempt_annotation, has_net_admin, pod_containers,
-    pod_spec_can_write, security_context_can_write,
+    pod_spec_can_write, pod_spec_reaches_gate, security_context_can_write,
 };
 
 use crate::facts::{Backend, Severity, Version};

@@ -1084,6 +1084,15 @@ fn node(name: &str, labels: serde_json::Value, taints: serde_json::Value) -> Nod
 }
 
 fn cand_names(w: &Workload, profiles: &[NodeNetfilterProfile], nodes: &[Node]) -> Vec<String> {
+    cand_details(w, profiles, nodes)
+        .into_iter()
+        .map(|c| c.split(' ').next().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// `node@platform (Some("profile name"))` per candidate, the same with and
+/// without a NodeIndex.
+fn cand_details(w: &Workload, profiles: &[NodeNetfilterProfile], nodes: &[Node]) -> Vec<String> {
     let p: Vec<_> = profiles.iter().collect();
     let n: Vec<_> = nodes.iter().collect();
     let show = |cs: Vec<Candidate<'_>>| -> Vec<String> {
@@ -1103,9 +1112,65 @@ fn cand_names(w: &Workload, profiles: &[NodeNetfilterProfile], nodes: &[Node]) -
         plain
     );
     plain
-        .into_iter()
-        .map(|c| c.split(' ').next().unwrap_or_default().to_string())
-        .collect()
+}
+
+/// A profile named `name` whose spec.nodeName says `claims`.
+fn spoofing_profile(name: &str, claims: &str) -> NodeNetfilterProfile {
+    let mut p = profile(name, &legacy_node("1.8.9"));
+    p.spec.node_name = Some(claims.into());
+    p
+}
+
+#[test]
+fn a_profile_naming_another_node_in_spec_never_speaks_for_it() {
+    let w = host_writer("x");
+    let nodes = three_nodes();
+    let w_all = daemonset_with(
+        true,
+        &[c("m", "x", &[])],
+        json!({"tolerations": [{"operator": "Exists"}]}),
+    );
+    // Node b has no profile of its own: "x" claiming b does not become b's.
+    let profiles = vec![profile("a", &nft_node("1.8.9")), spoofing_profile("x", "b")];
+    assert_eq!(
+        cand_details(&w_all, &profiles, &nodes),
+        vec![
+            "a@linux/amd64 (Some(\"a\"))",
+            "b@linux/arm64 (None)",
+            "c@linux/amd64 (None)"
+        ]
+    );
+    // Without Node objects the profile stands for the node it is named after.
+    assert_eq!(
+        cand_names(&w, &profiles, &[]),
+        vec!["a@linux/amd64", "x@linux/amd64"]
+    );
+    let pinned = daemonset_with(true, &[c("m", "x", &[])], json!({"nodeName": "b"}));
+    assert!(cand_names(&pinned, &profiles, &[]).is_empty());
+    // b's own profile wins whatever the order (no "last duplicate wins").
+    for profiles in [
+        vec![profile("b", &nft_node("1.8.9")), spoofing_profile("x", "b")],
+        vec![spoofing_profile("x", "b"), profile("b", &nft_node("1.8.9"))],
+    ] {
+        assert_eq!(
+            cand_details(&w_all, &profiles, &nodes)[1],
+            "b@linux/arm64 (Some(\"b\"))"
+        );
+        assert_eq!(
+            cand_details(&pinned, &profiles, &nodes),
+            vec!["b@linux/arm64 (Some(\"b\"))"]
+        );
+    }
+    // A profile named after b that claims a is b's, and never a's.
+    let profiles = vec![spoofing_profile("b", "a")];
+    assert_eq!(
+        cand_details(&w_all, &profiles, &nodes),
+        vec![
+            "a@linux/amd64 (None)",
+            "b@linux/arm64 (Some(\"b\"))",
+            "c@linux/amd64 (None)"
+        ]
+    );
 }
 
 fn three_profiles() -> Vec<NodeNetfilterProfile> {

@@ -391,6 +391,15 @@ pub fn pod_spec_can_write(spec: &PodSpec) -> bool {
     container_refs(spec).any(|c| c.can_write())
 }
 
+/// Whether the admission gate judges `spec` at all: hostNetwork, or a
+/// container that can write rules. Every other pod spec is allowed without
+/// a finding, so the webhook configuration's matchConditions (the same test
+/// in CEL) keep such pods away from the webhook; tests/gate_match.rs holds
+/// both to one table.
+pub fn pod_spec_reaches_gate(spec: &PodSpec) -> bool {
+    spec.host_network.unwrap_or(false) || pod_spec_can_write(spec)
+}
+
 /// Every container (init, app, ephemeral) of a pod spec with its netfilter
 /// scope: what `evaluate` judges, without needing a whole [`Workload`].
 pub fn pod_containers(spec: &PodSpec) -> Vec<ContainerFacts> {
