@@ -605,6 +605,17 @@ mod tests {
         ));
     }
 
+    #[test]
+    fn every_bound_is_a_series_the_metrics_export_from_the_start() {
+        for b in [
+            NotStarted::PerRequest,
+            NotStarted::PerNamespace,
+            NotStarted::Inflight,
+        ] {
+            assert!(super::super::metrics::LOOKUP_BOUNDS.contains(&b.as_str()));
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn answers_are_kept_per_credential() {
         let script = Arc::new(Script::default());

@@ -35,6 +35,9 @@ const VERDICTS: [&str; 4] = [
     Verdict::Deny.as_str(),
     "rejected",
 ];
+/// Bounds a look-up can be refused at (`images::NotStarted`): every series
+/// exists from the start, so a rate over it is 0, not absent.
+pub const LOOKUP_BOUNDS: [&str; 3] = ["per_request", "per_namespace", "inflight"];
 /// One per reason code.
 const REASON_SLOTS: usize = ReasonCode::ALL.len();
 
@@ -138,6 +141,9 @@ impl Metrics {
             registry_errors.clone(),
         );
         let lookups_not_started = Family::<Labels1, Counter>::default();
+        for bound in LOOKUP_BOUNDS {
+            lookups_not_started.get_or_create(&[("bound", bound)]);
+        }
         registry.register(
             "image_lookups_not_started",
             "Image look-ups not started because a bound was reached (the image counts as unresolved), by bound",
