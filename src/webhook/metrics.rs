@@ -142,7 +142,7 @@ impl Metrics {
         );
         let lookups_not_started = Family::<Labels1, Counter>::default();
         for bound in LOOKUP_BOUNDS {
-            lookups_not_started.get_or_create(&[("bound", bound)]);
+            drop(lookups_not_started.get_or_create(&[("bound", bound)]));
         }
         registry.register(
             "image_lookups_not_started",
