@@ -13,44 +13,9 @@ mod support;
 use pki::pki;
 use scripted::{Reply, Server};
 use serde_json::Value;
-use std::net::SocketAddr;
-use std::process::Child;
-use support::{Fixture, https_addr, incident, localhost_client, spawn_webhook};
+use support::{Fixture, SpawnedWebhook, incident, localhost_client};
 
-struct Webhook {
-    child: Child,
-    https: SocketAddr,
-}
-
-impl Drop for Webhook {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start(fx: &Fixture, cert: &str, key: &str, extra: &[&str]) -> Webhook {
-    let (profiles, nodes) = (fx.profiles(), fx.nodes());
-    let base = [
-        "--metrics-listen",
-        "off",
-        "--tls-cert",
-        cert,
-        "--tls-key",
-        key,
-        "--profiles",
-        profiles.to_str().unwrap(),
-        "--nodes",
-        nodes.to_str().unwrap(),
-    ];
-    let (child, line) = spawn_webhook(base.iter().chain(extra));
-    Webhook {
-        child,
-        https: https_addr(&line),
-    }
-}
-
-async fn review(wh: &Webhook, ca_pem: &str, image: &str) -> Value {
+async fn review(wh: &SpawnedWebhook, ca_pem: &str, image: &str) -> Value {
     let r = localhost_client(ca_pem, wh.https)
         .post(format!("https://localhost:{}/validate", wh.https.port()))
         .json(&incident(image))
@@ -75,7 +40,7 @@ fn the_webhook_refuses_a_loopback_registry_by_default_and_allows_it_when_told() 
     let image = format!("{host}/kube-router:1.8.7");
     let rt = tokio::runtime::Runtime::new().unwrap();
 
-    let wh = start(&fx, cert, key, &["--insecure-registry", &host]);
+    let wh = SpawnedWebhook::start(&fx, cert, key, &["--insecure-registry", &host]);
     let answer = rt.block_on(review(&wh, &pki.ca_pem, &image));
     let text = answer.to_string();
     assert!(
@@ -89,7 +54,7 @@ fn the_webhook_refuses_a_loopback_registry_by_default_and_allows_it_when_told() 
 
     // Allowed explicitly: the webhook reaches the registry, whose answer is
     // shown as a status and a reason, never its body.
-    let wh = start(
+    let wh = SpawnedWebhook::start(
         &fx,
         cert,
         key,

@@ -22,8 +22,6 @@ use pki::pki;
 use registry::Registry;
 use serde_json::Value;
 use std::io::Write;
-use std::net::SocketAddr;
-use std::process::Child;
 use std::time::{Duration, Instant};
 use support::*;
 
@@ -33,51 +31,14 @@ const LIMIT: u64 = 512 << 20;
 const BUDGET: Duration = Duration::from_secs(8);
 const ATTACKERS: usize = 32;
 
-/// The webhook binary; killed when dropped.
-struct Webhook {
-    child: Child,
-    https: SocketAddr,
-}
-
-impl Drop for Webhook {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Webhook {
-    fn start(fx: &Fixture, registry: &str, cert: &std::path::Path, key: &std::path::Path) -> Self {
-        let mut args: Vec<std::ffi::OsString> = vec!["--metrics-listen".into(), "off".into()];
-        args.extend([
-            "--tls-cert".into(),
-            cert.into(),
-            "--tls-key".into(),
-            key.into(),
-        ]);
-        args.extend(["--profiles".into(), fx.profiles().into()]);
-        args.extend(["--nodes".into(), fx.nodes().into()]);
-        args.extend(["--insecure-registry".into(), registry.into()]);
-        // The test registry is on loopback, which the webhook refuses by default.
-        args.extend(["--registry-allow-cidr".into(), "127.0.0.1/32".into()]);
-        args.extend(["--timeout".into(), BUDGET.as_secs().to_string().into()]);
-        args.extend(["--memory-limit".into(), LIMIT.to_string().into()]);
-        let (child, line) = spawn_webhook(args);
-        Webhook {
-            https: https_addr(&line),
-            child,
-        }
-    }
-
-    /// Peak resident set of the process so far (KiB), from the kernel.
-    fn peak_rss_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .expect("VmHWM")
-    }
+/// Peak resident set of the webhook so far (KiB), from the kernel.
+fn peak_rss_kib(hook: &SpawnedWebhook) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", hook.child.id())).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM")
 }
 
 fn hostile_layers(work: &std::path::Path) -> Vec<Blob> {
@@ -158,7 +119,24 @@ fn thirty_two_hostile_admissions_stay_within_budget_and_memory() {
     let pki = pki();
     let cert = fx.write("tls.crt", &pki.cert_pem);
     let key = fx.write("tls.key", &pki.key_pem);
-    let hook = Webhook::start(&fx, &reg.host(), &cert, &key);
+    let budget = BUDGET.as_secs().to_string();
+    let limit = LIMIT.to_string();
+    let hook = SpawnedWebhook::start(
+        &fx,
+        &cert,
+        &key,
+        &[
+            "--insecure-registry",
+            &reg.host(),
+            // The test registry is on loopback, which the webhook refuses by default.
+            "--registry-allow-cidr",
+            "127.0.0.1/32",
+            "--timeout",
+            &budget,
+            "--memory-limit",
+            &limit,
+        ],
+    );
     let url = format!("https://localhost:{}/validate", hook.https.port());
 
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -222,7 +200,7 @@ fn thirty_two_hostile_admissions_stay_within_budget_and_memory() {
         !v.to_string().contains("ImageUnresolved"),
         "the ordinary namespace's cold image was not judged during the attack: {v}"
     );
-    let rss = hook.peak_rss_kib();
+    let rss = peak_rss_kib(&hook);
     let mut q = quiet.clone();
     q.sort();
     let mut d = during.clone();

@@ -339,6 +339,41 @@ pub fn spawn_webhook<S: AsRef<std::ffi::OsStr>>(
     (child, line)
 }
 
+/// The webhook binary on loopback with the fixture's facts and its own TLS
+/// files (metrics off); killed when dropped.
+pub struct SpawnedWebhook {
+    pub child: std::process::Child,
+    pub https: std::net::SocketAddr,
+}
+
+impl SpawnedWebhook {
+    pub fn start(
+        fx: &Fixture,
+        cert: impl AsRef<std::ffi::OsStr>,
+        key: impl AsRef<std::ffi::OsStr>,
+        extra: &[&str],
+    ) -> Self {
+        let mut args: Vec<std::ffi::OsString> = vec!["--metrics-listen".into(), "off".into()];
+        args.extend(["--tls-cert".into(), cert.as_ref().into()]);
+        args.extend(["--tls-key".into(), key.as_ref().into()]);
+        args.extend(["--profiles".into(), fx.profiles().into()]);
+        args.extend(["--nodes".into(), fx.nodes().into()]);
+        args.extend(extra.iter().map(Into::into));
+        let (child, line) = spawn_webhook(args);
+        SpawnedWebhook {
+            https: https_addr(&line),
+            child,
+        }
+    }
+}
+
+impl Drop for SpawnedWebhook {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// The HTTPS address in `spawn_webhook`'s line.
 pub fn https_addr(line: &str) -> std::net::SocketAddr {
     let port: u16 = line
