@@ -262,3 +262,49 @@ fn profile_has_status_subresource_and_policy_defaults() {
     );
     assert_eq!(spec["properties"]["unresolvedImages"]["default"], "Warn");
 }
+
+/// Every "Default X." a NetfilterPolicy field's documentation states is what
+/// the code does with the field left out: the serde default, or for optional
+/// fields the effective default the judgement applies.
+#[test]
+fn documented_policy_defaults_are_the_codes() {
+    use nfguard::api::policy::NetfilterPolicySpec;
+    let crd = crd_docs()
+        .into_iter()
+        .find(|c| c["spec"]["names"]["kind"] == "NetfilterPolicy")
+        .expect("the NetfilterPolicy CRD");
+    let props = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        ["properties"];
+    let empty: NetfilterPolicySpec = serde_json::from_str("{}").unwrap();
+    let serialized = serde_json::to_value(&empty).unwrap();
+    // Optional fields: left out, the judgement uses these.
+    let effective = |field: &str| -> Option<String> {
+        match field {
+            "maxTaintedNodesPercent" => Some(
+                nfguard::controller::taints::DEFAULT_MAX_TAINTED_PERCENT.to_string(),
+            ),
+            "registryTimeoutSeconds" => nfguard::compat::evaluate::EffectivePolicy::default()
+                .registry_timeout_seconds
+                .map(|t| t.to_string())
+                .or(Some("none".into())),
+            _ => None,
+        }
+    };
+    let mut checked = 0;
+    for (field, schema) in props.as_object().unwrap() {
+        let doc = schema["description"].as_str().unwrap_or("");
+        let Some((_, rest)) = doc.split_once("Default ") else {
+            continue;
+        };
+        let stated = rest.split(['.', ':', ' ']).next().unwrap();
+        let actual = match &serialized[field] {
+            Value::Null => effective(field)
+                .unwrap_or_else(|| panic!("{field}: no effective default known to this test")),
+            Value::String(s) => s.clone(),
+            v => v.to_string(),
+        };
+        assert_eq!(stated, actual, "{field}: documented {doc:?}");
+        checked += 1;
+    }
+    assert!(checked >= 5, "only {checked} documented defaults found");
+}

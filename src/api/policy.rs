@@ -35,7 +35,9 @@ pub struct NetfilterPolicySpec {
     /// What to do when an image's iptables cannot be resolved in time. Default Warn.
     #[serde(default = "default_unresolved")]
     pub unresolved_images: UnresolvedAction,
-    /// Budget for registry look-ups per admission. Default 5.
+    /// Budget in seconds for registry look-ups per admission; it can only
+    /// shorten the caller's own (the webhook's and `check`'s `--timeout`).
+    /// Default none: the caller's budget.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub registry_timeout_seconds: Option<u32>,
     /// Taint nodes with a critical hazard `nfguard.io/netfilter-degraded=<code>:NoSchedule`. Default false.
