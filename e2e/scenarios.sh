@@ -235,15 +235,18 @@ epoch() { date -u -d "$1" +%s 2>/dev/null || echo 0; }
 
 # The names listed in a denial reason's "[node X]" / "[nodes X, Y]" part.
 reason_nodes() {
-  sed -nE 's/.*\[(nodes?|[0-9]+ nodes) ([^]]*)\].*/\2/p' <<<"$1" | head -n 1 |
+  sed -nE 's/.*\[(nodes?|[0-9]+ nodes) ([^]]*)\].*/\2/p' <<<"$1" | sed -n 1p |
     sed -E 's/^\(//; s/, \+[0-9]+ more\)$//; s/\)$//' | tr ',' '\n' | sed 's/^ *//; s/ *$//' | grep . || true
 }
 # The " | "-separated part of a denial that carries reason code CODE.
 reason_part() { # TEXT CODE
-  printf '%s\n' "${1// | /$'\n'}" | grep -F -m 1 "[$2]" || true
+  local parts=${1// | /$'\n'}
+  awk -v c="[$2]" 'index($0, c) && !done { print; done = 1 }' <<<"$parts"
 }
 names_node() { # TEXT NODE: NODE is one of the nodes the reason names
-  reason_nodes "$1" | grep -qxF "$2"
+  local nodes
+  nodes=$(reason_nodes "$1")
+  grep -qxF -- "$2" <<<"$nodes"
 }
 
 # scenario_ns NAME: a fresh namespace (privileged pod security), deleted at the end.
@@ -631,7 +634,9 @@ s6_restore_firewall() {
 }
 
 s6_rule_present() { # RULE
-  s6_filter | grep -qxF -- "$1"
+  local rules
+  rules=$(s6_filter) || true
+  grep -qxF -- "$1" <<<"$rules"
 }
 s6_corrupted() {
   local f
@@ -668,7 +673,9 @@ s6_recovered() { # SINCE (epoch): Ready, a profile probed after SINCE, Fresh and
   [ "$(condition "$S6_NODE" Fresh status)" = True ] || { WHY="Fresh not True"; return 1; }
   [ "$(condition "$S6_NODE" Healthy status)" = True ] || { WHY="Healthy $(condition "$S6_NODE" Healthy reason)"; return 1; }
   [ -z "$(nfguard_taints "$S6_NODE")" ] || { WHY="taints: $(nfguard_taints "$S6_NODE" | tr '\n' ' ')"; return 1; }
-  ! get node "$S6_NODE" '{.spec.taints[*].key}' | grep -q 'node.kubernetes.io/unreachable' ||
+  local keys
+  keys=$(get node "$S6_NODE" '{.spec.taints[*].key}')
+  [[ " $keys " != *" node.kubernetes.io/unreachable "* ]] ||
     { WHY="still tainted node.kubernetes.io/unreachable"; return 1; }
 }
 s6_probe_interval() {
@@ -714,11 +721,12 @@ lift_brake() {
 }
 
 s6_incident() {
-  local ns=nfguard-e2e-s6 n hb_before out traffic t0 repaired input reconnected
+  local ns=nfguard-e2e-s6 n hb_before out traffic t0 repaired input reconnected labels
   for n in "${NODES[@]}"; do
     [ "$(nnp "$n" '{.status.activeBackend}')" = nft ] || continue
     if [ "${EXPECT[$n]:-}" = nft ]; then S6_NODE=$n; break; fi
-    if [ -z "$S6_NODE" ] && ! get node "$n" '{.metadata.labels}' | grep -q '"node-role.kubernetes.io/control-plane"'; then
+    labels=$(get node "$n" '{.metadata.labels}')
+    if [ -z "$S6_NODE" ] && [[ $labels != *'"node-role.kubernetes.io/control-plane"'* ]]; then
       S6_NODE=$n
     fi
   done
@@ -1079,8 +1087,10 @@ s8_holder_is() {
   [ "$(s8_holder)" = "$1" ]
 }
 s8_metric() { # POD NAME: a metric's value through the apiserver's pod proxy (empty if unreachable)
-  kubectl get --raw "/api/v1/namespaces/$NS/pods/$1:9090/proxy/metrics" 2>/dev/null |
-    awk -v m="$2" '$1 == m { print $2; exit }'
+  # Read whole first: awk leaving early would kill kubectl with SIGPIPE (141).
+  local text
+  text=$(kubectl get --raw "/api/v1/namespaces/$NS/pods/$1:9090/proxy/metrics" 2>/dev/null) || true
+  awk -v m="$2" '$1 == m && !done { print $2; done = 1 }' <<<"$text"
 }
 # Write markers in the controller's log (src/controller/{apply,run,cli}.rs).
 S8_WRITES='node labels updated|nfguard taint changed|orphaned profiles deleted|reconcile failed|leading: reconciling nodes|safety brake'
@@ -1183,7 +1193,9 @@ s8_holder_moved() { # OLD
   [ -n "$h" ] && [ "$h" != "$1" ]
 }
 s8_logged() { # POD TEXT
-  s8_logs "$1" | grep -qF "$2"
+  local logs
+  logs=$(s8_logs "$1") || true
+  grep -qF -- "$2" <<<"$logs"
 }
 # A controller's log without terminal colour codes.
 s8_logs() { kubectl -n "$NS" logs "$1" 2>/dev/null | sed 's/\x1b\[[0-9;]*m//g'; }
