@@ -273,16 +273,15 @@ fn documented_policy_defaults_are_the_codes() {
         .into_iter()
         .find(|c| c["spec"]["names"]["kind"] == "NetfilterPolicy")
         .expect("the NetfilterPolicy CRD");
-    let props = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
-        ["properties"];
+    let props = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
     let empty: NetfilterPolicySpec = serde_json::from_str("{}").unwrap();
     let serialized = serde_json::to_value(&empty).unwrap();
     // Optional fields: left out, the judgement uses these.
     let effective = |field: &str| -> Option<String> {
         match field {
-            "maxTaintedNodesPercent" => Some(
-                nfguard::controller::taints::DEFAULT_MAX_TAINTED_PERCENT.to_string(),
-            ),
+            "maxTaintedNodesPercent" => {
+                Some(nfguard::controller::taints::DEFAULT_MAX_TAINTED_PERCENT.to_string())
+            }
             "registryTimeoutSeconds" => nfguard::compat::evaluate::EffectivePolicy::default()
                 .registry_timeout_seconds
                 .map(|t| t.to_string())
