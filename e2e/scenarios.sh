@@ -1010,7 +1010,7 @@ s7_rbac() {
         logs+=$'\n'$(kubectl -n "$NS" logs "$pod" --all-containers --previous 2>&1 || true)
       fi
       if grep -i 'forbidden' <<<"$logs" >/dev/null; then
-        fail "pod $pod logged Forbidden errors: $(grep -i forbidden <<<"$logs" | head -n 5)"
+        fail "pod $pod logged Forbidden errors: $(grep -i forbidden <<<"$logs" | sed -n 1,5p)"
       fi
       ok "$pod runs as ServiceAccount $sa; its log has no Forbidden"
     done < <(kubectl -n "$NS" get pods -l "app.kubernetes.io/component=$c" \
@@ -1527,7 +1527,7 @@ s11_node_identity() {
   ok "the reporter pod's heartbeat advanced after ${WAITED} s: $(nnp "$a" '{.status.lastProbeTime}')"
   logs=$(kubectl -n "$NS" logs "$pod_a" --since=$((SECONDS - start + 5))s 2>&1)
   if grep -i 'forbidden' <<<"$logs" >/dev/null; then
-    fail "reporter $pod_a logged Forbidden errors: $(grep -i forbidden <<<"$logs" | head -n 5)"
+    fail "reporter $pod_a logged Forbidden errors: $(grep -i forbidden <<<"$logs" | sed -n 1,5p)"
   fi
   ok "reporter $pod_a logged no Forbidden meanwhile"
 }
