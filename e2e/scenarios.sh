@@ -901,7 +901,7 @@ s6_race() { # RECONNECTED (epoch)
     fi
     ev=$(s6_taint_events "$since")
     if grep -q ' Tainted added nfguard.io/netfilter-degraded=FirewallUnconditionalDrop:NoSchedule' <<<"$ev" &&
-      { [ -z "$healed" ] || grep -q ' Untainted ' <<<"$ev"; }; then
+      { [ -z "$healed" ] || [[ $ev == *' Untainted '* ]]; }; then
       ok "nfguard reported it once the node came back: the controller's events on Node $S6_NODE:"
       show <<<"$ev"
       if [ -n "$healed" ]; then

@@ -74,14 +74,18 @@ impl DockerAuths {
             path: path.display().to_string(),
             detail,
         };
-        let text = match std::fs::read(path) {
-            Ok(t) => t,
+        const MAX: u64 = 4 << 20;
+        let file = match std::fs::File::open(path) {
+            Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => {
                 return Ok(Self::default());
             }
             Err(e) => return Err(err(e.to_string())),
         };
-        if text.len() > 4 << 20 {
+        let mut text = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::Read::take(file, MAX + 1), &mut text)
+            .map_err(|e| err(e.to_string()))?;
+        if text.len() as u64 > MAX {
             return Err(err("larger than 4 MiB".into()));
         }
         Self::parse(&text).map_err(err)
