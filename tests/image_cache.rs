@@ -12,12 +12,16 @@ use registry::Registry;
 
 /// An inspector for `reg` with an empty docker config (never the user's).
 fn inspector(reg: &Registry) -> ImageInspector {
+    inspector_with(reg, RegistryConfig::default())
+}
+
+fn inspector_with(reg: &Registry, config: RegistryConfig) -> ImageInspector {
     let empty = reg.storage().with_file_name("empty-docker-config.json");
     std::fs::write(&empty, "{}").unwrap();
     ImageInspector::new(RegistryConfig {
         insecure_registries: vec![reg.host()],
         docker_config: Some(empty),
-        ..Default::default()
+        ..config
     })
 }
 
@@ -172,4 +176,96 @@ async fn per_call_credentials() {
         .await
         .unwrap();
     assert!(stats.from_cache, "{stats:?}");
+}
+
+/// Two single-layer images of `repo` (amd64 and arm64) with this iptables.
+fn pair(reg: &Registry, work: &std::path::Path, repo: &str, version: &str) -> (Pushed, Pushed) {
+    let layer = build_layer(work, &bare_iptables(version, Alt::Nft), Compression::Gzip);
+    let amd = push_image(
+        &reg.host(),
+        repo,
+        &format!("{version}-amd64"),
+        std::slice::from_ref(&layer),
+        &ImageConfig::default(),
+    );
+    let arm = push_image(
+        &reg.host(),
+        repo,
+        &format!("{version}-arm64"),
+        &[layer],
+        &ImageConfig {
+            architecture: "arm64".into(),
+            ..ImageConfig::default()
+        },
+    );
+    (amd, arm)
+}
+
+fn version_of(p: &nfguard::facts::ImageProfile) -> String {
+    p.iptables.as_ref().unwrap().version.unwrap().to_string()
+}
+
+/// A tag is resolved to a digest once per tag TTL and credential: every
+/// platform is read from that index while the pin holds (even if the tag
+/// moves in between), and a moved tag is judged by its new digest once the
+/// pin expires. The profile reports the digest that was read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tag_is_pinned_to_one_digest_for_every_platform_until_its_ttl() {
+    let reg = Registry::start();
+    let work = tempfile::tempdir().unwrap();
+    let (old_amd, old_arm) = pair(&reg, work.path(), "agent", "1.8.7");
+    let (new_amd, new_arm) = pair(&reg, work.path(), "agent", "1.8.11");
+    push_index(&reg.host(), "agent", "stable", &[&old_amd, &old_arm]);
+    let tag_ttl = std::time::Duration::from_secs(5);
+    let insp = inspector_with(
+        &reg,
+        RegistryConfig {
+            tag_ttl,
+            ..Default::default()
+        },
+    );
+    let stable = format!("{}/agent:stable", reg.host());
+    let arm64: Platform = "linux/arm64".parse().unwrap();
+
+    let pinned_at = std::time::Instant::now();
+    let amd = insp.inspect(&stable, &amd64(), None).await.unwrap();
+    assert_eq!(
+        (amd.digest.as_str(), version_of(&amd).as_str()),
+        (old_amd.digest.as_str(), "1.8.7")
+    );
+
+    // The tag moves; the other platform is still read from the pinned index.
+    push_index(&reg.host(), "agent", "stable", &[&new_amd, &new_arm]);
+    let arm = insp.inspect(&stable, &arm64, None).await.unwrap();
+    assert!(
+        pinned_at.elapsed() < tag_ttl,
+        "the machine was too slow to observe the pin (took {:?})",
+        pinned_at.elapsed()
+    );
+    assert_eq!(
+        (arm.digest.as_str(), version_of(&arm).as_str()),
+        (old_arm.digest.as_str(), "1.8.7")
+    );
+
+    // Once the pin expires, both platforms are judged by the new digest.
+    tokio::time::sleep(
+        tag_ttl.saturating_sub(pinned_at.elapsed()) + std::time::Duration::from_millis(200),
+    )
+    .await;
+    let arm = insp.inspect(&stable, &arm64, None).await.unwrap();
+    assert_eq!(
+        (arm.digest.as_str(), version_of(&arm).as_str()),
+        (new_arm.digest.as_str(), "1.8.11")
+    );
+    let amd = insp.inspect(&stable, &amd64(), None).await.unwrap();
+    assert_eq!(
+        (amd.digest.as_str(), version_of(&amd).as_str()),
+        (new_amd.digest.as_str(), "1.8.11")
+    );
+    // A digest reference is never re-resolved: the old content stays readable by name.
+    let by_digest = format!("{}/agent@{}", reg.host(), old_amd.digest);
+    assert_eq!(
+        version_of(&insp.inspect(&by_digest, &amd64(), None).await.unwrap()),
+        "1.8.7"
+    );
 }

@@ -1,5 +1,7 @@
-//! Bounded in-memory caches: reference+platform+credential -> manifest
-//! digest (tags expire quickly because tags move; digest references never
+//! Bounded in-memory caches: tag+credential -> the digest it named (a pin:
+//! every platform of one tag is read from the same index until it expires),
+//! reference+platform+credential -> manifest
+//! digest (tags expire with their pin because tags move; digest references never
 //! do; a resolution is only ever served to the credential that made it, so
 //! a private image's answer never reaches a caller that could not read its
 //! manifest), manifest
@@ -37,17 +39,32 @@ impl moka::Expiry<ResolvedKey, Resolved> for ResolvedExpiry {
     }
 }
 
+/// A tag and the credential that resolved it.
+pub type PinKey = (String, CredentialId);
+
+/// The digest a tag named when it was last asked, and when.
+#[derive(Clone)]
+pub struct Pin {
+    pub digest: String,
+    pub at: Instant,
+}
+
 #[derive(Clone)]
 pub struct Caches {
+    pub pins: Cache<PinKey, Pin>,
     pub resolved: Cache<ResolvedKey, Resolved>,
     pub profiles: Cache<String, Arc<ImageProfile>>,
     pub layers: Cache<String, Arc<Layer>>,
 }
 
 impl Caches {
-    pub fn new(entries: usize, layer_bytes: u64) -> Self {
+    pub fn new(entries: usize, layer_bytes: u64, tag_ttl: Duration) -> Self {
         let entries = entries.max(1) as u64;
         Self {
+            pins: Cache::builder()
+                .max_capacity(entries)
+                .time_to_live(tag_ttl.max(Duration::from_millis(1)))
+                .build(),
             resolved: Cache::builder()
                 .max_capacity(entries)
                 .expire_after(ResolvedExpiry)

@@ -4,12 +4,12 @@
 //! change the answer.
 
 use super::auth::{self, DockerAuths};
-use super::cache::{Caches, Resolved, ResolvedKey};
+use super::cache::{Caches, Pin, Resolved, ResolvedKey};
 use super::client::{Client, Transport, is_sha256_digest};
 use super::error::{json_problem, remote_words};
 use super::http::Http;
 use super::stream::{self, ChannelReader, Compression};
-use super::{CredentialId, Credentials, Platform, RegistryConfig, RegistryError, TAG_TTL};
+use super::{CredentialId, Credentials, Platform, RegistryConfig, RegistryError};
 use crate::facts::{ImageProfile, IptablesFacts};
 use crate::rootfs::{self, Layer, LayeredRoot};
 use oci_client::Reference;
@@ -21,7 +21,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const ACCEPT: &[&str] = &[
     m::OCI_IMAGE_MEDIA_TYPE,
@@ -119,7 +119,11 @@ struct ImageConfigInner {
 
 impl Inner {
     pub fn new(config: RegistryConfig) -> Self {
-        let caches = Caches::new(config.cache_entries, config.memory.layer_cache_bytes);
+        let caches = Caches::new(
+            config.cache_entries,
+            config.memory.layer_cache_bytes,
+            config.tag_ttl,
+        );
         let transport = Arc::new(transport(&config));
         Self {
             transport,
@@ -258,14 +262,49 @@ impl Inner {
         Ok((manifest, digest))
     }
 
-    /// Reference -> (platform manifest, its digest), following an index.
+    /// The top manifest `r` names: by its digest, or for a tag by the digest
+    /// the tag was pinned to (asked once per `tag_ttl` and credential, so
+    /// every platform of one admission reads the same index); with how much
+    /// longer the answer holds (None: forever, a digest reference).
+    async fn top_manifest(
+        &self,
+        client: &Client,
+        r: &Reference,
+        credential: CredentialId,
+    ) -> Result<(OciManifest, String, Option<Duration>), RegistryError> {
+        if let Some(d) = r.digest() {
+            let (m, digest) = self.manifest(client, r, Some(d)).await?;
+            return Ok((m, digest, None));
+        }
+        let ttl = self.config.tag_ttl;
+        let key = (r.whole(), credential);
+        if let Some(pin) = self.caches.pins.get(&key) {
+            let left = ttl.saturating_sub(pin.at.elapsed());
+            let pinned = r.clone_with_digest(pin.digest.clone());
+            let (m, digest) = self.manifest(client, &pinned, Some(&pin.digest)).await?;
+            return Ok((m, digest, Some(left)));
+        }
+        let (m, digest) = self.manifest(client, r, None).await?;
+        self.caches.pins.insert(
+            key,
+            Pin {
+                digest: digest.clone(),
+                at: Instant::now(),
+            },
+        );
+        Ok((m, digest, Some(ttl)))
+    }
+
+    /// Reference -> (platform manifest, its digest, how long the tag's
+    /// resolution holds), following an index.
     async fn resolve(
         &self,
         client: &Client,
         r: &Reference,
         platform: &Platform,
-    ) -> Result<(OciImageManifest, String), RegistryError> {
-        let (top, digest) = self.manifest(client, r, r.digest()).await?;
+        credential: CredentialId,
+    ) -> Result<(OciImageManifest, String, Option<Duration>), RegistryError> {
+        let (top, digest, ttl) = self.top_manifest(client, r, credential).await?;
         let img = match top {
             OciManifest::Image(img) => (img, digest),
             OciManifest::ImageIndex(index) => {
@@ -311,7 +350,7 @@ impl Inner {
                 detail: "the manifest names a digest that is not sha256 and 64 hex digits".into(),
             });
         }
-        Ok(img)
+        Ok((img.0, img.1, ttl))
     }
 
     /// Stream one blob through `parse` on a blocking thread, verifying it.
@@ -415,19 +454,17 @@ impl Inner {
             };
             return Ok((p, stats));
         }
-        let (manifest, digest) = self.resolve(&client, &r, platform).await?;
-        let ttl = if r.digest().is_some() {
-            None
-        } else {
-            Some(TAG_TTL)
-        };
-        self.caches.resolved.insert(
-            Self::key(&r, platform, credential),
-            Resolved {
-                digest: digest.clone(),
-                ttl,
-            },
-        );
+        let (manifest, digest, ttl) = self.resolve(&client, &r, platform, credential).await?;
+        // A tag's platform resolution expires with its pin, not after it.
+        if ttl != Some(Duration::ZERO) {
+            self.caches.resolved.insert(
+                Self::key(&r, platform, credential),
+                Resolved {
+                    digest: digest.clone(),
+                    ttl,
+                },
+            );
+        }
         let mut stats = InspectStats {
             layers_total: manifest.layers.len(),
             image_bytes: manifest

@@ -31,7 +31,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// How long a tag's resolution to a manifest digest is trusted (tags move).
+/// How long a tag's resolution to a manifest digest is trusted (tags move):
+/// the default of `RegistryConfig::tag_ttl`.
 pub const TAG_TTL: Duration = Duration::from_secs(30);
 
 pub use crate::facts::Platform;
@@ -85,6 +86,9 @@ pub struct RegistryConfig {
     pub max_decompressed_layer_bytes: u64,
     /// Bounded caches of tag resolutions and profiles (entries).
     pub cache_entries: usize,
+    /// How long a tag's resolution (its pin) is trusted: a moved tag is
+    /// judged by its new digest at most this long after the move.
+    pub tag_ttl: Duration,
     /// How much memory inspections may use, in all.
     pub memory: MemoryPlan,
     /// Which hosts and addresses may be contacted (every redirect hop too).
@@ -113,6 +117,7 @@ impl Default for RegistryConfig {
             layer_limits: LayerLimits::default(),
             max_decompressed_layer_bytes: 8 << 30,
             cache_entries: 4096,
+            tag_ttl: TAG_TTL,
             memory: memory.clone(),
             egress: EgressPolicy::default(),
             extra_root_certificates_pem: Vec::new(),

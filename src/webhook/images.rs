@@ -109,11 +109,14 @@ struct Inflight {
 
 /// How long answers are kept. Errors briefly (the registry may recover),
 /// an image or platform that does not exist a little longer (asking again
-/// soon gives the same answer), profiles longer still (the registry module
-/// re-checks tags itself when asked).
+/// soon gives the same answer), a profile by digest longer still (its
+/// content never changes). A profile by tag only as long as the registry
+/// module trusts the tag's digest: a moved tag is judged by its new digest
+/// within two `TAG_TTL`s, not after minutes.
 #[derive(Clone, Copy, Debug)]
 pub struct CacheTtl {
     pub ok: Duration,
+    pub ok_by_tag: Duration,
     pub error: Duration,
     pub not_found: Duration,
 }
@@ -122,6 +125,7 @@ impl Default for CacheTtl {
     fn default() -> Self {
         CacheTtl {
             ok: Duration::from_secs(300),
+            ok_by_tag: crate::registry::TAG_TTL,
             error: Duration::from_secs(15),
             not_found: Duration::from_secs(60),
         }
@@ -129,13 +133,19 @@ impl Default for CacheTtl {
 }
 
 impl CacheTtl {
-    fn of(&self, answer: &Answer) -> Duration {
+    fn of(&self, key: &AnswerKey, answer: &Answer) -> Duration {
         match answer.as_ref() {
-            Ok(_) => self.ok,
+            Ok(_) if is_digest_reference(&key.image.image) => self.ok,
+            Ok(_) => self.ok_by_tag,
             Err(e) if e.kind == LookupErrorKind::NotFound => self.not_found,
             Err(_) => self.error,
         }
     }
+}
+
+/// `name@sha256:...`: the reference names content, not a tag that moves.
+fn is_digest_reference(image: &str) -> bool {
+    image.contains('@')
 }
 
 struct AnswerExpiry(CacheTtl);
@@ -143,11 +153,11 @@ struct AnswerExpiry(CacheTtl);
 impl moka::Expiry<AnswerKey, Answer> for AnswerExpiry {
     fn expire_after_create(
         &self,
-        _k: &AnswerKey,
+        k: &AnswerKey,
         v: &Answer,
         _now: std::time::Instant,
     ) -> Option<Duration> {
-        Some(self.0.of(v))
+        Some(self.0.of(k, v))
     }
 }
 
@@ -643,5 +653,31 @@ mod tests {
         let out = resolve(&c, &["ok/public"], Some(other), "b").await;
         assert!(resolved(&out, "ok/public"));
         assert_eq!(script.started.load(Ordering::SeqCst), 3);
+    }
+
+    /// A profile read by tag is kept only as long as a tag is trusted (it
+    /// may move); one read by digest for the full profile TTL.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn answers_by_tag_expire_with_the_tag_and_by_digest_last() {
+        let ttl = CacheTtl {
+            ok_by_tag: Duration::from_millis(100),
+            ..CacheTtl::default()
+        };
+        let c = ImageCache::new(
+            Arc::new(Script::default()),
+            100,
+            ttl,
+            Arc::new(Metrics::new()),
+        );
+        let digest = format!("r/a@sha256:{}", "0".repeat(64));
+        let out = resolve(&c, &["r/a:v1", &digest], None, "ns").await;
+        assert!(resolved(&out, "r/a:v1") && resolved(&out, &digest));
+        assert!(c.cached(&key("r/a:v1")).is_some());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(
+            c.cached(&key("r/a:v1")).is_none(),
+            "a tag answer outlived the tag TTL"
+        );
+        assert!(c.cached(&key(&digest)).is_some());
     }
 }

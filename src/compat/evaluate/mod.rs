@@ -144,6 +144,10 @@ pub struct Reason {
     pub nodes: Vec<String>,
     pub container: Option<String>,
     pub image: Option<String>,
+    /// The digest of the platform manifest judged for `image`: what this
+    /// reason is true of, however the image's tag moves afterwards.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_digest: Option<String>,
     /// `os/arch[/variant]` the image was resolved for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub platform: Option<String>,

@@ -36,13 +36,21 @@ fn nodes_phrase(nodes: &[String], max: usize) -> String {
     }
 }
 
+/// `sha256:` and the first 12 hex digits (as `docker images` shows them):
+/// enough to tell digests apart in a message; the JSON output has it whole.
+fn short_digest(d: &str) -> &str {
+    d.get(..("sha256:".len() + 12)).unwrap_or(d)
+}
+
 /// One line for admission messages, warnings and the CLI's text output.
 pub(super) fn one_line(r: &Reason, max_nodes: usize) -> String {
     let mut s = format!("[{}] ", r.code);
     if let Some(c) = &r.container {
         s.push_str(&format!("container {c}"));
-        if let Some(i) = &r.image {
-            s.push_str(&format!(" ({i})"));
+        match (&r.image, &r.image_digest) {
+            (Some(i), Some(d)) => s.push_str(&format!(" ({i}, {})", short_digest(d))),
+            (Some(i), None) => s.push_str(&format!(" ({i})")),
+            _ => {}
         }
         s.push_str(": ");
     }
@@ -270,6 +278,7 @@ pub(super) fn reason(f: &Finding<'_>, nodes: Vec<&str>, containers: &[ContainerF
         nodes,
         container: cname,
         image: img,
+        image_digest: f.image_digest.map(str::to_string),
         platform: f.platform.map(Platform::to_string),
         image_version: f.image_version,
         image_backend: f.image_backend,

@@ -42,6 +42,8 @@ pub(super) struct Finding<'a> {
     pub platform: Option<&'a Platform>,
     pub image_version: Option<Version>,
     pub image_backend: Option<Backend>,
+    /// The platform manifest's digest that was judged (the image as read).
+    pub image_digest: Option<&'a str>,
     /// The backend the image actually uses on this node (wrapper resolved).
     pub effective_backend: Option<Backend>,
     pub node_backend: Option<RulesBackend>,
@@ -61,6 +63,7 @@ impl<'a> Finding<'a> {
             platform: None,
             image_version: None,
             image_backend: None,
+            image_digest: None,
             effective_backend: None,
             node_backend: None,
             other: None,
@@ -177,6 +180,8 @@ struct Judged<'a> {
     index: usize,
     scope: Scope,
     facts: &'a IptablesFacts,
+    /// The digest the facts were read from, reported with every finding.
+    digest: &'a str,
 }
 
 pub(super) fn evaluate(input: &SubjectInput<'_>) -> Decision {
@@ -441,6 +446,7 @@ fn judge_node<'a>(
                     index: *i,
                     scope: ctx.containers[*i].scope,
                     facts: f,
+                    digest: &profile.digest,
                 }),
                 _ => {
                     let mut f = info(ReasonCode::NoIptables);
@@ -503,6 +509,7 @@ fn judge_container<'a>(
         f.platform = Some(platform);
         f.image_version = j.facts.version;
         f.image_backend = j.facts.backend;
+        f.image_digest = Some(j.digest);
         f
     };
     if let Some(v) = j.facts.version
@@ -614,6 +621,7 @@ fn judge_pod<'a>(
         f.platform = Some(platform);
         f.image_version = j.facts.version;
         f.image_backend = j.facts.backend;
+        f.image_digest = Some(j.digest);
         f.effective_backend = Some(eb);
         f.other = Some(Other::Container {
             index: o.index,
@@ -655,6 +663,7 @@ fn judge_pod<'a>(
             f.container = Some(unknown.index);
             f.platform = Some(platform);
             f.image_backend = unknown.facts.backend;
+            f.image_digest = Some(unknown.digest);
             acc.push(f, node);
         }
         return;

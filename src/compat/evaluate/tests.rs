@@ -194,7 +194,7 @@ fn profile(name: &str, p: &P) -> NodeNetfilterProfile {
 fn image(reference: &str, version: Option<&str>, backend: Option<Backend>) -> ImageProfile {
     ImageProfile {
         image: reference.into(),
-        digest: "sha256:00".into(),
+        digest: format!("sha256:{}", "ab".repeat(32)),
         platform: PLATFORM.into(),
         iptables: Some(IptablesFacts {
             version: version.map(v),
@@ -368,6 +368,14 @@ fn row_incident_old_nft_reader_on_node_written_by_189_is_unsafe() {
     assert!(reason.message.contains("drops"), "{}", reason.message);
     assert!(reason.remedy.as_deref().unwrap().contains(">= 1.8.9"));
     assert_eq!(r.decision.verdict, Verdict::Deny);
+    // The verdict names the content it judged, not only the tag (which may move).
+    let digest = format!("sha256:{}", "ab".repeat(32));
+    assert_eq!(reason.image_digest.as_deref(), Some(digest.as_str()));
+    let line = reason.line(3);
+    assert!(
+        line.contains("container main (kube-router:old, sha256:abababababab): "),
+        "{line}"
+    );
 }
 
 #[test]
