@@ -112,13 +112,19 @@ fn github_annotations_point_at_the_container_line_of_each_document() {
         .find(|l| l.contains("title=OldReaderNewRules in DaemonSet"))
         .unwrap();
     let message = old_reader.rsplit_once("::").unwrap().1;
-    assert!(
-        message.starts_with(&format!(
-            "[OldReaderNewRules] container kube-router ({}/kube-router-old:v1): iptables-nft 1.8.7",
+    // The image as named, and the digest that was judged (12 hex digits).
+    let (head, rest) = message.split_once(", sha256:").expect("the digest judged");
+    assert_eq!(
+        head,
+        format!(
+            "[OldReaderNewRules] container kube-router ({}/kube-router-old:v1",
             w.host()
-        )),
+        ),
         "{message}"
     );
+    assert!(rest.starts_with(|c: char| c.is_ascii_hexdigit()), "{message}");
+    assert_eq!(rest.find(')'), Some(12), "{message}");
+    assert!(rest[12..].starts_with("): iptables-nft 1.8.7"), "{message}");
     assert!(message.contains("[nodes node-a, node-c]"), "{message}");
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.last(), Some(&"verdict: deny"));

@@ -192,7 +192,7 @@ async fn every_kind_and_operation_matches_check() {
         assert_eq!(v["apiVersion"], "admission.k8s.io/v1");
         assert_eq!(v["kind"], "AdmissionReview");
         assert_eq!(r["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
-        let got = r["auditAnnotations"]["nfguard.io/verdict"]
+        let got = r["auditAnnotations"]["verdict"]
             .as_str()
             .unwrap()
             .to_string();
@@ -284,10 +284,7 @@ async fn ephemeral_netadmin_container_is_checked() {
     )
     .await;
     assert_eq!(resp(&v)["allowed"], true);
-    assert_eq!(
-        resp(&v)["auditAnnotations"]["nfguard.io/verdict"],
-        "skipped"
-    );
+    assert_eq!(resp(&v)["auditAnnotations"]["verdict"], "skipped");
 }
 
 /// A Pod UPDATE review from `old` to `new` (both pod specs).
@@ -345,7 +342,7 @@ async fn pod_update_swapping_an_image_is_judged_like_a_create() {
     )
     .await;
     assert_eq!(resp(&v)["allowed"], true, "{v}");
-    assert_eq!(resp(&v)["auditAnnotations"]["nfguard.io/verdict"], "allow");
+    assert_eq!(resp(&v)["auditAnnotations"]["verdict"], "allow");
 
     // An update that leaves every image alone (labels, finalizers) is not
     // judged, even for a pod that would be denied today.
@@ -367,10 +364,7 @@ async fn pod_update_swapping_an_image_is_judged_like_a_create() {
     );
     let (_, v) = post(&app, r.to_string().into_bytes()).await;
     assert_eq!(resp(&v)["allowed"], true, "{v}");
-    assert_eq!(
-        resp(&v)["auditAnnotations"]["nfguard.io/verdict"],
-        "skipped"
-    );
+    assert_eq!(resp(&v)["auditAnnotations"]["verdict"], "skipped");
 }
 
 #[tokio::test]
@@ -415,7 +409,7 @@ async fn warn_policy_turns_denial_into_warnings() {
     let (_, v) = post(&app, ds_review(obj, false)).await;
     let r = resp(&v);
     assert_eq!(r["allowed"], true, "{v}");
-    assert_eq!(r["auditAnnotations"]["nfguard.io/verdict"], "warn");
+    assert_eq!(r["auditAnnotations"]["verdict"], "warn");
     let w = r["warnings"].as_array().unwrap();
     assert!(
         w.iter()

@@ -18,7 +18,7 @@ use super::images::ImageCache;
 use super::metrics::Metrics;
 use super::pod_update::images_changed;
 pub use super::review::{API_VERSION, Request, ReviewError, parse_review};
-use super::review::{Prepared, error_body, response};
+use super::review::{Prepared, error_body, judged_images, response};
 use crate::compat::evaluate::{
     Decision, ImageKey, ImageResolutions, NodeIndex, ReasonCode, Verdict, Workload, WorkloadKind,
 };
@@ -40,6 +40,8 @@ struct AdmissionImages<'r> {
     client: Option<&'r kube::Client>,
     namespace: &'r str,
     pod_spec: &'r PodSpec,
+    /// The digests read, for the audit annotation (see `judged_images`).
+    judged: std::sync::Mutex<String>,
 }
 
 #[async_trait::async_trait]
@@ -58,7 +60,8 @@ impl ResolveImages for AdmissionImages<'_> {
             }
             _ => PullSecrets::default(),
         };
-        self.cache
+        let out = self
+            .cache
             .resolve(
                 keys,
                 &|img| secrets.for_image(img),
@@ -66,7 +69,10 @@ impl ResolveImages for AdmissionImages<'_> {
                 deadline,
                 budget,
             )
-            .await
+            .await;
+        let read = judged_images(out.digests().map(|(i, p, d)| (i, p.to_string(), d)));
+        *self.judged.lock().unwrap_or_else(|p| p.into_inner()) = read;
+        out
     }
 }
 
@@ -169,6 +175,15 @@ impl Judge {
     /// Judge one workload through the one judgement path (as `nfguard
     /// check` and the controller do), with image look-ups bounded by `deadline`.
     pub async fn judge(&self, w: &Workload, deadline: Instant) -> Result<Decision, JudgeError> {
+        Ok(self.judge_reporting(w, deadline).await?.0)
+    }
+
+    /// [`Judge::judge`], with the image digests it read (see `judged_images`).
+    async fn judge_reporting(
+        &self,
+        w: &Workload,
+        deadline: Instant,
+    ) -> Result<(Decision, String), JudgeError> {
         let snap = self.facts.snapshot();
         let profiles: Vec<_> = snap.profiles.iter().map(|p| p.as_ref()).collect();
         let nodes: Vec<_> = snap.nodes.iter().map(|n| n.as_ref()).collect();
@@ -188,11 +203,17 @@ impl Judge {
             client: self.client.as_ref(),
             namespace: w.namespace.as_deref().unwrap_or("default"),
             pod_spec: &w.pod_spec,
+            judged: Default::default(),
         };
-        Ok(scene
+        let decision = scene
             .judge(Subject::Workload(w), &images, deadline)
             .await?
-            .decision)
+            .decision;
+        let read = images
+            .judged
+            .into_inner()
+            .unwrap_or_else(|p| p.into_inner());
+        Ok((decision, read))
     }
 
     /// The whole review: body bytes in, HTTP status + JSON out. Never panics
@@ -276,34 +297,35 @@ impl Judge {
         // Leave a margin to serialize and send the answer.
         let margin = (self.timeout / 10).min(Duration::from_millis(500));
         let deadline = start + self.timeout.saturating_sub(margin);
-        let decision =
-            match tokio::time::timeout_at(deadline + margin / 2, self.judge(&w, deadline)).await {
-                Ok(Ok(d)) => d,
-                Ok(Err(e)) => {
-                    return allow_with(
-                        format!(
-                            "nfguard could not judge {}: {e}; allowed without checks",
-                            w.object_ref()
-                        ),
-                        "allow",
-                    );
-                }
-                Err(_) => {
-                    return allow_with(
-                        format!(
-                            "nfguard could not judge {} within {:.1}s; allowed without checks",
-                            w.object_ref(),
-                            self.timeout.as_secs_f64()
-                        ),
-                        "allow",
-                    );
-                }
-            };
+        let judged = self.judge_reporting(&w, deadline);
+        let (decision, images) = match tokio::time::timeout_at(deadline + margin / 2, judged).await
+        {
+            Ok(Ok(d)) => d,
+            Ok(Err(e)) => {
+                return allow_with(
+                    format!(
+                        "nfguard could not judge {}: {e}; allowed without checks",
+                        w.object_ref()
+                    ),
+                    "allow",
+                );
+            }
+            Err(_) => {
+                return allow_with(
+                    format!(
+                        "nfguard could not judge {} within {:.1}s; allowed without checks",
+                        w.object_ref(),
+                        self.timeout.as_secs_f64()
+                    ),
+                    "allow",
+                );
+            }
+        };
         let object_ref = w.object_ref();
         let (allowed, message, warnings) = render_decision(&object_ref, &decision, self.max_nodes);
         let verdict = decision.verdict.as_str();
         let answer = Arc::new(Answer {
-            response: Prepared::new(allowed, message.as_deref(), &warnings, verdict),
+            response: Prepared::judged(allowed, message.as_deref(), &warnings, verdict, &images),
             verdict,
             codes: decision.reasons.iter().map(|r| r.code).collect(),
             object_ref,

@@ -256,10 +256,15 @@ struct ResponseOut<'a> {
     warnings: &'a [String],
 }
 
+/// The API server records these in the request's audit event as
+/// `<webhook name>/<key>` (e.g. `validate.nfguard.io/verdict`): a key must
+/// be a bare name, one with a `/` of its own is dropped by the API server.
 #[derive(Serialize)]
 struct Audit<'a> {
-    #[serde(rename = "nfguard.io/verdict")]
     verdict: &'a str,
+    /// What was judged: `image platform digest` per look-up, `, `-separated.
+    #[serde(skip_serializing_if = "str::is_empty")]
+    images: &'a str,
 }
 
 #[derive(Serialize)]
@@ -280,12 +285,24 @@ pub struct Prepared {
 impl Prepared {
     /// `message` (a denial) comes with status 403 Forbidden.
     pub fn new(allowed: bool, message: Option<&str>, warnings: &[String], verdict: &str) -> Self {
+        Self::judged(allowed, message, warnings, verdict, "")
+    }
+
+    /// Like `new`, recording the image digests judged (see [`judged_images`])
+    /// in the audit annotation `images`.
+    pub fn judged(
+        allowed: bool,
+        message: Option<&str>,
+        warnings: &[String],
+        verdict: &str,
+        images: &str,
+    ) -> Self {
         let out = ReviewOut {
             api_version: API_VERSION,
             kind: "AdmissionReview",
             response: ResponseOut {
                 allowed,
-                audit_annotations: Audit { verdict },
+                audit_annotations: Audit { verdict, images },
                 status: message.map(|message| StatusOut {
                     code: 403,
                     reason: "Forbidden",
@@ -321,6 +338,39 @@ pub fn response(
     verdict: &str,
 ) -> Vec<u8> {
     Prepared::new(allowed, message, warnings, verdict).with_uid(uid)
+}
+
+/// Longest `images` audit annotation: the audit event stays small however
+/// many containers and platforms a workload has.
+pub const MAX_AUDIT_IMAGES_BYTES: usize = 2048;
+
+/// `image platform digest` for every look-up that read an image, sorted,
+/// `, `-separated, cut at whole entries to `MAX_AUDIT_IMAGES_BYTES` with the
+/// number left out: what the verdict is true of, however tags move later.
+pub fn judged_images<'a>(read: impl IntoIterator<Item = (&'a str, String, &'a str)>) -> String {
+    let mut entries: Vec<String> = read
+        .into_iter()
+        .map(|(image, platform, digest)| format!("{image} {platform} {digest}"))
+        .collect();
+    entries.sort();
+    entries.dedup();
+    let mut out = String::new();
+    for (i, e) in entries.iter().enumerate() {
+        let left = entries.len() - i;
+        let more = format!(" (+{left} more)");
+        let sep = if out.is_empty() { 0 } else { 2 };
+        // Room for this entry and, if others follow, for the count.
+        let tail = if left > 1 { more.len() } else { 0 };
+        if out.len() + sep + e.len() + tail > MAX_AUDIT_IMAGES_BYTES {
+            out.push_str(&more);
+            break;
+        }
+        if sep > 0 {
+            out.push_str(", ");
+        }
+        out.push_str(e);
+    }
+    out
 }
 
 /// `{"error": ...}` for requests without a uid to answer to.
@@ -434,7 +484,7 @@ mod tests {
         assert_eq!(
             v,
             json!({"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": {
-                "uid": "u", "allowed": false, "auditAnnotations": {"nfguard.io/verdict": "deny"},
+                "uid": "u", "allowed": false, "auditAnnotations": {"verdict": "deny"},
                 "status": {"code": 403, "reason": "Forbidden", "message": "no"}, "warnings": ["w1"]}})
         );
         let v: Value = serde_json::from_slice(&response("u", true, None, &[], "allow")).unwrap();
@@ -446,5 +496,40 @@ mod tests {
             assert_eq!(v["response"]["uid"], uid);
             assert_eq!(v["response"]["warnings"], json!(["w1"]));
         }
+    }
+
+    #[test]
+    fn judged_images_are_sorted_deduplicated_and_bounded() {
+        let d = format!("sha256:{}", "a".repeat(64));
+        let s = judged_images([
+            ("r/b:v1", "linux/amd64".to_string(), d.as_str()),
+            ("r/a:v1", "linux/arm64".to_string(), d.as_str()),
+            ("r/b:v1", "linux/amd64".to_string(), d.as_str()),
+        ]);
+        assert_eq!(s, format!("r/a:v1 linux/arm64 {d}, r/b:v1 linux/amd64 {d}"));
+        let names: Vec<String> = (0..100).map(|i| format!("r/image-{i:03}:v1")).collect();
+        let s = judged_images(
+            names
+                .iter()
+                .map(|n| (n.as_str(), "linux/amd64".into(), d.as_str())),
+        );
+        assert!(s.len() <= MAX_AUDIT_IMAGES_BYTES, "{}", s.len());
+        let kept = s.matches("sha256:").count();
+        assert!(s.ends_with(&format!(" (+{} more)", 100 - kept)), "{s}");
+        assert!(kept > 10, "{kept}");
+        assert_eq!(judged_images(std::iter::empty()), "");
+        // The annotation is left out when nothing was read.
+        let v: Value =
+            serde_json::from_slice(&Prepared::new(true, None, &[], "allow").with_uid("u")).unwrap();
+        assert_eq!(
+            v["response"]["auditAnnotations"],
+            json!({"verdict": "allow"})
+        );
+        let p = Prepared::judged(true, None, &[], "allow", "r/a:v1 linux/amd64 sha256:00");
+        let v: Value = serde_json::from_slice(&p.with_uid("u")).unwrap();
+        assert_eq!(
+            v["response"]["auditAnnotations"]["images"],
+            "r/a:v1 linux/amd64 sha256:00"
+        );
     }
 }

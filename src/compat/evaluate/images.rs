@@ -80,6 +80,16 @@ impl ImageResolutions {
         self.by_image.values().map(|m| m.len()).sum()
     }
 
+    /// (image, platform, digest) of every image that was read.
+    pub fn digests(&self) -> impl Iterator<Item = (&str, &Platform, &str)> {
+        self.by_image.iter().flat_map(|(image, by_platform)| {
+            by_platform.iter().filter_map(move |(platform, r)| match r {
+                ImageResolution::Resolved(p) => Some((image.as_str(), platform, p.digest.as_str())),
+                ImageResolution::Unresolved { .. } => None,
+            })
+        })
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
