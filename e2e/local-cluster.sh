@@ -575,6 +575,7 @@ print_env() {
   echo "export NFGUARD_E2E_REGISTRY=127.0.0.1:$REGISTRY_PORT"
   echo "export NFGUARD_E2E_REGISTRY_PULL=$REGISTRY_PULL"
   echo "export NFGUARD_E2E_PROVIDER=local"
+  echo "export NFGUARD_E2E_AUDIT_LOG=$STATE/logs/audit.log"
   echo "export PATH=$BIN:\$PATH"
   echo "export NFGUARD_HELM=$(helm_bin)"
 }

@@ -439,6 +439,43 @@ s2_incident_denied() {
   fi
   ok "the incident DaemonSet was denied by the API server:"
   show <<<"$out"
+  audit_checked daemonsets "$ns" incident deny "$IMG_INCIDENT"
+}
+
+# The webhook's audit annotations on the newest audit event of RESOURCE NS/NAME as
+# "KEY=VALUE" lines (the API server prefixes each key with the webhook's name).
+audit_annotations() { # RESOURCE NS NAME
+  local lines events
+  # The log holds every request of the run: filter by name before parsing.
+  lines=$(grep -F "\"name\":\"$3\"" "$NFGUARD_E2E_AUDIT_LOG" || true)
+  [ -n "$lines" ] || return 0
+  events=$(jq -c --arg r "$1" --arg ns "$2" --arg n "$3" \
+    'select(.objectRef.resource == $r and .objectRef.namespace == $ns and .objectRef.name == $n
+            and .verb == "create" and .stage == "ResponseComplete")' <<<"$lines")
+  [ -n "$events" ] || return 0
+  jq -r '.annotations // {} | to_entries[] | select(.key | startswith("validate.nfguard.io/"))
+         | "\(.key)=\(.value)"' <<<"$(tail -n 1 <<<"$events")"
+}
+
+# The API server's audit log records nfguard's verdict and the digest it judged for IMAGE.
+audited() { # RESOURCE NS NAME VERDICT IMAGE
+  local got images
+  got=$(audit_annotations "$1" "$2" "$3")
+  WHY="audit annotations of $1 $2/$3: ${got:-none}"
+  grep -qxF "validate.nfguard.io/verdict=$4" <<<"$got" || return 1
+  images=$(grep -F "validate.nfguard.io/images=" <<<"$got" || true)
+  # Quoted parts of a bash regex match literally (the image's dots included).
+  [[ "$images" =~ "$5 linux/"[a-z0-9]+" sha256:"[0-9a-f]{64} ]]
+}
+
+audit_checked() { # RESOURCE NS NAME VERDICT IMAGE
+  if [ -z "${NFGUARD_E2E_AUDIT_LOG:-}" ]; then
+    [ "$NFGUARD_E2E_PROVIDER" != local ] || fail "the local cluster did not say where its audit log is"
+    say "provider $NFGUARD_E2E_PROVIDER exposes no audit log: the audit annotations are checked on the local cluster"
+    return 0
+  fi
+  wait_for 30 "the audit event of $1 $2/$3 with nfguard's verdict $4 and the digest of $5" audited "$@"
+  ok "audit log: $(audit_annotations "$1" "$2" "$3" | tr '\n' ' ')"
 }
 
 # ---- 3. a compatible DaemonSet runs everywhere --------------------------------------------
@@ -458,6 +495,7 @@ s3_compatible_runs() {
     fail "admitted only because the webhook could not resolve the image in time: $out"
   fi
   ok "the compatible DaemonSet was admitted: $out"
+  audit_checked daemonsets "$ns" compatible allow "$IMG_COMPATIBLE"
   wait_for 180 "compatible pods Ready on all ${#NODES[@]} nodes" ds_running "$ns" compatible "${#NODES[@]}"
   for node in "${NODES[@]}"; do
     line=$(pods_by_node "$ns" compatible | grep "^$node=" || true)

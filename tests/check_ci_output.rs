@@ -122,7 +122,10 @@ fn github_annotations_point_at_the_container_line_of_each_document() {
         ),
         "{message}"
     );
-    assert!(rest.starts_with(|c: char| c.is_ascii_hexdigit()), "{message}");
+    assert!(
+        rest.starts_with(|c: char| c.is_ascii_hexdigit()),
+        "{message}"
+    );
     assert_eq!(rest.find(')'), Some(12), "{message}");
     assert!(rest[12..].starts_with("): iptables-nft 1.8.7"), "{message}");
     assert!(message.contains("[nodes node-a, node-c]"), "{message}");

@@ -504,3 +504,72 @@ async fn what_users_see_is_the_host_a_status_and_a_reason_never_a_body() {
         );
     }
 }
+
+/// `--registry-ca`: a registry served with a private CA's certificate is
+/// refused until that CA is given, then read; a file that is not a CA
+/// bundle is refused with a clear message when the flags are read.
+#[tokio::test]
+async fn a_private_registry_ca_is_trusted_only_when_given() {
+    use clap::Parser;
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        registry: RegistryArgs,
+    }
+    let pki = pki::pki();
+    let tls = TlsIdentity {
+        cert_pem: pki.cert_pem.clone(),
+        key_pem: pki.key_pem.clone(),
+    };
+    let reg = Server::start_tls("127.0.0.1", &tls, image);
+    let reference = format!("{}/app:1", reg.host());
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.crt");
+    std::fs::write(&ca, &pki.ca_pem).unwrap();
+
+    let untrusted = inspect(
+        Cli::parse_from(["t"])
+            .registry
+            .config(Duration::from_secs(10)),
+        &reference,
+        None,
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        untrusted.to_string().contains(
+            "unreachable (TLS certificate not trusted; a private CA needs --registry-ca)"
+        ),
+        "{untrusted}"
+    );
+    let given = Cli::parse_from(["t", "--registry-ca", ca.to_str().unwrap()]);
+    inspect(
+        given.registry.config(Duration::from_secs(10)),
+        &reference,
+        None,
+    )
+    .await
+    .expect("the registry is read once its CA is trusted");
+
+    let not_pem = dir.path().join("not.pem");
+    std::fs::write(&not_pem, "hello").unwrap();
+    let bad_der = dir.path().join("bad.pem");
+    std::fs::write(
+        &bad_der,
+        "-----BEGIN CERTIFICATE-----\naGVsbG8=\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    let huge = dir.path().join("huge.pem");
+    std::fs::write(&huge, vec![b'a'; (2 << 20) as usize]).unwrap();
+    for (file, says) in [
+        (&not_pem, "holds no PEM certificate"),
+        (&bad_der, "certificate 1 of"),
+        (&huge, "is larger than 1048576 bytes"),
+        (&dir.path().join("absent.pem"), "cannot open"),
+    ] {
+        let e = Cli::try_parse_from(["t", "--registry-ca", file.to_str().unwrap()])
+            .err()
+            .expect("refused");
+        assert!(e.to_string().contains(says), "{file:?}: {e}");
+    }
+}

@@ -126,6 +126,53 @@ pub struct RegistryArgs {
         value_delimiter = ','
     )]
     pub deny_hosts: Vec<HostPattern>,
+    /// PEM CA certificates trusted for registries besides the system's
+    /// roots (a private registry's CA); read at start, at most 1 MiB each;
+    /// repeatable or comma-separated.
+    #[arg(
+        long = "registry-ca",
+        env = "NFGUARD_REGISTRY_CA_FILES",
+        value_delimiter = ',',
+        value_parser = CaBundle::read
+    )]
+    pub ca_files: Vec<CaBundle>,
+}
+
+/// The certificates of one `--registry-ca` file, checked when read.
+#[derive(Debug, Clone)]
+pub struct CaBundle(Vec<u8>);
+
+impl CaBundle {
+    /// Larger than any real CA bundle (the system's whole store is ~200 KiB).
+    pub const MAX_BYTES: u64 = 1 << 20;
+
+    /// Read and check a PEM file: at most `MAX_BYTES`, at least one
+    /// certificate, and every certificate one the TLS stack accepts.
+    pub fn read(path: &str) -> Result<Self, String> {
+        use std::io::Read;
+        let file = std::fs::File::open(path).map_err(|e| format!("cannot open {path}: {e}"))?;
+        let mut pem = Vec::new();
+        file.take(Self::MAX_BYTES + 1)
+            .read_to_end(&mut pem)
+            .map_err(|e| format!("cannot read {path}: {e}"))?;
+        if pem.len() as u64 > Self::MAX_BYTES {
+            return Err(format!("{path} is larger than {} bytes", Self::MAX_BYTES));
+        }
+        let certs: Vec<_> = rustls_pemfile::certs(&mut &pem[..])
+            .collect::<Result<_, _>>()
+            .map_err(|_| format!("{path} is not a PEM certificate bundle"))?;
+        if certs.is_empty() {
+            return Err(format!("{path} holds no PEM certificate"));
+        }
+        // What the registry client does with them: a trust anchor each.
+        let mut roots = rustls::RootCertStore::empty();
+        for (i, cert) in certs.into_iter().enumerate() {
+            roots
+                .add(cert)
+                .map_err(|_| format!("certificate {} of {path} is not a valid X.509 CA", i + 1))?;
+        }
+        Ok(CaBundle(pem))
+    }
 }
 
 impl RegistryArgs {
@@ -153,6 +200,11 @@ impl RegistryArgs {
                 allow_hosts: self.allow_hosts.clone(),
                 deny_hosts: self.deny_hosts.clone(),
             },
+            extra_root_certificates_pem: self.ca_files.iter().fold(Vec::new(), |mut all, b| {
+                all.extend_from_slice(&b.0);
+                all.push(b'\n');
+                all
+            }),
             ..RegistryConfig::default()
         }
         .with_memory(MemoryPlan::detect(self.memory_limit))

@@ -111,7 +111,7 @@ impl Client {
                 self.network(EGRESS_REFUSED)
             }
             SendError::Redirect(r) => self.network(format!("redirect refused ({r})")),
-            SendError::Unreachable => self.network("unreachable"),
+            e @ (SendError::Unreachable | SendError::Untrusted) => self.network(e.to_string()),
         }
     }
 

@@ -24,6 +24,10 @@ pub enum SendError {
     Redirect(RedirectRefused),
     #[error("unreachable")]
     Unreachable,
+    /// The registry's certificate does not chain to a trusted CA (a private
+    /// registry needs `--registry-ca`): a fixed text, nothing of the peer's.
+    #[error("unreachable (TLS certificate not trusted; a private CA needs --registry-ca)")]
+    Untrusted,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -171,10 +175,34 @@ pub fn classify(e: reqwest_oci::Error) -> SendError {
         if let Some(r) = err.downcast_ref::<RedirectRefused>() {
             return SendError::Redirect(*r);
         }
+        if is_untrusted_certificate(err) {
+            tracing::debug!(error = %error_chain(&e), "registry certificate not trusted");
+            return SendError::Untrusted;
+        }
         cur = err.source();
     }
     tracing::debug!(error = %error_chain(&e), "registry request failed");
     SendError::Unreachable
+}
+
+/// rustls' verdict on the peer's certificate, also inside `io::Error`s
+/// (nested by the connector; their `source` skips the error they wrap).
+fn is_untrusted_certificate(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = err;
+    // A few levels at most; bounded all the same.
+    for _ in 0..8 {
+        if let Some(tls) = cur.downcast_ref::<rustls::Error>() {
+            return matches!(tls, rustls::Error::InvalidCertificate(_));
+        }
+        match cur
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            Some(inner) => cur = inner,
+            None => return false,
+        }
+    }
+    false
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {
