@@ -196,6 +196,7 @@ pub fn state(
             max_nodes: 5,
             decisions: DecisionCache::new(64),
         }),
+        intake: nfguard::webhook::intake::Intake::open(metrics.clone()),
         metrics,
         ready: Arc::new(|| true),
     }
