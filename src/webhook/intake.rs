@@ -8,8 +8,9 @@
 
 use super::metrics::{Metrics, Refusal};
 use super::server::MAX_BODY_BYTES;
+use axum::body::HttpBody;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use prometheus_client::metrics::gauge::Gauge;
@@ -115,15 +116,12 @@ impl BodyBudget {
     }
 }
 
-/// What the body will cost: its Content-Length, or the cap when it has none
-/// (chunked); None when it announces more than the cap (refused unread).
-pub fn body_charge(headers: &HeaderMap) -> Option<u64> {
+/// What the body will cost: its announced length (Content-Length, which
+/// hyper holds the body to), or the cap when it announces none (chunked);
+/// None when it announces more than the cap (refused unread).
+pub fn body_charge(announced: Option<u64>) -> Option<u64> {
     let cap = MAX_BODY_BYTES as u64;
-    match headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-    {
+    match announced {
         Some(n) if n > cap => None,
         Some(n) => Some(n),
         None => Some(cap),
@@ -161,7 +159,7 @@ pub async fn gate(State(intake): State<Arc<Intake>>, req: Request, next: Next) -
         )
             .into_response();
     }
-    let Some(bytes) = body_charge(req.headers()) else {
+    let Some(bytes) = body_charge(req.body().size_hint().upper()) else {
         return (
             StatusCode::PAYLOAD_TOO_LARGE,
             format!("request body over {MAX_BODY_BYTES} bytes\n"),
@@ -190,15 +188,9 @@ mod tests {
 
     #[test]
     fn charge_is_the_announced_length_or_the_cap() {
-        let mut h = HeaderMap::new();
-        assert_eq!(body_charge(&h), Some(MAX_BODY_BYTES as u64));
-        h.insert(header::CONTENT_LENGTH, "1234".parse().unwrap());
-        assert_eq!(body_charge(&h), Some(1234));
-        h.insert(
-            header::CONTENT_LENGTH,
-            (MAX_BODY_BYTES + 1).to_string().parse().unwrap(),
-        );
-        assert_eq!(body_charge(&h), None);
+        assert_eq!(body_charge(None), Some(MAX_BODY_BYTES as u64));
+        assert_eq!(body_charge(Some(1234)), Some(1234));
+        assert_eq!(body_charge(Some(MAX_BODY_BYTES as u64 + 1)), None);
     }
 
     #[test]
