@@ -1717,12 +1717,13 @@ s15_forged_review_refused() {
         spec: {hostNetwork: true, imagePullSecrets: [{name: "kube-system-registry"}],
           containers: [{name: "c", image: $img, securityContext: {capabilities: {add: ["NET_ADMIN"]}}}]}}}}')
   # An ordinary pod (not gated): busybox wget in the compatible image, no
-  # client certificate; it prints what the webhook answered.
+  # client certificate; it prints what the webhook answered. The pod's
+  # deadline bounds it (busybox 1.35's wget -T crashes on https).
   jq -n --arg img "$IMG_COMPATIBLE" --arg review "$review" --arg url "https://$ip/validate" '{
     apiVersion: "v1", kind: "Pod", metadata: {name: "forger", labels: {"app.kubernetes.io/part-of": "nfguard-e2e"}},
-    spec: {restartPolicy: "Never", terminationGracePeriodSeconds: 1, tolerations: [{operator: "Exists"}],
+    spec: {restartPolicy: "Never", activeDeadlineSeconds: 60, terminationGracePeriodSeconds: 1, tolerations: [{operator: "Exists"}],
       containers: [{name: "forger", image: $img, env: [{name: "REVIEW", value: $review}, {name: "URL", value: $url}],
-        command: ["sh", "-c", "busybox wget -O- -T 20 --no-check-certificate --header \"Content-Type: application/json\" --post-data \"$REVIEW\" \"$URL\" 2>&1; echo \"wget exit $?\""]}]}}' |
+        command: ["sh", "-c", "busybox wget -O- --no-check-certificate --header \"Content-Type: application/json\" --post-data \"$REVIEW\" \"$URL\" 2>&1; echo \"wget exit $?\""]}]}}' |
     kubectl -n "$ns" apply -f - >/dev/null || fail "cannot create the pod forger"
   wait_for 120 "the pod forger to finish" s15_finished "$ns" forger
   out=$(kubectl -n "$ns" logs forger 2>&1) || fail "no log of the pod forger: $out"
