@@ -410,15 +410,23 @@ s1_profiles() {
 }
 
 # ---- 2. the incident DaemonSet is denied --------------------------------------------
+# incident_denied NS: the incident DaemonSet applied in NS must be denied by
+# nfguard's webhook; the API server's answer is left in DENIAL.
+DENIAL=""
+incident_denied() {
+  defer kubectl -n "$1" delete daemonset incident --ignore-not-found --wait=false
+  if DENIAL=$(ds_yaml incident "$IMG_INCIDENT" | kubectl -n "$1" apply -f - 2>&1); then
+    fail "the incident DaemonSet was admitted: $DENIAL"
+  fi
+  grep -qF 'admission webhook "validate.nfguard.io" denied the request' <<<"$DENIAL" ||
+    fail "the incident DaemonSet failed, but not by nfguard's webhook: $DENIAL"
+}
+
 s2_incident_denied() {
   local ns=nfguard-e2e-s2 out part n mr named=0 legacy
   scenario_ns "$ns"
-  defer kubectl -n "$ns" delete daemonset incident --ignore-not-found --wait=false
-  if out=$(ds_yaml incident "$IMG_INCIDENT" | kubectl -n "$ns" apply -f - 2>&1); then
-    fail "the incident DaemonSet was admitted: $out"
-  fi
-  grep -qF 'admission webhook "validate.nfguard.io" denied the request' <<<"$out" ||
-    fail "the incident DaemonSet failed, but not by nfguard's webhook: $out"
+  incident_denied "$ns"
+  out=$DENIAL
   grep -qF "nfguard denied DaemonSet/$ns/incident" <<<"$out" || fail "the denial is not nfguard's: $out"
   part=$(reason_part "$out" OldReaderNewRules)
   [ -n "$part" ] || fail "the denial has no [OldReaderNewRules] reason: $out"
@@ -1741,12 +1749,7 @@ s15_forged_review_refused() {
 
   # The API server's own call presents its certificate: the incident is
   # judged and denied (a refused call would be admitted under Ignore).
-  defer kubectl -n "$ns" delete daemonset incident --ignore-not-found --wait=false
-  if out=$(ds_yaml incident "$IMG_INCIDENT" | kubectl -n "$ns" apply -f - 2>&1); then
-    fail "the incident DaemonSet was admitted: the API server's call was not judged: $out"
-  fi
-  grep -qF 'admission webhook "validate.nfguard.io" denied the request' <<<"$out" ||
-    fail "the incident DaemonSet failed, but not by nfguard's webhook: $out"
+  incident_denied "$ns"
   ok "the API server's own call (its client certificate) is judged: the incident DaemonSet is denied"
 
   out=$(get networkpolicy nfguard-webhook '{range .spec.ingress[*]}{.ports[*].port} {end}' -n "$NS")
