@@ -368,6 +368,18 @@ impl SpawnedWebhook {
     }
 }
 
+impl SpawnedWebhook {
+    /// Peak resident set of the webhook so far (KiB), from the kernel.
+    pub fn peak_rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmHWM")
+    }
+}
+
 impl Drop for SpawnedWebhook {
     fn drop(&mut self) {
         let _ = self.child.kill();
