@@ -69,6 +69,9 @@ declare -A NODE_BACKEND=([e2e-nft]=nft [e2e-legacy]=legacy)
 REGISTRY_PULL=$CP_IP:5000
 NFGUARD_IMAGE=ghcr.io/nfguard/nfguard:e2e
 PAUSE_IMAGE=registry.k8s.io/pause:3.10
+# The identity (CN) of the API server's client certificate for the webhook,
+# the only one the webhook answers (NFGUARD_CLIENT_CERT_NAMES).
+WEBHOOK_CLIENT_NAME=kube-apiserver-nfguard-client
 KCM_CONTROLLERS='*'
 if [ "${NFGUARD_E2E_BENCH:-}" = 1 ]; then
   KCM_CONTROLLERS='*,-node-lifecycle-controller,-ttl-controller'
@@ -126,9 +129,11 @@ install_packages() {
 }
 
 # ---- certificates -------------------------------------------------------------
-# One CA signs the serving certificate and every client identity.
-cert() { # name CN [O] [SANs]
-  local name=$1 cn=$2 o=${3:-} sans=${4:-} subj ext
+# One CA signs the serving certificate and every client identity of the
+# cluster; a CA of its own signs the certificate the API server presents to
+# nfguard's webhook (only that one may call /validate).
+cert() { # name CN [O] [SANs] [CA]
+  local name=$1 cn=$2 o=${3:-} sans=${4:-} ca=${5:-ca} subj ext
   [ -f "$STATE/pki/$name.crt" ] && return 0
   subj="/CN=$cn"
   [ -n "$o" ] && subj="/O=$o$subj"
@@ -140,7 +145,7 @@ cert() { # name CN [O] [SANs]
   fi
   openssl req -new -newkey rsa:2048 -nodes -keyout "$STATE/pki/$name.key" -subj "$subj" \
     -out "$STATE/pki/$name.csr" 2>/dev/null
-  openssl x509 -req -in "$STATE/pki/$name.csr" -CA "$STATE/pki/ca.crt" -CAkey "$STATE/pki/ca.key" \
+  openssl x509 -req -in "$STATE/pki/$name.csr" -CA "$STATE/pki/$ca.crt" -CAkey "$STATE/pki/$ca.key" \
     -CAcreateserial -days 30 -extfile "$ext" -out "$STATE/pki/$name.crt" 2>/dev/null
   rm -f "$ext" "$STATE/pki/$name.csr"
 }
@@ -174,6 +179,12 @@ make_pki() {
     openssl genrsa -out "$STATE/pki/sa.key" 2048 2>/dev/null
     openssl rsa -in "$STATE/pki/sa.key" -pubout -out "$STATE/pki/sa.pub" 2>/dev/null
   fi
+  if [ ! -f "$STATE/pki/webhook-client-ca.crt" ]; then
+    openssl req -x509 -new -newkey rsa:2048 -nodes -keyout "$STATE/pki/webhook-client-ca.key" -days 30 \
+      -subj "/CN=nfguard-e2e-webhook-client-ca" -out "$STATE/pki/webhook-client-ca.crt" 2>/dev/null
+  fi
+  cert apiserver-webhook-client "$WEBHOOK_CLIENT_NAME" "" "" webhook-client-ca
+  admission_config
   cert apiserver kube-apiserver "" \
     "DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,DNS:localhost,IP:127.0.0.1,IP:$CP_IP,IP:10.0.0.1"
   cert admin kubernetes-admin system:masters
@@ -189,6 +200,32 @@ make_pki() {
   kubeconfig "$STATE/scheduler.kubeconfig" scheduler "$inside"
   kubeconfig "$STATE/kube-proxy.kubeconfig" kube-proxy "$inside"
   for node in "${NODES[@]}"; do kubeconfig "$STATE/kubelet-$node.kubeconfig" "kubelet-$node" "$inside"; done
+}
+
+# The API server's AdmissionConfiguration: for calls to nfguard's webhook
+# (the Service's host, port 443) it presents apiserver-webhook-client, which
+# the install trusts through the ConfigMap nfguard-webhook-client-ca
+# (docs/webhook.md, "Client certificates").
+admission_config() {
+  cat >"$STATE/webhook-client.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+users:
+- name: nfguard-webhook.nfguard-system.svc
+  user:
+    client-certificate: $STATE/pki/apiserver-webhook-client.crt
+    client-key: $STATE/pki/apiserver-webhook-client.key
+EOF
+  cat >"$STATE/admission-config.yaml" <<EOF
+apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+- name: ValidatingAdmissionWebhook
+  configuration:
+    apiVersion: apiserver.config.k8s.io/v1
+    kind: WebhookAdmissionConfiguration
+    kubeConfigFile: $STATE/webhook-client.kubeconfig
+EOF
 }
 
 # ---- network ------------------------------------------------------------------
@@ -254,6 +291,7 @@ start_control_plane() {
     --etcd-servers=http://127.0.0.1:2379 --bind-address=0.0.0.0 --secure-port=6443 \
     --advertise-address="$CP_IP" --service-cluster-ip-range="$SERVICE_CIDR" \
     --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
+    --admission-control-config-file="$STATE/admission-config.yaml" \
     --client-ca-file="$STATE/pki/ca.crt" \
     --tls-cert-file="$STATE/pki/apiserver.crt" --tls-private-key-file="$STATE/pki/apiserver.key" \
     --kubelet-client-certificate="$STATE/pki/apiserver-kubelet-client.crt" \
@@ -508,10 +546,18 @@ install_kustomize() {
   local overlay="$STATE/overlay"
   mkdir -p "$overlay"
   cp -r "$REPO/manifests" "$REPO/crds" "$overlay/"
+  cp "$STATE/pki/webhook-client-ca.crt" "$overlay/webhook-client-ca.crt"
   cat >"$overlay/kustomization.yaml" <<EOF
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources: [manifests]
+# Only the API server's client certificate may call /validate.
+components: [manifests/webhook-client-ca]
+configMapGenerator:
+  - name: nfguard-webhook-client-ca
+    namespace: nfguard-system
+    files: [ca.crt=webhook-client-ca.crt]
+    options: {disableNameSuffixHash: true}
 images:
   - name: ghcr.io/nfguard/nfguard
     newName: ${NFGUARD_IMAGE%:*}
@@ -527,6 +573,11 @@ patches:
       - op: add
         path: /spec/template/spec/containers/0/env/-
         value: {name: NFGUARD_INSECURE_REGISTRIES, value: "$REGISTRY_PULL"}
+  - target: {kind: Deployment, name: nfguard-webhook, namespace: nfguard-system}
+    patch: |-
+      - op: add
+        path: /spec/template/spec/containers/0/env/-
+        value: {name: NFGUARD_CLIENT_CERT_NAMES, value: "$WEBHOOK_CLIENT_NAME"}
 EOF
   kctl apply --server-side -k "$overlay/crds" >&2
   kctl wait --for=condition=Established --timeout=60s \
@@ -547,9 +598,14 @@ controller:
   extraEnv: [{name: NFGUARD_INSECURE_REGISTRIES, value: "$REGISTRY_PULL"}]
 webhook:
   extraEnv: [{name: NFGUARD_INSECURE_REGISTRIES, value: "$REGISTRY_PULL"}]
+  clientCA: {configMapName: nfguard-webhook-client-ca, allowedNames: [$WEBHOOK_CLIENT_NAME]}
 EOF
   kctl get namespace nfguard-system >/dev/null 2>&1 || kctl create namespace nfguard-system >&2
   kctl label namespace nfguard-system --overwrite pod-security.kubernetes.io/enforce=privileged >&2
+  # The operator's own ConfigMap (the chart only names it).
+  kctl -n nfguard-system create configmap nfguard-webhook-client-ca \
+    --from-file=ca.crt="$STATE/pki/webhook-client-ca.crt" --dry-run=client -o yaml |
+    kctl apply --server-side -f - >&2
   "$helm" --kubeconfig "$STATE/admin.kubeconfig" install nfguard "$REPO/charts/nfguard" \
     --namespace nfguard-system --values "$STATE/helm-values.yaml" >&2
 }

@@ -70,6 +70,12 @@
 #      gated pod's relabelling passes, its image swap is refused
 #  14. `kubectl auth can-i --list` of each ServiceAccount's token equals
 #      e2e/rbac-expected/<sa>.txt (NFGUARD_E2E_UPDATE_RBAC=1 rewrites them)
+#  15. only the API server may call /validate: a pod POSTing a forged
+#      AdmissionReview (naming kube-system and a pull secret there) to the
+#      webhook's Service gets 401 before its body is read, counted as
+#      no_client_certificate; the API server's own call (its client
+#      certificate, AdmissionConfiguration) still judges and denies the
+#      incident DaemonSet
 set -euo pipefail
 set -E
 cd "$(dirname "$0")/.."
@@ -81,7 +87,7 @@ REGISTRY=${NFGUARD_E2E_REGISTRY_PULL:-}
 IMG_INCIDENT=$REGISTRY/nfguard-e2e/incident:1.8.7-nft
 IMG_COMPATIBLE=$REGISTRY/nfguard-e2e/compatible:1.8.11-wrapper
 IMG_LEGACY=$REGISTRY/nfguard-e2e/legacy:1.8.9-legacy
-ALL_SCENARIOS="1 2 3 4 5 6 7 8 9 10 11 12 13 14"
+ALL_SCENARIOS="1 2 3 4 5 6 7 8 9 10 11 12 13 14 15"
 
 PASSED=0
 FAILED=""
@@ -404,15 +410,23 @@ s1_profiles() {
 }
 
 # ---- 2. the incident DaemonSet is denied --------------------------------------------
+# incident_denied NS: the incident DaemonSet applied in NS must be denied by
+# nfguard's webhook; the API server's answer is left in DENIAL.
+DENIAL=""
+incident_denied() {
+  defer kubectl -n "$1" delete daemonset incident --ignore-not-found --wait=false
+  if DENIAL=$(ds_yaml incident "$IMG_INCIDENT" | kubectl -n "$1" apply -f - 2>&1); then
+    fail "the incident DaemonSet was admitted: $DENIAL"
+  fi
+  grep -qF 'admission webhook "validate.nfguard.io" denied the request' <<<"$DENIAL" ||
+    fail "the incident DaemonSet failed, but not by nfguard's webhook: $DENIAL"
+}
+
 s2_incident_denied() {
   local ns=nfguard-e2e-s2 out part n mr named=0 legacy
   scenario_ns "$ns"
-  defer kubectl -n "$ns" delete daemonset incident --ignore-not-found --wait=false
-  if out=$(ds_yaml incident "$IMG_INCIDENT" | kubectl -n "$ns" apply -f - 2>&1); then
-    fail "the incident DaemonSet was admitted: $out"
-  fi
-  grep -qF 'admission webhook "validate.nfguard.io" denied the request' <<<"$out" ||
-    fail "the incident DaemonSet failed, but not by nfguard's webhook: $out"
+  incident_denied "$ns"
+  out=$DENIAL
   grep -qF "nfguard denied DaemonSet/$ns/incident" <<<"$out" || fail "the denial is not nfguard's: $out"
   part=$(reason_part "$out" OldReaderNewRules)
   [ -n "$part" ] || fail "the denial has no [OldReaderNewRules] reason: $out"
@@ -1702,6 +1716,85 @@ s14_rbac_can_i() {
   done
 }
 
+# ---- 15. only the API server may call /validate --------------------------------------------
+# Refusals for want of a client certificate, summed over the webhook's pods
+# (the Service picks one).
+s15_refused_total() {
+  local pod v total=0
+  for pod in $(kubectl -n "$NS" get pods -l app.kubernetes.io/component=webhook -o jsonpath='{.items[*].metadata.name}'); do
+    v=$(s8_metric "$pod" 'nfguard_webhook_refused_requests_total{cause="no_client_certificate"}')
+    [ -n "$v" ] || { echo "unreadable"; return 0; }
+    total=$((total + ${v%.*}))
+  done
+  echo "$total"
+}
+s15_finished() { # NS POD
+  local phase
+  phase=$(get pod "$2" '{.status.phase}' -n "$1")
+  WHY="phase ${phase:-none}"
+  [ "$phase" = Succeeded ] || [ "$phase" = Failed ]
+}
+
+s15_forged_review_refused() {
+  local ns=nfguard-e2e-s15 ca ip before after review out
+  ca=$(get deployment nfguard-webhook '{.spec.template.spec.containers[0].env[?(@.name=="NFGUARD_CLIENT_CA_FILE")].value}' -n "$NS")
+  if [ -z "$ca" ]; then
+    if [ "$PROVIDER" = kind ]; then
+      skip "kind's API server presents no client certificate to webhooks (e2e/run.sh installs manifests/ without the webhook-client-ca component)"
+      return 0
+    fi
+    fail "the webhook does not require a client certificate (no NFGUARD_CLIENT_CA_FILE): e2e/local-cluster.sh installs it with one"
+  fi
+  ok "the webhook requires a client certificate chained to $ca ($(get deployment nfguard-webhook '{.spec.template.spec.containers[0].env[?(@.name=="NFGUARD_CLIENT_CERT_NAMES")].value}' -n "$NS"))"
+  scenario_ns "$ns"
+  ip=$(get service nfguard-webhook '{.spec.clusterIP}' -n "$NS")
+  [ -n "$ip" ] || fail "the Service nfguard-webhook has no cluster IP"
+  before=$(s15_refused_total)
+  [ "$before" != unreadable ] || fail "the webhook's refused_requests_total is not readable through the pod proxy"
+
+  # What a tenant would forge: a privileged pod of kube-system naming a pull
+  # secret there, so that the webhook would read it for the look-up.
+  review=$(jq -cn --arg img "$IMG_INCIDENT" '{apiVersion: "admission.k8s.io/v1", kind: "AdmissionReview",
+    request: {uid: "00000000-0000-0000-0000-000000000015",
+      kind: {group: "", version: "v1", kind: "Pod"}, resource: {group: "", version: "v1", resource: "pods"},
+      namespace: "kube-system", name: "forged", operation: "CREATE",
+      userInfo: {username: "system:serviceaccount:kube-system:default"},
+      object: {apiVersion: "v1", kind: "Pod", metadata: {name: "forged", namespace: "kube-system"},
+        spec: {hostNetwork: true, imagePullSecrets: [{name: "kube-system-registry"}],
+          containers: [{name: "c", image: $img, securityContext: {capabilities: {add: ["NET_ADMIN"]}}}]}}}}')
+  # An ordinary pod (not gated): busybox wget in the compatible image, no
+  # client certificate; it prints what the webhook answered. The pod's
+  # deadline bounds it (busybox 1.35's wget -T crashes on https).
+  jq -n --arg img "$IMG_COMPATIBLE" --arg review "$review" --arg url "https://$ip/validate" '{
+    apiVersion: "v1", kind: "Pod", metadata: {name: "forger", labels: {"app.kubernetes.io/part-of": "nfguard-e2e"}},
+    spec: {restartPolicy: "Never", activeDeadlineSeconds: 60, terminationGracePeriodSeconds: 1, tolerations: [{operator: "Exists"}],
+      containers: [{name: "forger", image: $img, env: [{name: "REVIEW", value: $review}, {name: "URL", value: $url}],
+        command: ["sh", "-c", "busybox wget -O- --no-check-certificate --header \"Content-Type: application/json\" --post-data \"$REVIEW\" \"$URL\" 2>&1; echo \"wget exit $?\""]}]}}' |
+    kubectl -n "$ns" apply -f - >/dev/null || fail "cannot create the pod forger"
+  wait_for 120 "the pod forger to finish" s15_finished "$ns" forger
+  out=$(kubectl -n "$ns" logs forger 2>&1) || fail "no log of the pod forger: $out"
+  if grep -qF '"allowed"' <<<"$out"; then
+    fail "the forged review was judged (an AdmissionReview answer came back): $out"
+  fi
+  grep -qF '401 Unauthorized' <<<"$out" || fail "the forged review was not refused with 401: $out"
+  ok "a pod's forged AdmissionReview (kube-system, a pull secret there) to https://$ip/validate was refused:"
+  show <<<"$out"
+  after=$(s15_refused_total)
+  if [ "$after" = unreadable ] || [ "$after" -le "$before" ]; then
+    fail "nfguard_webhook_refused_requests_total{cause=\"no_client_certificate\"} did not rise ($before -> $after)"
+  fi
+  ok "counted: nfguard_webhook_refused_requests_total{cause=\"no_client_certificate\"} $before -> $after"
+
+  # The API server's own call presents its certificate: the incident is
+  # judged and denied (a refused call would be admitted under Ignore).
+  incident_denied "$ns"
+  ok "the API server's own call (its client certificate) is judged: the incident DaemonSet is denied"
+
+  out=$(get networkpolicy nfguard-webhook '{range .spec.ingress[*]}{.ports[*].port} {end}' -n "$NS")
+  [ -n "$out" ] || fail "the NetworkPolicy nfguard-webhook is missing"
+  ok "the NetworkPolicy nfguard-webhook admits ports $out only (where the CNI enforces NetworkPolicy; this cluster's bridge CNI does not, so the client certificate is what refused the pod)"
+}
+
 # ---- main --------------------------------------------------------------------------------
 case "$PROVIDER" in
   kind) command -v docker >/dev/null || fail "NFGUARD_E2E_PROVIDER=kind needs docker" ;;
@@ -1712,7 +1805,7 @@ esac
 [ -n "${KUBECONFIG:-}" ] || fail "KUBECONFIG is not set"
 command -v kubectl >/dev/null || fail "kubectl is not on PATH"
 for n in ${NFGUARD_E2E_ONLY:-}; do
-  [[ " $ALL_SCENARIOS " == *" $n "* ]] || fail "NFGUARD_E2E_ONLY: no scenario $n (1-14)"
+  [[ " $ALL_SCENARIOS " == *" $n "* ]] || fail "NFGUARD_E2E_ONLY: no scenario $n (1-15)"
 done
 for e in ${NFGUARD_E2E_EXPECT_BACKENDS:-}; do
   [[ "$e" == ?*=?* ]] || fail "NFGUARD_E2E_EXPECT_BACKENDS: '$e' is not NODE=BACKEND"
@@ -1734,6 +1827,7 @@ run_scenario 11 "a reporter token of node A is refused for node B's profile, A's
 run_scenario 12 "kubectl set image swapping iptables-nft 1.8.7 into a running hostNetwork + NET_ADMIN pod is denied" s12_set_image
 run_scenario 13 "failurePolicy Fail, no webhook replica: an ordinary pod is created, hostNetwork pods refused, matchConditions as e2e/gate-match.yaml says" s13_gate_without_webhook
 run_scenario 14 "RBAC: kubectl auth can-i --list of each ServiceAccount equals e2e/rbac-expected/" s14_rbac_can_i
+run_scenario 15 "a forged AdmissionReview from a pod is refused (no client certificate); the API server's own call is judged" s15_forged_review_refused
 
 CURRENT=finished
 echo "$PASSED passed, 0 failed"

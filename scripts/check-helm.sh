@@ -116,17 +116,22 @@ step_values() {
   template other "$work/policy.yaml" -f "$CUSTOM" --set defaultPolicy.enabled=true
   "$PY" scripts/check_helm.py policy "$work/policy.yaml" "$CUSTOM" ||
     die "defaultPolicy.spec does not reach the NetfilterPolicy"
+  template other "$work/netpol.yaml" -f "$CUSTOM" --set webhook.networkPolicy.enabled=true
+  "$PY" scripts/check_helm.py netpol "$work/netpol.yaml" "$CUSTOM" ||
+    die "webhook.networkPolicy.* does not reach the NetworkPolicy"
   template other "$work/single.yaml" --set webhook.replicas=1
   if grep -q '^kind: PodDisruptionBudget' "$work/single.yaml"; then
     die "webhook.replicas=1 still renders a PodDisruptionBudget (minAvailable 1 would block every drain)"
   fi
   # Built-in kinds against the Kubernetes OpenAPI schemas (PodMonitor and
   # PrometheusRule are the Prometheus Operator's: no schema here).
-  "$PY" - "$work/custom.yaml" "$work/builtin.yaml" <<'PYEOF'
+  "$PY" - "$work/custom.yaml" "$work/netpol.yaml" "$work/builtin.yaml" <<'PYEOF'
 import sys, yaml
 objs = [o for o in yaml.safe_load_all(open(sys.argv[1], encoding="utf-8")) if o]
+# The NetworkPolicy with peers is only in the second render.
+objs += [o for o in yaml.safe_load_all(open(sys.argv[2], encoding="utf-8")) if o and o["kind"] == "NetworkPolicy"]
 builtin = [o for o in objs if o["apiVersion"].split("/")[0] not in ("nfguard.io", "monitoring.coreos.com", "apiextensions.k8s.io")]
-yaml.safe_dump_all(builtin, open(sys.argv[2], "w", encoding="utf-8"))
+yaml.safe_dump_all(builtin, open(sys.argv[3], "w", encoding="utf-8"))
 PYEOF
   local kv=(kubernetes-validate) v
   command -v kubernetes-validate >/dev/null || kv=("$PY" -m kubernetes_validate)

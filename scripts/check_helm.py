@@ -22,6 +22,10 @@ runs it; tests/install_helm.rs runs that).
   check_helm.py policy CHART.yaml VALUES.yaml
       a render with VALUES.yaml and defaultPolicy.enabled=true carries
       defaultPolicy.spec as the default NetfilterPolicy's spec
+  check_helm.py netpol CHART.yaml VALUES.yaml
+      a render with VALUES.yaml and webhook.networkPolicy.enabled=true: the
+      webhook's NetworkPolicy admits 8443 from webhookFrom and the metrics
+      port from metricsFrom, nothing else
   check_helm.py readme DEFAULTS.yaml README.md
       every value of values.yaml is a row of the README's values table
 
@@ -380,6 +384,27 @@ def check_values(chart_path, values_path, defaults_path):
                            sel.get("matchExpressions"), [own] + v))
     check("webhook.objectSelector", lambda v: expect("webhook objectSelector", hook.get("objectSelector"), v))
 
+    # Only the API server may call /validate: the CA's ConfigMap mounted, its
+    # file and the allowed names passed to the webhook.
+    hook_c, hook_p = container(by_key, "webhook", ns), pod(by_key, "webhook", ns)
+
+    def client_ca(v):
+        expect("webhook env NFGUARD_CLIENT_CA_FILE", env_value(hook_c, "NFGUARD_CLIENT_CA_FILE"),
+               "/etc/nfguard/client-ca/ca.crt")
+        vols = [x.get("configMap", {}).get("name") for x in hook_p.get("volumes", []) if x["name"] == "client-ca"]
+        expect("webhook volume client-ca (ConfigMap)", vols, [v])
+        mounts = [(m["mountPath"], m.get("readOnly")) for m in hook_c.get("volumeMounts", []) if m["name"] == "client-ca"]
+        expect("webhook mount client-ca", mounts, [("/etc/nfguard/client-ca", True)])
+    check("webhook.clientCA.configMapName", client_ca)
+    check("webhook.clientCA.allowedNames",
+          lambda v: expect("webhook env NFGUARD_CLIENT_CERT_NAMES", env_value(hook_c, "NFGUARD_CLIENT_CERT_NAMES"), ",".join(v)))
+    netpol = by_key.get(("NetworkPolicy", ns, "nfguard-webhook"))
+    check("webhook.networkPolicy.enabled",
+          lambda v: expect("NetworkPolicy nfguard-webhook rendered", netpol is not None, v))
+    # The peers need the policy enabled, which these values turn off: the
+    # `netpol` command checks them on a second render.
+    checked.update({"webhook.networkPolicy.webhookFrom", "webhook.networkPolicy.metricsFrom"})
+
     policy = by_key.get(("NetfilterPolicy", None, "default"))
     check("defaultPolicy.enabled",
           lambda v: expect("NetfilterPolicy default rendered", policy is not None, v))
@@ -446,6 +471,28 @@ def check_policy(chart_path, values_path):
     print("check_helm: the default NetfilterPolicy carries defaultPolicy.spec")
 
 
+def check_network_policy(chart_path, values_path):
+    """A render with VALUES.yaml and webhook.networkPolicy.enabled=true: the
+    NetworkPolicy nfguard-webhook selects the webhook's pods and admits only
+    8443 from webhookFrom and the metrics port from metricsFrom."""
+    with open(values_path, encoding="utf-8") as f:
+        values = yaml.safe_load(f)
+    np, port = values["webhook"]["networkPolicy"], values["metrics"]["port"]
+    pols = [o for o in load(chart_path) if o["kind"] == "NetworkPolicy"]
+    if [p["metadata"]["name"] for p in pols] != ["nfguard-webhook"]:
+        fail(f"expected exactly the NetworkPolicy nfguard-webhook, found {[p['metadata']['name'] for p in pols]}")
+        return
+    spec = pols[0]["spec"]
+    expect("NetworkPolicy nfguard-webhook podSelector", spec["podSelector"],
+           {"matchLabels": {"app.kubernetes.io/name": "nfguard", "app.kubernetes.io/component": "webhook"}})
+    expect("NetworkPolicy nfguard-webhook policyTypes", spec["policyTypes"], ["Ingress"])
+    expect("NetworkPolicy nfguard-webhook ingress", spec["ingress"], [
+        {"ports": [{"protocol": "TCP", "port": 8443}], "from": np["webhookFrom"]},
+        {"ports": [{"protocol": "TCP", "port": port}], "from": np["metricsFrom"]},
+    ])
+    print("check_helm: the webhook's NetworkPolicy carries webhook.networkPolicy.*")
+
+
 def check_readme(defaults_path, readme_path):
     with open(defaults_path, encoding="utf-8") as f:
         defaults = yaml.safe_load(f)
@@ -464,6 +511,7 @@ def main():
     commands = {"same": (check_same, 2), "monitoring": (check_monitoring, 3),
                 "namespace": (check_namespace, 2),
                 "values": (check_values, 3), "policy": (check_policy, 2),
+                "netpol": (check_network_policy, 2),
                 "readme": (check_readme, 2)}
     if len(sys.argv) < 2 or sys.argv[1] not in commands or len(sys.argv) - 2 != commands[sys.argv[1]][1]:
         print(__doc__, file=sys.stderr)

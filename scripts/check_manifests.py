@@ -237,6 +237,19 @@ def check_webhook(objs):
         (p,) = svc["spec"]["ports"]
         if p["port"] != 443 or ports.get(p["targetPort"], p["targetPort"]) != 8443:
             fail("webhook: the Service must map 443 -> 8443")
+    # Ingress only to the webhook port and the metrics port.
+    netpol = find(objs, "NetworkPolicy", "nfguard-webhook")
+    if not netpol:
+        fail("webhook: the NetworkPolicy nfguard-webhook is missing")
+    else:
+        np = netpol["spec"]
+        if not selects(np["podSelector"], labels):
+            fail("webhook: the NetworkPolicy does not select the webhook pods")
+        if np.get("policyTypes") != ["Ingress"]:
+            fail(f"webhook: the NetworkPolicy's policyTypes must be [Ingress], is {np.get('policyTypes')}")
+        admitted = sorted(ports.get(q["port"], q["port"]) for r in np.get("ingress", []) for q in r.get("ports", []))
+        if admitted != sorted([8443, ports.get("metrics")]):
+            fail(f"webhook: the NetworkPolicy must admit exactly 8443 and the metrics port, admits {admitted}")
 
     vwc = find(objs, "ValidatingWebhookConfiguration", "nfguard")
     if not vwc:

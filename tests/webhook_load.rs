@@ -31,16 +31,6 @@ const LIMIT: u64 = 512 << 20;
 const BUDGET: Duration = Duration::from_secs(8);
 const ATTACKERS: usize = 32;
 
-/// Peak resident set of the webhook so far (KiB), from the kernel.
-fn peak_rss_kib(hook: &SpawnedWebhook) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", hook.child.id())).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM")
-}
-
 fn hostile_layers(work: &std::path::Path) -> Vec<Blob> {
     // Four 60 MiB "stanza files" (over the per-file cap: metadata only).
     let flood: Vec<u8> = b"a: b\nc: d\n\n"
@@ -200,7 +190,7 @@ fn thirty_two_hostile_admissions_stay_within_budget_and_memory() {
         !v.to_string().contains("ImageUnresolved"),
         "the ordinary namespace's cold image was not judged during the attack: {v}"
     );
-    let rss = peak_rss_kib(&hook);
+    let rss = hook.peak_rss_kib();
     let mut q = quiet.clone();
     q.sort();
     let mut d = during.clone();

@@ -196,6 +196,7 @@ pub fn state(
             max_nodes: 5,
             decisions: DecisionCache::new(64),
         }),
+        intake: nfguard::webhook::intake::Intake::open(metrics.clone()),
         metrics,
         ready: Arc::new(|| true),
     }
@@ -364,6 +365,18 @@ impl SpawnedWebhook {
             https: https_addr(&line),
             child,
         }
+    }
+}
+
+impl SpawnedWebhook {
+    /// Peak resident set of the webhook so far (KiB), from the kernel.
+    pub fn peak_rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmHWM")
     }
 }
 

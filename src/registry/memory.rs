@@ -36,12 +36,16 @@ pub struct MemoryPlan {
     pub per_inspection_bytes: u64,
     /// Inspections streaming layers at once.
     pub inspections: usize,
+    /// Request bodies (AdmissionReviews) being read and judged at once, in
+    /// bytes (the webhook raises it to one largest body).
+    pub request_body_bytes: u64,
 }
 
 impl MemoryPlan {
     /// Three eighths of the limit for retained image data (the layer cache an
     /// eighth of the limit), a quarter for the streams' transient buffers,
-    /// the rest for everything else the process keeps (watch caches, requests).
+    /// an eighth for request bodies in flight, the rest for everything else
+    /// the process keeps (watch caches, connections, answers).
     pub fn for_limit(limit: u64) -> Self {
         let limit = limit.max(64 << 20);
         let budget = limit / 8 * 3;
@@ -52,6 +56,7 @@ impl MemoryPlan {
             layer_cache_bytes: limit / 8,
             per_inspection_bytes: (budget / 2).min(128 << 20),
             inspections: streams,
+            request_body_bytes: limit / 8,
         }
     }
 
@@ -94,10 +99,13 @@ mod tests {
         assert_eq!(p.layer_cache_bytes, 64 << 20);
         assert_eq!(p.per_inspection_bytes, 96 << 20);
         assert_eq!(p.inspections, 4);
+        assert_eq!(p.request_body_bytes, 64 << 20);
         // Retained data plus every stream's transient buffers stay within
         // five eighths of the limit.
         let transient = p.inspections as u64 * TRANSIENT_PER_INSPECTION;
         assert!(p.budget.limit() + transient <= (512 << 20) / 8 * 5);
+        // Request bodies take another eighth: a quarter stays for the rest.
+        assert!(p.budget.limit() + transient + p.request_body_bytes <= (512 << 20) / 8 * 6);
     }
 
     #[test]

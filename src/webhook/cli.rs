@@ -2,16 +2,18 @@
 
 use super::admission::Judge;
 use super::bootstrap;
+use super::client_auth;
 use super::decisions::DecisionCache;
 use super::facts::{self, Facts};
 use super::images::{CacheTtl, ImageCache, LookupLimits};
+use super::intake::{self, BodyBudget, Intake};
 use super::metrics::Metrics;
 use super::server::{self, AppState};
 use super::tls::{self, CertStore};
 use crate::check::load;
 use crate::compat::evaluate::DEFAULT_PLATFORM;
-use crate::registry::ImageInspector;
 use crate::registry::cli::RegistryArgs;
+use crate::registry::{ImageInspector, MemoryPlan};
 use crate::runtime::admin;
 use anyhow::Context;
 use std::path::PathBuf;
@@ -42,6 +44,25 @@ pub struct Args {
     /// Generate a CA + certificate, keep them in a Secret, patch the caBundle, rotate.
     #[arg(long, env = "NFGUARD_SELF_SIGNED")]
     pub self_signed: bool,
+    /// CA bundle (PEM) that signs the API server's client certificate: when
+    /// set, /validate answers only TLS clients presenting a certificate chained
+    /// to it (others: 401 or a failed handshake). Re-read when it changes.
+    #[arg(long, env = "NFGUARD_CLIENT_CA_FILE")]
+    pub client_ca_file: Option<PathBuf>,
+    /// With --client-ca-file: identities (subject CN or DNS SAN) a client
+    /// certificate must name, comma-separated (default: any the CA signed).
+    #[arg(
+        long,
+        env = "NFGUARD_CLIENT_CERT_NAMES",
+        value_delimiter = ',',
+        requires = "client_ca_file"
+    )]
+    pub client_cert_name: Vec<String>,
+    /// Bytes of request bodies read and judged at once; more wait up to 2 s,
+    /// then get 429 (default: an eighth of the memory limit, at least one
+    /// largest review).
+    #[arg(long, env = "NFGUARD_MAX_INFLIGHT_BODY_BYTES")]
+    pub max_inflight_body_bytes: Option<u64>,
     /// Namespace of the Secret and Service (the pod's own).
     #[arg(long, env = "POD_NAMESPACE", default_value = "nfguard-system")]
     pub namespace: String,
@@ -245,6 +266,37 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
         _ => anyhow::bail!("pass --tls-cert and --tls-key, or --self-signed"),
     };
 
+    let clients = match &args.client_ca_file {
+        Some(path) => {
+            let names: Vec<String> = args
+                .client_cert_name
+                .iter()
+                .map(|n| n.trim().to_string())
+                .filter(|n| !n.is_empty())
+                .collect();
+            let auth = client_auth::load_file(path, names, Some(metrics.clone()))?;
+            let watch =
+                client_auth::watch_file(path.clone(), auth.clone(), Duration::from_secs(30))?;
+            Some((auth, watch))
+        }
+        None => None,
+    };
+    let plan = MemoryPlan::detect(args.registry.memory_limit);
+    let bodies = match args.max_inflight_body_bytes {
+        Some(b) => BodyBudget::new(b, intake::BODY_WAIT, metrics.body_bytes_in_flight.clone()),
+        None => BodyBudget::for_memory(&plan, metrics.body_bytes_in_flight.clone()),
+    };
+    tracing::info!(
+        bytes = bodies.limit(),
+        client_certificates = clients.is_some(),
+        "request intake"
+    );
+    let intake = Arc::new(Intake {
+        require_client_certificate: clients.is_some(),
+        bodies,
+        metrics: metrics.clone(),
+    });
+
     let judge = Arc::new(Judge {
         facts: facts.clone(),
         images,
@@ -266,13 +318,18 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
         judge,
         metrics,
         ready: Arc::new(move || ready_facts.is_ready() && ready_store.is_loaded()),
+        intake,
     };
 
     let https = tokio::net::TcpListener::bind(&args.listen)
         .await
         .with_context(|| format!("binding {}", args.listen))?;
     let local = https.local_addr()?;
-    let acceptor = tokio_rustls::TlsAcceptor::from(tls::server_config(store.clone()));
+    let verifier = clients
+        .as_ref()
+        .map(|(auth, _)| auth.clone() as Arc<dyn rustls::server::danger::ClientCertVerifier>);
+    let acceptor =
+        tokio_rustls::TlsAcceptor::from(tls::server_config_with_clients(store.clone(), verifier));
     let plain = admin::bind(&args.metrics_listen).await?;
     let plain_addr = match &plain {
         Some(l) => format!(" metrics=http://{}", l.local_addr()?),

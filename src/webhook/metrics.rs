@@ -38,6 +38,39 @@ const VERDICTS: [&str; 4] = [
 /// Bounds a look-up can be refused at (`images::NotStarted`): every series
 /// exists from the start, so a rate over it is 0, not absent.
 pub const LOOKUP_BOUNDS: [&str; 3] = ["per_request", "per_namespace", "inflight"];
+/// Why a request was refused before its body was read: a closed set, every
+/// series exported from the start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// `/validate` over a connection without a client certificate (401).
+    NoClientCertificate,
+    /// A presented certificate that does not chain to `--client-ca-file`
+    /// (the handshake fails).
+    UntrustedClientCertificate,
+    /// Chained to the CA, but naming no `--client-cert-name` (the handshake fails).
+    ClientNameNotAllowed,
+    /// The in-flight body budget stayed exhausted (429).
+    BodyBudget,
+}
+
+impl Refusal {
+    pub const ALL: [Refusal; 4] = [
+        Refusal::NoClientCertificate,
+        Refusal::UntrustedClientCertificate,
+        Refusal::ClientNameNotAllowed,
+        Refusal::BodyBudget,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Refusal::NoClientCertificate => "no_client_certificate",
+            Refusal::UntrustedClientCertificate => "untrusted_client_certificate",
+            Refusal::ClientNameNotAllowed => "client_name_not_allowed",
+            Refusal::BodyBudget => "body_budget",
+        }
+    }
+}
+
 /// One per reason code.
 const REASON_SLOTS: usize = ReasonCode::ALL.len();
 
@@ -89,6 +122,10 @@ pub struct Metrics {
     /// Seconds until the serving certificate expires.
     pub cert_expiry: Gauge<f64, std::sync::atomic::AtomicU64>,
     pub cert_reloads: Counter,
+    /// Requests refused before their body was read, by [`Refusal`].
+    pub refused: Family<Labels1, Counter>,
+    /// Bytes reserved by request bodies being read or judged.
+    pub body_bytes_in_flight: Gauge,
     duration_handles: Handles<Histogram>,
     verdict_handles: Handles<Counter>,
     reason_handles: Handles<Counter>,
@@ -179,6 +216,21 @@ impl Metrics {
             "Serving certificate (re)loads",
             cert_reloads.clone(),
         );
+        let refused = Family::<Labels1, Counter>::default();
+        for r in Refusal::ALL {
+            drop(refused.get_or_create(&[("cause", r.as_str())]));
+        }
+        registry.register(
+            "refused_requests",
+            "Requests refused before their body was read (client certificate, body budget), by cause",
+            refused.clone(),
+        );
+        let body_bytes_in_flight = Gauge::default();
+        registry.register(
+            "request_body_bytes_in_flight",
+            "Bytes reserved by request bodies being read or judged",
+            body_bytes_in_flight.clone(),
+        );
         Metrics {
             registry,
             admission_duration,
@@ -193,6 +245,8 @@ impl Metrics {
             rejected,
             cert_expiry,
             cert_reloads,
+            refused,
+            body_bytes_in_flight,
             duration_handles: Handles::new(KINDS.len() * VERDICTS.len()),
             verdict_handles: Handles::new(VERDICTS.len()),
             reason_handles: Handles::new(REASON_SLOTS),
@@ -223,6 +277,11 @@ impl Metrics {
         self.lookups_not_started
             .get_or_create(&[("bound", bound)])
             .inc();
+    }
+
+    /// A request refused before its body was read.
+    pub fn refuse(&self, why: Refusal) {
+        self.refused.get_or_create(&[("cause", why.as_str())]).inc();
     }
 
     /// One reason of a decision.

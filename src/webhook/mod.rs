@@ -9,17 +9,22 @@
 //! - [`decisions`]: answers remembered for identical objects under the same facts.
 //! - [`server`]: the axum router (`/validate`, `/healthz`, `/readyz`, `/metrics`)
 //!   and the accept loop with its graceful drain on shutdown.
+//! - [`intake`]: what `/validate` checks before reading a body (client
+//!   certificate, the byte budget for bodies in flight).
 //! - [`tls`]: the hot-swappable serving certificate and the directory watcher.
+//! - [`client_auth`]: `--client-ca-file`: only the API server's certificate may call `/validate`.
 //! - [`bootstrap`]: `--self-signed`: CA + cert in a Secret, caBundle patch, rotation.
 
 pub mod admission;
 pub mod bootstrap;
 pub mod cli;
+pub mod client_auth;
 pub mod credentials;
 pub mod decisions;
 pub mod facts;
 pub mod fingerprint;
 pub mod images;
+pub mod intake;
 pub mod metrics;
 pub mod pod_update;
 pub mod review;

@@ -3,6 +3,7 @@
 //! graceful drain on shutdown.
 
 use super::admission::Judge;
+use super::intake::{self, ClientCertificate, Intake};
 use super::metrics::Metrics;
 use crate::runtime::admin::{self, Admin, health};
 use axum::Router;
@@ -11,6 +12,7 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
@@ -22,6 +24,7 @@ use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
+use tower::ServiceExt;
 
 /// The largest object etcd stores (its default `--max-request-bytes`).
 pub const ETCD_MAX_OBJECT_BYTES: usize = 3 << 19;
@@ -45,6 +48,8 @@ pub struct AppState {
     /// Caches/reflectors synced (and, with TLS, a certificate loaded);
     /// [`serve`] adds "not draining".
     pub ready: Arc<dyn Fn() -> bool + Send + Sync>,
+    /// Checks before a review's body is read (client certificate, body budget).
+    pub intake: Arc<Intake>,
 }
 
 /// The router's hard cut for one request: the answer budget plus a second
@@ -57,10 +62,11 @@ pub fn request_deadline(answer_budget: Duration) -> Duration {
 pub fn router(state: AppState) -> Router {
     let timeout = request_deadline(state.judge.timeout);
     let admin = admin_router(&state);
+    let gate = axum::middleware::from_fn_with_state(state.intake.clone(), intake::gate);
     // One Arc for the handlers: axum clones the state per request, and one
     // shared counter bounces between cores less than three.
     Router::new()
-        .route("/validate", post(validate))
+        .route("/validate", post(validate).layer(gate))
         .with_state(Arc::new(state))
         .merge(admin)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -231,7 +237,9 @@ async fn accepted(r: std::io::Result<(TcpStream, SocketAddr)>) -> Option<(TcpStr
     }
 }
 
-/// The handshake is bounded so a silent client cannot pin a task.
+/// The handshake is bounded so a silent client cannot pin a task. A client
+/// certificate that survived the handshake was verified (a bad one ends it):
+/// its requests are marked for the `/validate` gate.
 async fn serve_tls_conn(
     tcp: TcpStream,
     peer: SocketAddr,
@@ -248,12 +256,31 @@ async fn serve_tls_conn(
         }
         Err(_) => return,
     };
+    let certified = tls
+        .get_ref()
+        .1
+        .peer_certificates()
+        .is_some_and(|c| !c.is_empty());
+    let app = app.map_request(move |mut req: axum::extract::Request<Incoming>| {
+        if certified {
+            req.extensions_mut().insert(ClientCertificate);
+        }
+        req
+    });
     serve_conn(TokioIo::new(tls), app, watcher).await;
 }
 
-async fn serve_conn<I>(io: I, app: Router, watcher: Watcher)
+async fn serve_conn<I, S>(io: I, app: S, watcher: Watcher)
 where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    S: tower::Service<
+            axum::extract::Request<Incoming>,
+            Response = Response,
+            Error = std::convert::Infallible,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
 {
     let svc = TowerToHyperService::new(app);
     let mut builder = auto::Builder::new(TokioExecutor::new());

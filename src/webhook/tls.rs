@@ -6,6 +6,7 @@
 use super::metrics::Metrics;
 use notify::{RecursiveMode, Watcher};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::danger::ClientCertVerifier;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use std::path::{Path, PathBuf};
@@ -136,12 +137,31 @@ impl ResolvesServerCert for CertStore {
 
 /// TLS 1.2 and 1.3 with ring; HTTP/2 and HTTP/1.1 via ALPN.
 pub fn server_config(store: Arc<CertStore>) -> Arc<rustls::ServerConfig> {
+    server_config_with_clients(store, None)
+}
+
+/// [`server_config`], and with `clients` a client certificate is asked for
+/// and, when one is presented, verified by it (a bad one ends the
+/// handshake). Sessions are then never resumed, so every connection's
+/// certificate is checked against the CA of the moment.
+pub fn server_config_with_clients(
+    store: Arc<CertStore>,
+    clients: Option<Arc<dyn ClientCertVerifier>>,
+) -> Arc<rustls::ServerConfig> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
+    let builder = rustls::ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-        .expect("ring supports TLS 1.2 and 1.3")
-        .with_no_client_auth()
-        .with_cert_resolver(store);
+        .expect("ring supports TLS 1.2 and 1.3");
+    let verifies = clients.is_some();
+    let mut cfg = match clients {
+        Some(v) => builder.with_client_cert_verifier(v),
+        None => builder.with_no_client_auth(),
+    }
+    .with_cert_resolver(store);
+    if verifies {
+        cfg.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+        cfg.send_tls13_tickets = 0;
+    }
     cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Arc::new(cfg)
 }
@@ -166,15 +186,46 @@ pub fn watch_files(
     store: Arc<CertStore>,
     poll: Duration,
 ) -> Result<FileWatch, TlsError> {
+    let mut last: Option<(Vec<u8>, Vec<u8>)> = None;
+    let paths = [cert.clone(), key.clone()];
+    watch_paths(&paths, poll, move || {
+        let (Ok(c), Ok(k)) = (std::fs::read(&cert), std::fs::read(&key)) else {
+            return;
+        };
+        if last.as_ref().is_some_and(|(lc, lk)| *lc == c && *lk == k) {
+            return;
+        }
+        match load_pem(&c, &k) {
+            Ok(l) => {
+                tracing::info!(cert = %cert.display(), "serving certificate reloaded");
+                store.set(l);
+                last = Some((c, k));
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "certificate reload failed; keeping the current one")
+            }
+        }
+    })
+}
+
+/// Run `reload` whenever anything in the directories of `paths` changes
+/// (and every `poll` as a safety net), once a burst of events has settled.
+/// `reload` reads the files itself and keeps what it had on failure.
+pub fn watch_paths(
+    paths: &[PathBuf],
+    poll: Duration,
+    mut reload: impl FnMut() + Send + 'static,
+) -> Result<FileWatch, TlsError> {
     let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(16);
+    let first = paths
+        .first()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
     let mut watcher = notify::recommended_watcher(move |_res: notify::Result<notify::Event>| {
         let _ = tx.try_send(());
     })
-    .map_err(|error| TlsError::Watch {
-        path: cert.display().to_string(),
-        error,
-    })?;
-    let mut dirs: Vec<PathBuf> = [&cert, &key]
+    .map_err(|error| TlsError::Watch { path: first, error })?;
+    let mut dirs: Vec<PathBuf> = paths
         .iter()
         .map(|p| match p.parent() {
             Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
@@ -191,7 +242,6 @@ pub fn watch_files(
             })?;
     }
     let task = tokio::spawn(async move {
-        let mut last: Option<(Vec<u8>, Vec<u8>)> = None;
         loop {
             let woke = tokio::time::timeout(poll, rx.recv()).await;
             if matches!(woke, Ok(None)) {
@@ -200,22 +250,7 @@ pub fn watch_files(
             // Let a burst of events (symlink swap, two files) settle.
             tokio::time::sleep(Duration::from_millis(50)).await;
             while rx.try_recv().is_ok() {}
-            let (Ok(c), Ok(k)) = (std::fs::read(&cert), std::fs::read(&key)) else {
-                continue;
-            };
-            if last.as_ref().is_some_and(|(lc, lk)| *lc == c && *lk == k) {
-                continue;
-            }
-            match load_pem(&c, &k) {
-                Ok(l) => {
-                    tracing::info!(cert = %cert.display(), "serving certificate reloaded");
-                    store.set(l);
-                    last = Some((c, k));
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "certificate reload failed; keeping the current one")
-                }
-            }
+            reload();
         }
     });
     Ok(FileWatch {
