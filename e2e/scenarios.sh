@@ -732,35 +732,44 @@ lift_brake() {
   done < <(kubectl get netfilterpolicies -o jsonpath='{range .items[*]}{.metadata.name} {.spec.maxTaintedNodesPercent}{"\n"}{end}')
 }
 
-# The incident pod: iptables-nft 1.8.7 saving and restoring the rules of
-# $S6_NODE, exempt by annotation.
-s6_incident_pod() { # NAME
+# incident_pod NAME NODE ANNOTATIONS COMMAND: a pod with iptables-nft 1.8.7,
+# hostNetwork + NET_ADMIN, on NODE (ANNOTATIONS and COMMAND in YAML flow style).
+incident_pod() {
   cat <<YAML
 apiVersion: v1
 kind: Pod
 metadata:
   name: $1
-  annotations: {nfguard.io/exempt: "e2e: reproduce the incident"}
+  annotations: $3
 spec:
-  nodeName: $S6_NODE
+  nodeName: $2
   hostNetwork: true
   terminationGracePeriodSeconds: 1
   tolerations: [{operator: Exists}]
   containers:
     - name: kube-router
       image: $IMG_INCIDENT
-      command: ["sh", "-c", "iptables-nft-save | iptables-nft-restore; sleep infinity"]
+      command: $4
       securityContext: {capabilities: {add: ["NET_ADMIN"]}}
 YAML
 }
-s6_exempt_honoured() { # NS: a server dry-run is admitted as exempt (the webhook's reflectors caught up)
+# exempt_honoured NS POD_FUNCTION: a server dry-run of POD_FUNCTION's pod is
+# admitted as exempt (the webhook's reflectors caught up with the policy).
+exempt_honoured() {
   local out
-  out=$(s6_incident_pod probe | kubectl -n "$1" create --dry-run=server -f - 2>&1) || {
+  out=$("$2" probe | kubectl -n "$1" create --dry-run=server -f - 2>&1) || {
     WHY="the dry-run was refused: $out"
     return 1
   }
   WHY="the dry-run was admitted without the [Exempt] warning: $out"
   grep -qF '[Exempt]' <<<"$out"
+}
+
+# The incident: iptables-nft 1.8.7 saving and restoring $S6_NODE's rules,
+# exempt by annotation.
+s6_incident_pod() { # NAME
+  incident_pod "$1" "$S6_NODE" '{nfguard.io/exempt: "e2e: reproduce the incident"}' \
+    '["sh", "-c", "iptables-nft-save | iptables-nft-restore; sleep infinity"]'
 }
 
 s6_incident() {
@@ -835,7 +844,7 @@ YAML
 
   # (c) the incident: an exempted 1.8.7 container does save | restore (the
   # policy above lets nfguard.io/exempt count in this namespace).
-  wait_for 60 "the webhook to honour nfguard.io/exempt in $ns" s6_exempt_honoured "$ns"
+  wait_for 60 "the webhook to honour nfguard.io/exempt in $ns" exempt_honoured "$ns" s6_incident_pod
   defer kubectl -n "$ns" delete pod incident --ignore-not-found --grace-period=0 --force --wait=false
   on_dump kubectl -n "$ns" logs incident --tail=20
   out=$(s6_incident_pod incident | kubectl -n "$ns" create -f - 2>&1) ||
@@ -1379,17 +1388,20 @@ s10_warned() { # NS: a server dry-run shows both warnings (the webhook's reflect
   WHY="the dry-run was admitted without both warnings: $S10_OUT"
   grep -qF '[OldReaderNewRules]' <<<"$S10_OUT" && grep -qF '[InvalidPolicyIgnored]' <<<"$S10_OUT"
 }
-s10_tainted() { # YES|NO
+# node_taint NODE KEY=VALUE:EFFECT YES|NO: NODE carries exactly that taint
+# (NO: no taint KEY=VALUE, whatever its effect).
+node_taint() {
   local t
   # Read directly: an unreadable Node must not pass for an untainted one.
-  t=$(kubectl get node "$S10_NODE" -o jsonpath='{range .spec.taints[*]}{.key}={.value}:{.effect}{"\n"}{end}') ||
-    { WHY="cannot read node $S10_NODE"; return 1; }
-  WHY="$S10_NODE carries: ${t:-no taint}"
-  case "$1" in
-    YES) grep -qx 'nfguard.io/iptables-incompatible=:NoSchedule' <<<"$t" ;;
-    NO) if grep -q '^nfguard.io/iptables-incompatible=' <<<"$t"; then return 1; fi ;;
+  t=$(kubectl get node "$1" -o jsonpath='{range .spec.taints[*]}{.key}={.value}:{.effect}{"\n"}{end}') ||
+    { WHY="cannot read node $1"; return 1; }
+  WHY="$1 carries: ${t:-no taint}"
+  case "$3" in
+    YES) grep -qxF "$2" <<<"$t" ;;
+    NO) if grep -qF "${2%:*}:" <<<"$t"; then return 1; fi ;;
   esac
 }
+s10_tainted() { node_taint "$S10_NODE" 'nfguard.io/iptables-incompatible=:NoSchedule' "$1"; } # YES|NO
 s10_running() { # NS POD
   local phase
   phase=$(get pod "$2" '{.status.phase}' -n "$1")
@@ -1716,16 +1728,7 @@ s17_guarded() {
   kubectl get node "$S17_NODE" -o jsonpath='{.metadata.annotations}{"\n"}{.spec.unschedulable}{"\n"}{.spec.taints}{"\n"}{.spec.podCIDR}{"\n"}' &&
     kubectl get node "$S17_NODE" -o json | jq -c '.metadata.labels | with_entries(select(.key | startswith("nfguard.io/") | not))'
 }
-s17_probe_taint() { # YES|NO: S17_NODE carries nfguard.io/netfilter-degraded=E2EProbe:NoSchedule
-  local t
-  t=$(kubectl get node "$S17_NODE" -o jsonpath='{range .spec.taints[*]}{.key}={.value}:{.effect}{"\n"}{end}') ||
-    { WHY="cannot read node $S17_NODE"; return 1; }
-  WHY="$S17_NODE carries: ${t:-no taint}"
-  case "$1" in
-    YES) grep -qx 'nfguard.io/netfilter-degraded=E2EProbe:NoSchedule' <<<"$t" ;;
-    NO) if grep -q '^nfguard.io/netfilter-degraded=E2EProbe:' <<<"$t"; then return 1; fi ;;
-  esac
-}
+s17_probe_taint() { node_taint "$S17_NODE" 'nfguard.io/netfilter-degraded=E2EProbe:NoSchedule' "$1"; } # YES|NO
 s17_cleanup() { # whatever a failed step may have left on S17_NODE
   kubectl label node "$S17_NODE" nfguard.io/e2e-probe- nfguard-e2e/foreign- >/dev/null 2>&1 || true
   kubectl annotate node "$S17_NODE" nfguard-e2e/s17- >/dev/null 2>&1 || true
@@ -1806,37 +1809,12 @@ s17_controller_node_writes() {
 # ---- 18. nfguard.io/exempt counts only where a NetfilterPolicy allows it --------------------
 S18_NODE=""
 S18_REASON="e2e: vendor-certified, ticket NET-18"
-# The incident pod (iptables-nft 1.8.7, hostNetwork + NET_ADMIN) on S18_NODE,
-# annotated nfguard.io/exempt unless the second argument is "plain".
+# The incident pod (sleeping) on S18_NODE, annotated nfguard.io/exempt unless
+# the second argument is "plain".
 s18_pod() { # NAME [plain]
-  local ann="annotations: {nfguard.io/exempt: \"$S18_REASON\"}"
-  [ "${2:-}" != plain ] || ann="annotations: {}"
-  cat <<YAML
-apiVersion: v1
-kind: Pod
-metadata:
-  name: $1
-  $ann
-spec:
-  nodeName: $S18_NODE
-  hostNetwork: true
-  terminationGracePeriodSeconds: 1
-  tolerations: [{operator: Exists}]
-  containers:
-    - name: cni
-      image: $IMG_INCIDENT
-      command: ["sleep", "infinity"]
-      securityContext: {capabilities: {add: ["NET_ADMIN"]}}
-YAML
-}
-s18_honoured() { # NS: a server dry-run is admitted as exempt (the webhook's reflectors caught up)
-  local out
-  out=$(s18_pod probe | kubectl -n "$1" create --dry-run=server -f - 2>&1) || {
-    WHY="the dry-run was refused: $out"
-    return 1
-  }
-  WHY="the dry-run was admitted without the [Exempt] warning: $out"
-  grep -qF '[Exempt]' <<<"$out"
+  local ann="{nfguard.io/exempt: \"$S18_REASON\"}"
+  [ "${2:-}" != plain ] || ann="{}"
+  incident_pod "$1" "$S18_NODE" "$ann" '["sleep", "infinity"]'
 }
 
 s18_exemptions() {
@@ -1861,7 +1839,7 @@ YAML
   scenario_ns "$plain"
   scenario_ns "$allowed"
   kubectl label namespace "$allowed" nfguard.io/exemptions=allowed >/dev/null
-  wait_for 60 "the webhook to honour nfguard.io/exempt in $allowed" s18_honoured "$allowed"
+  wait_for 60 "the webhook to honour nfguard.io/exempt in $allowed" exempt_honoured "$allowed" s18_pod
 
   # An ordinary namespace: the annotation is ignored and the pod denied.
   defer kubectl -n "$plain" delete pod router --ignore-not-found --grace-period=0 --force --wait=false

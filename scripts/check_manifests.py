@@ -388,8 +388,6 @@ def check_reporter_policy_cel(objs):
     """Evaluates the policy's CEL (common-expression-language, the Rust CEL
     interpreter's bindings) on the requests it must tell apart. Standard CEL
     only; the API server's own type checking is not reproduced."""
-    import cel  # pip: common-expression-language
-
     vap = find(objs, "ValidatingAdmissionPolicy", "nfguard-reporter-own-node")
     if not vap:
         return
@@ -449,24 +447,37 @@ def check_reporter_policy_cel(objs):
         ("controller is not constrained", request(f"system:serviceaccount:{NS}:nfguard-controller", "w2"), False, None),
         ("reporter of another namespace is not this one", request(f"system:serviceaccount:{NS}-elsewhere:nfguard-reporter", "w1"), False, None),
     ]
+    check_policy_cases(vap, cases, "reporter policy")
+
+
+def check_policy_cases(vap, cases, label):
+    """Evaluates a ValidatingAdmissionPolicy's CEL on (what, context, policy
+    applies, allowed) cases as the API server does: matchConditions, then the
+    variables in order (each may read the earlier ones), then every
+    validation and messageExpression (common-expression-language, the Rust
+    CEL interpreter's bindings)."""
+    import cel  # pip: common-expression-language
+
     for what, ctx, applies, allowed in cases:
         try:
             matched = all(cel.evaluate(c["expression"], ctx) is True for c in vap["spec"]["matchConditions"])
             if matched != applies:
-                fail(f"reporter policy CEL: {what}: matchConditions gave {matched}, want {applies}")
+                fail(f"{label} CEL: {what}: matchConditions gave {matched}, want {applies}")
                 continue
             if not applies:
                 continue
-            ctx = dict(ctx, variables={v["name"]: cel.evaluate(v["expression"], ctx)
-                                       for v in vap["spec"].get("variables", [])})
+            variables = {}
+            for v in vap["spec"].get("variables", []):
+                variables[v["name"]] = cel.evaluate(v["expression"], dict(ctx, variables=variables))
+            ctx = dict(ctx, variables=variables)
             ok = all(cel.evaluate(v["expression"], ctx) is True for v in vap["spec"]["validations"])
             if ok != allowed:
-                fail(f"reporter policy CEL: {what}: allowed={ok}, want {allowed}")
+                fail(f"{label} CEL: {what}: allowed={ok}, want {allowed}")
             for v in vap["spec"]["validations"]:
                 if "messageExpression" in v and not isinstance(cel.evaluate(v["messageExpression"], ctx), str):
-                    fail(f"reporter policy CEL: messageExpression does not yield a string ({what})")
+                    fail(f"{label} CEL: messageExpression does not yield a string ({what})")
         except Exception as e:  # the bindings raise their own error types on bad CEL
-            fail(f"reporter policy CEL: {what}: {type(e).__name__}: {e}")
+            fail(f"{label} CEL: {what}: {type(e).__name__}: {e}")
 
 
 def check_controller_node_policy_cel(objs):
@@ -474,8 +485,6 @@ def check_controller_node_policy_cel(objs):
     tell apart: the controller's own label and taint writes (and their
     removal) pass; any other label, annotation, taint, spec or status
     change is refused; other users are not constrained."""
-    import cel
-
     vap = find(objs, "ValidatingAdmissionPolicy", "nfguard-controller-node-writes")
     binding = find(objs, "ValidatingAdmissionPolicyBinding", "nfguard-controller-node-writes")
     if not vap or not binding:
@@ -564,26 +573,7 @@ def check_controller_node_policy_cel(objs):
         ("a controller of another namespace is not this one",
          request(f"system:serviceaccount:{NS}-elsewhere:nfguard-controller", before), False, None),
     ]
-    for what, ctx, applies, allowed in cases:
-        try:
-            matched = all(cel.evaluate(c["expression"], ctx) is True for c in vap["spec"]["matchConditions"])
-            if matched != applies:
-                fail(f"controller node policy CEL: {what}: matchConditions gave {matched}, want {applies}")
-                continue
-            if not applies:
-                continue
-            variables = {}
-            for v in vap["spec"].get("variables", []):
-                variables[v["name"]] = cel.evaluate(v["expression"], dict(ctx, variables=variables))
-            ctx = dict(ctx, variables=variables)
-            ok = all(cel.evaluate(v["expression"], ctx) is True for v in vap["spec"]["validations"])
-            if ok != allowed:
-                fail(f"controller node policy CEL: {what}: allowed={ok}, want {allowed}")
-            for v in vap["spec"]["validations"]:
-                if "messageExpression" in v and not isinstance(cel.evaluate(v["messageExpression"], ctx), str):
-                    fail(f"controller node policy CEL: messageExpression does not yield a string ({what})")
-        except Exception as e:  # the bindings raise their own error types on bad CEL
-            fail(f"controller node policy CEL: {what}: {type(e).__name__}: {e}")
+    check_policy_cases(vap, cases, "controller node policy")
 
 
 GATE_TABLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e", "gate-match.yaml")

@@ -61,6 +61,16 @@ fn nfguard() -> Command {
     c
 }
 
+/// `nfguard check -f MANIFEST --profiles PROFILES`.
+fn check_files(manifest: &Path, profiles: &Path) -> Command {
+    let mut c = nfguard();
+    c.args(["check", "-f"])
+        .arg(manifest)
+        .arg("--profiles")
+        .arg(profiles);
+    c
+}
+
 #[test]
 fn plain_workload_allows_with_exit_0() {
     let d = tempfile::tempdir().unwrap();
@@ -168,11 +178,7 @@ spec:
         "pol.yaml",
         "apiVersion: nfguard.io/v1alpha1\nkind: NetfilterPolicy\nmetadata: {name: exemptions}\nspec:\n  exemptionNamespaceSelector: {matchLabels: {kubernetes.io/metadata.name: kube-system}}\n",
     );
-    nfguard()
-        .args(["check", "-f"])
-        .arg(&m)
-        .arg("--profiles")
-        .arg(&p)
+    check_files(&m, &p)
         .arg("--policy")
         .arg(&pol)
         .assert()
@@ -182,11 +188,7 @@ spec:
             "pinned by NET-42 until the 1.8.9 image ships",
         ));
     // Without it the annotation is ignored, and the report says so.
-    nfguard()
-        .args(["check", "-f"])
-        .arg(&m)
-        .arg("--profiles")
-        .arg(&p)
+    check_files(&m, &p)
         .assert()
         .stdout(predicate::str::contains("[ExemptionNotAllowed]"))
         .stdout(predicate::str::contains(

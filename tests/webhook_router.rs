@@ -55,6 +55,17 @@ fn incident_ds() -> Value {
     )
 }
 
+/// [`incident_ds`] annotated `nfguard.io/exempt: <reason>`.
+fn exempt_incident_ds(reason: &str) -> Value {
+    object(
+        "DaemonSet",
+        "kube-router",
+        "kube-system",
+        incident_spec(),
+        json!({"nfguard.io/exempt": reason}),
+    )
+}
+
 /// `kubectl debug` on Pod default/app-7d9f: a `pods/ephemeralcontainers`
 /// UPDATE carrying `spec`, as bytes.
 fn debug_review(spec: &Value) -> Vec<u8> {
@@ -265,13 +276,7 @@ async fn a_denial_suggests_the_annotation_only_where_it_counts() {
 async fn exempt_annotation_without_an_allowing_policy_is_ignored_and_said() {
     let fx = Fixture::new();
     let app = app(&fx, None);
-    let obj = object(
-        "DaemonSet",
-        "kube-router",
-        "kube-system",
-        incident_spec(),
-        json!({"nfguard.io/exempt": "INC-4711: rollback in progress"}),
-    );
+    let obj = exempt_incident_ds("INC-4711: rollback in progress");
     let (_, v) = post(&app, ds_review(obj, false)).await;
     let r = resp(&v);
     assert_eq!(r["allowed"], false, "{v}");
@@ -425,13 +430,7 @@ async fn exempt_workload_is_allowed_with_its_reason() {
     let fx = Fixture::new();
     let policy = fx.write("policy.yaml", EXEMPTIONS_IN_KUBE_SYSTEM);
     let app = app(&fx, Some(&policy));
-    let obj = object(
-        "DaemonSet",
-        "kube-router",
-        "kube-system",
-        incident_spec(),
-        json!({"nfguard.io/exempt": "INC-4711: rollback in progress, approved by netops"}),
-    );
+    let obj = exempt_incident_ds("INC-4711: rollback in progress, approved by netops");
     let (_, v) = post(&app, ds_review(obj, false)).await;
     let r = resp(&v);
     assert_eq!(r["allowed"], true, "{v}");

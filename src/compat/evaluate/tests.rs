@@ -851,13 +851,6 @@ fn exemptions_policy() -> NetfilterPolicy {
     )
 }
 
-fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
-
 /// The judgement of [`exempt_annotated`] in `namespace` under `policy`.
 fn judge_exempt_annotated(namespace: &str, policy: &EffectivePolicy) -> (Run, Vec<ImageKey>) {
     let w = exempt_annotated(namespace);
@@ -874,7 +867,7 @@ fn judge_exempt_annotated(namespace: &str, policy: &EffectivePolicy) -> (Run, Ve
 #[test]
 fn exempt_annotation_counts_in_a_namespace_the_policy_selects() {
     let p = exemptions_policy();
-    let ns_labels = labels(&[("nfguard.io/exemptions", "allowed")]);
+    let ns_labels = BTreeMap::from([("nfguard.io/exemptions".to_string(), "allowed".to_string())]);
     let e = EffectivePolicy::from_policies([&p], "kube-system", Some(&ns_labels));
     assert!(e.allows_exemptions());
     let (r, keys) = judge_exempt_annotated("kube-system", &e);
@@ -896,7 +889,7 @@ fn exempt_annotation_counts_in_a_namespace_the_policy_selects() {
 #[test]
 fn exempt_annotation_is_ignored_in_a_namespace_the_policy_does_not_select() {
     let p = exemptions_policy();
-    let other = labels(&[("nfguard.io/exemptions", "no")]);
+    let other = BTreeMap::from([("nfguard.io/exemptions".to_string(), "no".to_string())]);
     for (ns, ns_labels) in [("apps", Some(&other)), ("apps", None)] {
         let e = EffectivePolicy::from_policies([&p], ns, ns_labels);
         assert!(e.applies() && !e.allows_exemptions());
@@ -924,7 +917,7 @@ fn exempt_annotation_is_ignored_in_a_namespace_the_policy_does_not_select() {
 #[test]
 fn exempt_annotation_is_ignored_without_a_policy_or_without_the_field() {
     let without_field = NetfilterPolicy::new("plain", NetfilterPolicySpec::default());
-    let everywhere = labels(&[("nfguard.io/exemptions", "allowed")]);
+    let everywhere = BTreeMap::from([("nfguard.io/exemptions".to_string(), "allowed".to_string())]);
     for e in [
         EffectivePolicy::from_policies([], "kube-system", Some(&everywhere)),
         EffectivePolicy::default(),
@@ -968,8 +961,8 @@ fn only_a_policy_that_selects_the_namespace_allows_exemptions_there() {
             ..Default::default()
         },
     );
-    let a = labels(&[("team", "a")]);
-    let b = labels(&[("team", "b")]);
+    let a = BTreeMap::from([("team".to_string(), "a".to_string())]);
+    let b = BTreeMap::from([("team".to_string(), "b".to_string())]);
     assert!(EffectivePolicy::from_policies([&team_a, &team_b], "a", Some(&a)).allows_exemptions());
     assert!(!EffectivePolicy::from_policies([&team_a, &team_b], "b", Some(&b)).allows_exemptions());
     // Two policies select team-a: one allowing is enough.
@@ -1194,7 +1187,7 @@ fn an_ignored_policy_warns_writers_only() {
     assert!(run_with(&plain, &nodes, &safe, &e).codes().is_empty());
     // An exemption allowed by a valid policy beside it.
     let allowing = exemptions_policy();
-    let ns_labels = labels(&[("nfguard.io/exemptions", "allowed")]);
+    let ns_labels = BTreeMap::from([("nfguard.io/exemptions".to_string(), "allowed".to_string())]);
     let e = EffectivePolicy::from_policies([&broken, &allowing], "kube-system", Some(&ns_labels));
     let mut exempt = host_writer("new:1");
     exempt
