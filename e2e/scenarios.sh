@@ -76,6 +76,18 @@
 #      no_client_certificate; the API server's own call (its client
 #      certificate, AdmissionConfiguration) still judges and denies the
 #      incident DaemonSet
+#  17. a token bound to the controller's pod is refused, for real, by the
+#      ValidatingAdmissionPolicy nfguard-controller-node-writes: a label that
+#      is not nfguard's, a kubelet label removed, another taint changed or
+#      removed, a NoExecute nfguard.io/ taint, spec.unschedulable, an
+#      annotation; its server-side apply of an nfguard.io/ label, the label's
+#      removal and a NoSchedule nfguard.io/ taint land, and the controller
+#      removes that taint itself
+#  18. with a NetfilterPolicy whose exemptionNamespaceSelector selects
+#      namespaces labelled nfguard.io/exemptions=allowed, the incident pod
+#      annotated nfguard.io/exempt is denied in an ordinary namespace (the
+#      annotation ignored, and said) and admitted with its reason in a
+#      labelled one
 set -euo pipefail
 set -E
 cd "$(dirname "$0")/.."
@@ -87,7 +99,7 @@ REGISTRY=${NFGUARD_E2E_REGISTRY_PULL:-}
 IMG_INCIDENT=$REGISTRY/nfguard-e2e/incident:1.8.7-nft
 IMG_COMPATIBLE=$REGISTRY/nfguard-e2e/compatible:1.8.11-wrapper
 IMG_LEGACY=$REGISTRY/nfguard-e2e/legacy:1.8.9-legacy
-ALL_SCENARIOS="1 2 3 4 5 6 7 8 9 10 11 12 13 14 15"
+ALL_SCENARIOS="1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 17 18"
 
 PASSED=0
 FAILED=""
@@ -772,6 +784,46 @@ lift_brake() {
   done < <(kubectl get netfilterpolicies -o jsonpath='{range .items[*]}{.metadata.name} {.spec.maxTaintedNodesPercent}{"\n"}{end}')
 }
 
+# incident_pod NAME NODE ANNOTATIONS COMMAND: a pod with iptables-nft 1.8.7,
+# hostNetwork + NET_ADMIN, on NODE (ANNOTATIONS and COMMAND in YAML flow style).
+incident_pod() {
+  cat <<YAML
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $1
+  annotations: $3
+spec:
+  nodeName: $2
+  hostNetwork: true
+  terminationGracePeriodSeconds: 1
+  tolerations: [{operator: Exists}]
+  containers:
+    - name: kube-router
+      image: $IMG_INCIDENT
+      command: $4
+      securityContext: {capabilities: {add: ["NET_ADMIN"]}}
+YAML
+}
+# exempt_honoured NS POD_FUNCTION: a server dry-run of POD_FUNCTION's pod is
+# admitted as exempt (the webhook's reflectors caught up with the policy).
+exempt_honoured() {
+  local out
+  out=$("$2" probe | kubectl -n "$1" create --dry-run=server -f - 2>&1) || {
+    WHY="the dry-run was refused: $out"
+    return 1
+  }
+  WHY="the dry-run was admitted without the [Exempt] warning: $out"
+  grep -qF '[Exempt]' <<<"$out"
+}
+
+# The incident: iptables-nft 1.8.7 saving and restoring $S6_NODE's rules,
+# exempt by annotation.
+s6_incident_pod() { # NAME
+  incident_pod "$1" "$S6_NODE" '{nfguard.io/exempt: "e2e: reproduce the incident"}' \
+    '["sh", "-c", "iptables-nft-save | iptables-nft-restore; sleep infinity"]'
+}
+
 s6_incident() {
   local ns=nfguard-e2e-s6 n hb_before out traffic t0 repaired input reconnected labels
   for n in "${NODES[@]}"; do
@@ -808,6 +860,7 @@ spec:
   action: Deny
   unresolvedImages: Warn
   namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: $ns}}
+  exemptionNamespaceSelector: {matchLabels: {kubernetes.io/metadata.name: $ns}}
   taintDegradedNodes: true
   maxTaintedNodesPercent: 100
 YAML
@@ -841,27 +894,13 @@ YAML
   ok "traffic works: the node reaches the apiserver (https://${S6_API[0]}/healthz, https://${S6_API[1]}/healthz) and its loopback (kubelet healthz on 127.0.0.1:10248)"
   say "minReaderVersion of $S6_NODE: $(nnp "$S6_NODE" '{.status.minReaderVersion}'); native features: $(nnp "$S6_NODE" '{range .status.nativeFeatures[*]}{.feature}>={.minReader} {end}')"
 
-  # (c) the incident: an exempted 1.8.7 container does save | restore.
+  # (c) the incident: an exempted 1.8.7 container does save | restore (the
+  # policy above lets nfguard.io/exempt count in this namespace).
+  wait_for 60 "the webhook to honour nfguard.io/exempt in $ns" exempt_honoured "$ns" s6_incident_pod
   defer kubectl -n "$ns" delete pod incident --ignore-not-found --grace-period=0 --force --wait=false
   on_dump kubectl -n "$ns" logs incident --tail=20
-  out=$(kubectl -n "$ns" create -f - 2>&1 <<YAML
-apiVersion: v1
-kind: Pod
-metadata:
-  name: incident
-  annotations: {nfguard.io/exempt: "e2e: reproduce the incident"}
-spec:
-  nodeName: $S6_NODE
-  hostNetwork: true
-  terminationGracePeriodSeconds: 1
-  tolerations: [{operator: Exists}]
-  containers:
-    - name: kube-router
-      image: $IMG_INCIDENT
-      command: ["sh", "-c", "iptables-nft-save | iptables-nft-restore; sleep infinity"]
-      securityContext: {capabilities: {add: ["NET_ADMIN"]}}
-YAML
-  ) || fail "the exempted incident pod was not admitted: $out"
+  out=$(s6_incident_pod incident | kubectl -n "$ns" create -f - 2>&1) ||
+    fail "the exempted incident pod was not admitted: $out"
   grep -qF 'Warning: nfguard: [Exempt] exempt by annotation nfguard.io/exempt: e2e: reproduce the incident' <<<"$out" ||
     fail "the webhook admitted the exempted pod without nfguard's exemption warning: $out"
   ok "the webhook admits the exempted pod with a warning:"
@@ -1030,7 +1069,11 @@ reporter_kubeconfig() {
 # Prints "HTTP <code>" and the API's message; fails on an HTTP error.
 PROFILES_API=/apis/nfguard.io/v1alpha1/nodenetfilterprofiles
 MERGE=application/merge-patch+json
-as_token() {
+as_token() { api_as_token "$1" "$2" "$PROFILES_API$3" "$4" "$5"; }
+
+# api_as_token KUBECONFIG METHOD API_PATH CONTENT_TYPE BODY: as_token, for
+# any path of the API server (/api/v1/nodes/NAME, ...).
+api_as_token() {
   local kc=$1 method=$2 path=$3 ctype=$4 body=$5 server token ca out code msg
   server=$(kubectl --kubeconfig "$kc" config view --raw -o jsonpath='{.clusters[0].cluster.server}')
   token=$(kubectl --kubeconfig "$kc" config view --raw -o jsonpath='{.users[0].user.token}')
@@ -1038,7 +1081,7 @@ as_token() {
   kubectl --kubeconfig "$kc" config view --raw -o jsonpath='{.clusters[0].cluster.certificate-authority-data}' |
     base64 -d >"$ca"
   out=$(curl -sS --max-time 30 --cacert "$ca" -X "$method" -H "Authorization: Bearer $token" \
-    -H "Content-Type: $ctype" --data-binary "$body" -w '\n%{http_code}' "$server$PROFILES_API$path" 2>&1) || true
+    -H "Content-Type: $ctype" --data-binary "$body" -w '\n%{http_code}' "$server$path" 2>&1) || true
   rm -f "$ca"
   code=${out##*$'\n'}
   out=${out%$'\n'*}
@@ -1397,17 +1440,20 @@ s10_warned() { # NS: a server dry-run shows both warnings (the webhook's reflect
   WHY="the dry-run was admitted without both warnings: $S10_OUT"
   grep -qF '[OldReaderNewRules]' <<<"$S10_OUT" && grep -qF '[InvalidPolicyIgnored]' <<<"$S10_OUT"
 }
-s10_tainted() { # YES|NO
+# node_taint NODE KEY=VALUE:EFFECT YES|NO: NODE carries exactly that taint
+# (NO: no taint KEY=VALUE, whatever its effect).
+node_taint() {
   local t
   # Read directly: an unreadable Node must not pass for an untainted one.
-  t=$(kubectl get node "$S10_NODE" -o jsonpath='{range .spec.taints[*]}{.key}={.value}:{.effect}{"\n"}{end}') ||
-    { WHY="cannot read node $S10_NODE"; return 1; }
-  WHY="$S10_NODE carries: ${t:-no taint}"
-  case "$1" in
-    YES) grep -qx 'nfguard.io/iptables-incompatible=:NoSchedule' <<<"$t" ;;
-    NO) if grep -q '^nfguard.io/iptables-incompatible=' <<<"$t"; then return 1; fi ;;
+  t=$(kubectl get node "$1" -o jsonpath='{range .spec.taints[*]}{.key}={.value}:{.effect}{"\n"}{end}') ||
+    { WHY="cannot read node $1"; return 1; }
+  WHY="$1 carries: ${t:-no taint}"
+  case "$3" in
+    YES) grep -qxF "$2" <<<"$t" ;;
+    NO) if grep -qF "${2%:*}:" <<<"$t"; then return 1; fi ;;
   esac
 }
+s10_tainted() { node_taint "$S10_NODE" 'nfguard.io/iptables-incompatible=:NoSchedule' "$1"; } # YES|NO
 s10_running() { # NS POD
   local phase
   phase=$(get pod "$2" '{.status.phase}' -n "$1")
@@ -1795,6 +1841,176 @@ s15_forged_review_refused() {
   ok "the NetworkPolicy nfguard-webhook admits ports $out only (where the CNI enforces NetworkPolicy; this cluster's bridge CNI does not, so the client certificate is what refused the pod)"
 }
 
+# ---- 17. the controller's Node writes: nfguard's own labels and taints only ----------------
+NODES_API=/api/v1/nodes
+S17_NODE=""
+S17_VAP="ValidatingAdmissionPolicy 'nfguard-controller-node-writes'"
+s17_refused() { # KUBECONFIG WHAT TEXT BODY: a merge patch of S17_NODE with BODY is refused with TEXT
+  local out
+  if out=$(api_as_token "$1" PATCH "$NODES_API/$S17_NODE" "$MERGE" "$4"); then
+    fail "the controller's token could $2: $out"
+  fi
+  grep -qF "$S17_VAP" <<<"$out" || fail "$2 was refused, but not by the $S17_VAP: $out"
+  grep -qF "$3" <<<"$out" || fail "$2 was refused without the policy's message '$3': $out"
+  ok "$2: refused: $out"
+}
+# What the policy protects on S17_NODE, in one line per part.
+s17_guarded() {
+  kubectl get node "$S17_NODE" -o jsonpath='{.metadata.annotations}{"\n"}{.spec.unschedulable}{"\n"}{.spec.taints}{"\n"}{.spec.podCIDR}{"\n"}' &&
+    kubectl get node "$S17_NODE" -o json | jq -c '.metadata.labels | with_entries(select(.key | startswith("nfguard.io/") | not))'
+}
+s17_probe_taint() { node_taint "$S17_NODE" 'nfguard.io/netfilter-degraded=E2EProbe:NoSchedule' "$1"; } # YES|NO
+s17_cleanup() { # whatever a failed step may have left on S17_NODE
+  kubectl label node "$S17_NODE" nfguard.io/e2e-probe- nfguard-e2e/foreign- >/dev/null 2>&1 || true
+  kubectl annotate node "$S17_NODE" nfguard-e2e/s17- >/dev/null 2>&1 || true
+  kubectl uncordon "$S17_NODE" >/dev/null 2>&1 || true
+  kubectl taint node "$S17_NODE" nfguard.io/netfilter-degraded- >/dev/null 2>&1 || true
+  kubectl taint node "$S17_NODE" nfguard-e2e/other- >/dev/null 2>&1 || true
+}
+
+s17_controller_node_writes() {
+  local pod kc who since before after taints out logs
+  S17_NODE=${NODES[0]}
+  pod=$(kubectl -n "$NS" get pods -l app.kubernetes.io/component=controller -o jsonpath='{.items[0].metadata.name}')
+  [ -n "$pod" ] || fail "no controller pod"
+  kc=$(mktemp)
+  defer rm -f "$kc"
+  token_kubeconfig "$kc" "$(kubectl -n "$NS" create token nfguard-controller --bound-object-kind Pod \
+    --bound-object-name "$pod" --duration=10m)"
+  who=$(kubectl --kubeconfig "$kc" auth whoami -o jsonpath='{.status.userInfo.username}')
+  [ "$who" = "system:serviceaccount:$NS:nfguard-controller" ] ||
+    fail "the token bound to $pod should authenticate as nfguard-controller, got: $who"
+  ok "a token bound to controller pod $pod authenticates as $who; node $S17_NODE; none of these writes is a dry run"
+  since=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  defer s17_cleanup
+  # A taint of another component (its effect keeps pods where they are).
+  kubectl taint node "$S17_NODE" nfguard-e2e/other=s17:PreferNoSchedule >/dev/null
+  [ -n "$(get node "$S17_NODE" '{.metadata.labels.kubernetes\.io/hostname}')" ] ||
+    fail "node $S17_NODE has no kubernetes.io/hostname label to remove"
+  taints=$(kubectl get node "$S17_NODE" -o json | jq -c '.spec.taints')
+  before=$(s17_guarded)
+
+  s17_refused "$kc" "add the label nfguard-e2e/foreign" "may change only nfguard.io/ labels of Node $S17_NODE" \
+    '{"metadata":{"labels":{"nfguard-e2e/foreign":"s17"}}}'
+  s17_refused "$kc" "remove the kubelet's label kubernetes.io/hostname" "may change only nfguard.io/ labels of Node $S17_NODE" \
+    '{"metadata":{"labels":{"kubernetes.io/hostname":null}}}'
+  s17_refused "$kc" "change another component's taint (PreferNoSchedule -> NoExecute)" \
+    "may change only nfguard.io/ taints of Node $S17_NODE" \
+    "{\"spec\":{\"taints\":$(jq -c 'map(if .key == "nfguard-e2e/other" then .effect = "NoExecute" else . end)' <<<"$taints")}}"
+  s17_refused "$kc" "remove another component's taint" "may change only nfguard.io/ taints of Node $S17_NODE" \
+    "{\"spec\":{\"taints\":$(jq -c 'map(select(.key != "nfguard-e2e/other"))' <<<"$taints")}}"
+  s17_refused "$kc" "set an nfguard.io/ taint with effect NoExecute" "may set only NoSchedule taints on Node $S17_NODE" \
+    "{\"spec\":{\"taints\":$(jq -c '. + [{"key":"nfguard.io/netfilter-degraded","value":"E2EProbe","effect":"NoExecute"}]' <<<"$taints")}}"
+  s17_refused "$kc" "mark the node unschedulable" "may not change spec fields of Node $S17_NODE other than nfguard.io/ taints" \
+    '{"spec":{"unschedulable":true}}'
+  s17_refused "$kc" "annotate the node" "may not change the annotations of Node $S17_NODE" \
+    '{"metadata":{"annotations":{"nfguard-e2e/s17":"x"}}}'
+  after=$(s17_guarded)
+  [ "$after" = "$before" ] || fail "node $S17_NODE changed although every write was refused: before $before, after $after"
+  ok "node $S17_NODE is as it was (labels other than nfguard.io/, annotations, spec.unschedulable, taints, podCIDR)"
+
+  # The controller's own writes: a server-side apply of an nfguard.io/ label
+  # under its field manager, its removal, and its NoSchedule taint.
+  out=$(api_as_token "$kc" PATCH "$NODES_API/$S17_NODE?fieldManager=nfguard-controller" application/apply-patch+yaml \
+    "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"$S17_NODE\",\"labels\":{\"nfguard.io/e2e-probe\":\"s17\"}}}") ||
+    fail "the controller's server-side apply of an nfguard.io/ label was refused: $out"
+  [ "$(get node "$S17_NODE" '{.metadata.labels.nfguard\.io/e2e-probe}')" = s17 ] ||
+    fail "the apply answered $out but the label nfguard.io/e2e-probe is not on $S17_NODE"
+  ok "server-side apply (field manager nfguard-controller) of the label nfguard.io/e2e-probe=s17: $out"
+  out=$(api_as_token "$kc" PATCH "$NODES_API/$S17_NODE" "$MERGE" '{"metadata":{"labels":{"nfguard.io/e2e-probe":null}}}') ||
+    fail "the controller's removal of its nfguard.io/ label was refused: $out"
+  [ -z "$(get node "$S17_NODE" '{.metadata.labels.nfguard\.io/e2e-probe}')" ] || fail "nfguard.io/e2e-probe is still on $S17_NODE"
+  ok "its removal (merge patch): $out"
+  out=$(api_as_token "$kc" PATCH "$NODES_API/$S17_NODE" "$MERGE" \
+    "{\"metadata\":{\"resourceVersion\":\"$(get node "$S17_NODE" '{.metadata.resourceVersion}')\"},\"spec\":{\"taints\":$(kubectl get node "$S17_NODE" -o json | jq -c '.spec.taints + [{"key":"nfguard.io/netfilter-degraded","value":"E2EProbe","effect":"NoSchedule"}]')}}") ||
+    fail "the controller's taint write was refused: $out"
+  s17_probe_taint YES || fail "the taint write answered $out but: $WHY"
+  ok "nfguard.io/netfilter-degraded=E2EProbe:NoSchedule set as the controller sets its taints (merge patch of spec.taints with a resourceVersion precondition): $out"
+  # The controller itself sees a taint nothing asks for and removes it: its
+  # own write goes through the policy too.
+  wait_for 120 "the controller to remove the taint nothing asks for from $S17_NODE" s17_probe_taint NO
+  ok "the controller removed it after ${WAITED} s: $(nfguard_taints "$S17_NODE" | tr '\n' ' ')"
+  logs=$(kubectl -n "$NS" logs -l app.kubernetes.io/component=controller --since-time="$since" --tail=-1 2>&1)
+  if grep -F 'nfguard-controller-node-writes' <<<"$logs" >/dev/null; then
+    fail "the controller logged a refusal by its own policy: $(grep -F 'nfguard-controller-node-writes' <<<"$logs" | sed -n 1,3p)"
+  fi
+  ok "the controller's log since $since has no refusal by nfguard-controller-node-writes"
+}
+
+# ---- 18. nfguard.io/exempt counts only where a NetfilterPolicy allows it --------------------
+S18_NODE=""
+S18_REASON="e2e: vendor-certified, ticket NET-18"
+# The incident pod (sleeping) on S18_NODE, annotated nfguard.io/exempt unless
+# the second argument is "plain".
+s18_pod() { # NAME [plain]
+  local ann="{nfguard.io/exempt: \"$S18_REASON\"}"
+  [ "${2:-}" != plain ] || ann="{}"
+  incident_pod "$1" "$S18_NODE" "$ann" '["sleep", "infinity"]'
+}
+
+s18_exemptions() {
+  local plain=nfguard-e2e-s18-plain allowed=nfguard-e2e-s18-allowed out
+  new_rules_node
+  S18_NODE=$RULES_NODE
+  say "the node: $S18_NODE (minReaderVersion $(nnp "$S18_NODE" '{.status.minReaderVersion}'))"
+  defer kubectl delete netfilterpolicy nfguard-e2e-exemptions --ignore-not-found
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: nfguard.io/v1alpha1
+kind: NetfilterPolicy
+metadata: {name: nfguard-e2e-exemptions, labels: {app.kubernetes.io/part-of: nfguard-e2e}}
+spec:
+  action: Deny
+  unresolvedImages: Warn
+  namespaceSelector: {matchLabels: {app.kubernetes.io/part-of: nfguard-e2e}}
+  exemptionNamespaceSelector: {matchLabels: {nfguard.io/exemptions: allowed}}
+YAML
+  on_dump kubectl get netfilterpolicies -o wide
+  wait_for 60 "nfguard-e2e-exemptions to be Valid=True" policy_is nfguard-e2e-exemptions True
+  ok "NetfilterPolicy nfguard-e2e-exemptions: exemptionNamespaceSelector nfguard.io/exemptions=allowed"
+  scenario_ns "$plain"
+  scenario_ns "$allowed"
+  kubectl label namespace "$allowed" nfguard.io/exemptions=allowed >/dev/null
+  wait_for 60 "the webhook to honour nfguard.io/exempt in $allowed" exempt_honoured "$allowed" s18_pod
+
+  # An ordinary namespace: the annotation is ignored and the pod denied.
+  defer kubectl -n "$plain" delete pod router --ignore-not-found --grace-period=0 --force --wait=false
+  if out=$(s18_pod router | kubectl -n "$plain" create -f - 2>&1); then
+    fail "the annotated incident pod was admitted in $plain, which no policy lets exempt: $out"
+  fi
+  grep -qF 'admission webhook "validate.nfguard.io" denied the request' <<<"$out" ||
+    fail "the pod failed in $plain, but not by nfguard's webhook: $out"
+  [ -n "$(reason_part "$out" OldReaderNewRules)" ] || fail "the denial has no [OldReaderNewRules] reason: $out"
+  grep -qF "nfguard.io/exempt ignored: no NetfilterPolicy allows exemptions in namespace $plain" <<<"$out" ||
+    fail "the denial does not say the annotation was ignored: $out"
+  grep -qF "Override: exempt the image with a NetfilterPolicy's exemptImages" <<<"$out" ||
+    fail "the denial does not point to exemptImages: $out"
+  if grep -qF 'annotate the workload' <<<"$out"; then
+    fail "the denial suggests the annotation where it does not count: $out"
+  fi
+  if kubectl -n "$plain" get pod router >/dev/null 2>&1; then
+    fail "pod router exists in $plain after the denial"
+  fi
+  ok "in $plain the annotated pod is denied, the annotation ignored and said so:"
+  show <<<"$out"
+
+  # The namespace the policy selects: admitted, the exemption reported.
+  defer kubectl -n "$allowed" delete pod router --ignore-not-found --grace-period=0 --force --wait=false
+  out=$(s18_pod router | kubectl -n "$allowed" create -f - 2>&1) ||
+    fail "the annotated pod was denied in $allowed, which the policy lets exempt: $out"
+  grep -qF "Warning: nfguard: [Exempt] exempt by annotation nfguard.io/exempt: $S18_REASON" <<<"$out" ||
+    fail "admitted in $allowed without nfguard's exemption warning: $out"
+  kubectl -n "$allowed" get pod router >/dev/null || fail "pod router does not exist in $allowed"
+  ok "in $allowed (nfguard.io/exemptions=allowed) the same pod is admitted with its reason:"
+  show <<<"$out"
+  # There a denial names the annotation as the override.
+  if out=$(s18_pod plain-router plain | kubectl -n "$allowed" create --dry-run=server -f - 2>&1); then
+    fail "the incident pod without the annotation was admitted in $allowed: $out"
+  fi
+  grep -qF '(Override: annotate the workload nfguard.io/exempt: "<reason>".)' <<<"$out" ||
+    fail "a denial in $allowed does not suggest the annotation: $out"
+  ok "without the annotation it is denied there, the denial suggesting nfguard.io/exempt (server dry-run)"
+}
+
 # ---- main --------------------------------------------------------------------------------
 case "$PROVIDER" in
   kind) command -v docker >/dev/null || fail "NFGUARD_E2E_PROVIDER=kind needs docker" ;;
@@ -1805,7 +2021,7 @@ esac
 [ -n "${KUBECONFIG:-}" ] || fail "KUBECONFIG is not set"
 command -v kubectl >/dev/null || fail "kubectl is not on PATH"
 for n in ${NFGUARD_E2E_ONLY:-}; do
-  [[ " $ALL_SCENARIOS " == *" $n "* ]] || fail "NFGUARD_E2E_ONLY: no scenario $n (1-15)"
+  [[ " $ALL_SCENARIOS " == *" $n "* ]] || fail "NFGUARD_E2E_ONLY: no scenario $n ($ALL_SCENARIOS)"
 done
 for e in ${NFGUARD_E2E_EXPECT_BACKENDS:-}; do
   [[ "$e" == ?*=?* ]] || fail "NFGUARD_E2E_EXPECT_BACKENDS: '$e' is not NODE=BACKEND"
@@ -1828,6 +2044,8 @@ run_scenario 12 "kubectl set image swapping iptables-nft 1.8.7 into a running ho
 run_scenario 13 "failurePolicy Fail, no webhook replica: an ordinary pod is created, hostNetwork pods refused, matchConditions as e2e/gate-match.yaml says" s13_gate_without_webhook
 run_scenario 14 "RBAC: kubectl auth can-i --list of each ServiceAccount equals e2e/rbac-expected/" s14_rbac_can_i
 run_scenario 15 "a forged AdmissionReview from a pod is refused (no client certificate); the API server's own call is judged" s15_forged_review_refused
+run_scenario 17 "a controller token may write only nfguard.io/ labels and NoSchedule taints of a Node; the controller's own writes pass" s17_controller_node_writes
+run_scenario 18 "nfguard.io/exempt counts only in a namespace a NetfilterPolicy's exemptionNamespaceSelector selects" s18_exemptions
 
 CURRENT=finished
 echo "$PASSED passed, 0 failed"

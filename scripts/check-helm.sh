@@ -11,8 +11,8 @@
 #              of `kustomize build monitoring/` and changes nothing else
 #   namespace  a render for the release namespace `other`, monitoring
 #              enabled: every namespaced object, RBAC subject, the webhook's
-#              service reference and own-namespace exclusion, the reporter
-#              policy follow it, each PodMonitor selects its component's pods
+#              service reference and own-namespace exclusion, the reporter's
+#              and the controller's admission policies follow it, each PodMonitor selects its component's pods
 #              there; then scripts/check_manifests.py's invariants for it
 #   values     a render with charts/nfguard/ci/custom-values.yaml (every value
 #              changed): the effect of each value; kubernetes-validate

@@ -13,7 +13,8 @@ runs it; tests/install_helm.rs runs that).
   check_helm.py namespace CHART.yaml NS
       a render with --namespace NS (monitoring enabled) puts every namespaced
       object in NS and points every namespace reference (RBAC subjects, the
-      webhook's service and its own-namespace exclusion, the reporter policy)
+      webhook's service and its own-namespace exclusion, the reporter's and the
+      controller's admission policies)
       at NS; each PodMonitor selects its component's pods in NS
   check_helm.py values CHART.yaml VALUES.yaml DEFAULTS.yaml
       a render with VALUES.yaml shows the effect of every value it sets, and
@@ -203,14 +204,16 @@ def check_namespace(chart_path, ns):
                     if e.get("key") == "kubernetes.io/metadata.name" and e.get("operator") == "NotIn"]
         if not excluded or excluded[0].get("values") != [ns]:
             fail(f"ValidatingWebhookConfiguration nfguard: webhooks[0].namespaceSelector does not exclude exactly {ns}: {excluded}")
-    vap = by_key.get(("ValidatingAdmissionPolicy", None, "nfguard-reporter-own-node"))
-    if not vap:
-        fail("ValidatingAdmissionPolicy nfguard-reporter-own-node: not rendered")
-    else:
-        want = f"'system:serviceaccount:{ns}:nfguard-reporter'"
+    for policy, sa in (("nfguard-reporter-own-node", "nfguard-reporter"),
+                       ("nfguard-controller-node-writes", "nfguard-controller")):
+        vap = by_key.get(("ValidatingAdmissionPolicy", None, policy))
+        if not vap:
+            fail(f"ValidatingAdmissionPolicy {policy}: not rendered")
+            continue
+        want = f"'system:serviceaccount:{ns}:{sa}'"
         exprs = [c["expression"] for c in vap["spec"].get("matchConditions", [])]
         if not any(want in e for e in exprs):
-            fail(f"ValidatingAdmissionPolicy nfguard-reporter-own-node: spec.matchConditions do not name {want}: {exprs}")
+            fail(f"ValidatingAdmissionPolicy {policy}: spec.matchConditions do not name {want}: {exprs}")
     check_pod_monitors(by_key, objs, ns)
     for k in (("PrometheusRule", ns, "nfguard"), ("ConfigMap", ns, "nfguard-grafana-dashboard")):
         if k not in by_key:

@@ -401,8 +401,6 @@ def check_reporter_policy_cel(objs):
     """Evaluates the policy's CEL (common-expression-language, the Rust CEL
     interpreter's bindings) on the requests it must tell apart. Standard CEL
     only; the API server's own type checking is not reproduced."""
-    import cel  # pip: common-expression-language
-
     vap = find(objs, "ValidatingAdmissionPolicy", "nfguard-reporter-own-node")
     if not vap:
         return
@@ -462,24 +460,133 @@ def check_reporter_policy_cel(objs):
         ("controller is not constrained", request(f"system:serviceaccount:{NS}:nfguard-controller", "w2"), False, None),
         ("reporter of another namespace is not this one", request(f"system:serviceaccount:{NS}-elsewhere:nfguard-reporter", "w1"), False, None),
     ]
+    check_policy_cases(vap, cases, "reporter policy")
+
+
+def check_policy_cases(vap, cases, label):
+    """Evaluates a ValidatingAdmissionPolicy's CEL on (what, context, policy
+    applies, allowed) cases as the API server does: matchConditions, then the
+    variables in order (each may read the earlier ones), then every
+    validation and messageExpression (common-expression-language, the Rust
+    CEL interpreter's bindings)."""
+    import cel  # pip: common-expression-language
+
     for what, ctx, applies, allowed in cases:
         try:
             matched = all(cel.evaluate(c["expression"], ctx) is True for c in vap["spec"]["matchConditions"])
             if matched != applies:
-                fail(f"reporter policy CEL: {what}: matchConditions gave {matched}, want {applies}")
+                fail(f"{label} CEL: {what}: matchConditions gave {matched}, want {applies}")
                 continue
             if not applies:
                 continue
-            ctx = dict(ctx, variables={v["name"]: cel.evaluate(v["expression"], ctx)
-                                       for v in vap["spec"].get("variables", [])})
+            variables = {}
+            for v in vap["spec"].get("variables", []):
+                variables[v["name"]] = cel.evaluate(v["expression"], dict(ctx, variables=variables))
+            ctx = dict(ctx, variables=variables)
             ok = all(cel.evaluate(v["expression"], ctx) is True for v in vap["spec"]["validations"])
             if ok != allowed:
-                fail(f"reporter policy CEL: {what}: allowed={ok}, want {allowed}")
+                fail(f"{label} CEL: {what}: allowed={ok}, want {allowed}")
             for v in vap["spec"]["validations"]:
                 if "messageExpression" in v and not isinstance(cel.evaluate(v["messageExpression"], ctx), str):
-                    fail(f"reporter policy CEL: messageExpression does not yield a string ({what})")
+                    fail(f"{label} CEL: messageExpression does not yield a string ({what})")
         except Exception as e:  # the bindings raise their own error types on bad CEL
-            fail(f"reporter policy CEL: {what}: {type(e).__name__}: {e}")
+            fail(f"{label} CEL: {what}: {type(e).__name__}: {e}")
+
+
+def check_controller_node_policy_cel(objs):
+    """Evaluates the controller's Node-writes policy on the requests it must
+    tell apart: the controller's own label and taint writes (and their
+    removal) pass; any other label, annotation, taint, spec or status
+    change is refused; other users are not constrained."""
+    vap = find(objs, "ValidatingAdmissionPolicy", "nfguard-controller-node-writes")
+    binding = find(objs, "ValidatingAdmissionPolicyBinding", "nfguard-controller-node-writes")
+    if not vap or not binding:
+        return
+    if binding["spec"]["policyName"] != vap["metadata"]["name"] or "Deny" not in binding["spec"]["validationActions"]:
+        fail("controller node policy: the binding must enforce (Deny) the policy")
+    rules = vap["spec"]["matchConstraints"]["resourceRules"]
+    if not any("" in r["apiGroups"] and "nodes" in r["resources"] and "UPDATE" in r["operations"] for r in rules):
+        fail("controller node policy: must cover UPDATE of nodes")
+    controller = f"system:serviceaccount:{NS}:nfguard-controller"
+
+    def node(labels=None, annotations=None, taints=None, **spec):
+        n = {"metadata": {"name": "w1", "labels": {"kubernetes.io/hostname": "w1", **(labels or {})}},
+             "spec": {"podCIDR": "10.0.1.0/24", **spec},
+             "status": {"nodeInfo": {"kubeletVersion": "v1.33.0"}}}
+        if annotations is not None:
+            n["metadata"]["annotations"] = annotations
+        if taints is not None:
+            n["spec"]["taints"] = taints
+        return n
+
+    kubelet_taint = {"key": "node.kubernetes.io/disk-pressure", "effect": "NoSchedule"}
+    degraded = {"key": "nfguard.io/netfilter-degraded", "value": "FirewallUnconditionalDrop", "effect": "NoSchedule"}
+    before = node({"nfguard.io/iptables-backend": "nft"}, {"node.alpha.kubernetes.io/ttl": "0"}, [kubelet_taint])
+
+    def request(user, obj, old=before, op="UPDATE", sub=None):
+        req = {"userInfo": {"username": user}, "name": "w1", "operation": op}
+        if sub:
+            req["subResource"] = sub
+        return {"request": req, "object": obj, "oldObject": old}
+
+    def edit(f):
+        n = copy.deepcopy(before)
+        f(n)
+        return n
+
+    def relabel(n):
+        n["metadata"]["labels"].update({"nfguard.io/iptables-backend": "legacy", "nfguard.io/min-reader": "1.8.8"})
+
+    def status_change(n):
+        n["status"]["nodeInfo"]["kubeletVersion"] = "v1.34.0"
+
+    # (what, request, policy applies, allowed)
+    cases = [
+        ("controller relabels nfguard.io/ labels", request(controller, edit(relabel)), True, True),
+        ("controller removes an nfguard.io/ label",
+         request(controller, edit(lambda n: n["metadata"]["labels"].pop("nfguard.io/iptables-backend"))), True, True),
+        ("controller labels a node that had no labels",
+         request(controller, {"metadata": {"name": "w1", "labels": {"nfguard.io/iptables-backend": "nft"}}},
+                 {"metadata": {"name": "w1"}}), True, True),
+        ("controller adds its taint after the kubelet's",
+         request(controller, edit(lambda n: n["spec"]["taints"].append(degraded))), True, True),
+        ("controller removes its taint",
+         request(controller, before, edit(lambda n: n["spec"]["taints"].append(degraded))), True, True),
+        ("controller taints a node that had no taints",
+         request(controller, edit(lambda n: n["spec"].update(taints=[degraded])),
+                 edit(lambda n: n["spec"].pop("taints"))), True, True),
+        ("controller adds a label that is not nfguard's",
+         request(controller, edit(lambda n: n["metadata"]["labels"].update({"team": "net"}))), True, False),
+        ("controller removes a kubelet label",
+         request(controller, edit(lambda n: n["metadata"]["labels"].pop("kubernetes.io/hostname"))), True, False),
+        ("controller changes a kubelet label",
+         request(controller, edit(lambda n: n["metadata"]["labels"].update({"kubernetes.io/hostname": "w2"}))), True, False),
+        ("controller adds an annotation",
+         request(controller, edit(lambda n: n["metadata"]["annotations"].update({"a": "b"}))), True, False),
+        ("controller removes every annotation",
+         request(controller, edit(lambda n: n["metadata"].pop("annotations"))), True, False),
+        ("controller removes another taint", request(controller, edit(lambda n: n["spec"].pop("taints"))), True, False),
+        ("controller changes another taint's effect",
+         request(controller, edit(lambda n: n["spec"]["taints"][0].update(effect="NoExecute"))), True, False),
+        ("controller adds a taint that is not nfguard's",
+         request(controller, edit(lambda n: n["spec"]["taints"].append({"key": "x", "effect": "NoSchedule"}))), True, False),
+        ("controller sets a NoExecute nfguard.io/ taint",
+         request(controller, edit(lambda n: n["spec"]["taints"].append(dict(degraded, effect="NoExecute")))), True, False),
+        ("controller marks the node unschedulable",
+         request(controller, edit(lambda n: n["spec"].update(unschedulable=True))), True, False),
+        ("controller changes spec.podCIDR",
+         request(controller, edit(lambda n: n["spec"].update(podCIDR="10.0.9.0/24"))), True, False),
+        ("controller removes spec.podCIDR", request(controller, edit(lambda n: n["spec"].pop("podCIDR"))), True, False),
+        ("controller writes the node's status", request(controller, edit(status_change), sub="status"), True, False),
+        ("controller adds a finalizer",
+         request(controller, edit(lambda n: n["metadata"].update(finalizers=["x/y"]))), True, False),
+        ("controller creates a node", request(controller, before, None, "CREATE"), True, False),
+        ("controller deletes a node", request(controller, None, before, "DELETE"), True, False),
+        ("the kubelet is not constrained", request("system:node:w1", edit(lambda n: n["spec"].update(unschedulable=True))), False, None),
+        ("a controller of another namespace is not this one",
+         request(f"system:serviceaccount:{NS}-elsewhere:nfguard-controller", before), False, None),
+    ]
+    check_policy_cases(vap, cases, "controller node policy")
 
 
 GATE_TABLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e", "gate-match.yaml")
@@ -556,7 +663,8 @@ def main():
         objs = [o for o in yaml.safe_load_all(f) if o]
     for check in (check_namespaces, check_custom_resources, check_reporter,
                   check_webhook, check_rbac, check_reporter_policy,
-                  check_reporter_policy_cel, check_webhook_match_conditions_cel):
+                  check_reporter_policy_cel, check_controller_node_policy_cel,
+                  check_webhook_match_conditions_cel):
         try:
             check(objs)
         except (KeyError, TypeError, ValueError, IndexError) as e:

@@ -61,6 +61,16 @@ fn nfguard() -> Command {
     c
 }
 
+/// `nfguard check -f MANIFEST --profiles PROFILES`.
+fn check_files(manifest: &Path, profiles: &Path) -> Command {
+    let mut c = nfguard();
+    c.args(["check", "-f"])
+        .arg(manifest)
+        .arg("--profiles")
+        .arg(profiles);
+    c
+}
+
 #[test]
 fn plain_workload_allows_with_exit_0() {
     let d = tempfile::tempdir().unwrap();
@@ -162,17 +172,29 @@ spec:
 "#,
     );
     let p = write(d.path(), "p.yaml", PROFILE);
-    nfguard()
-        .args(["check", "-f"])
-        .arg(&m)
-        .arg("--profiles")
-        .arg(&p)
+    // Counts only where a NetfilterPolicy allows it (here: kube-system).
+    let pol = write(
+        d.path(),
+        "pol.yaml",
+        "apiVersion: nfguard.io/v1alpha1\nkind: NetfilterPolicy\nmetadata: {name: exemptions}\nspec:\n  exemptionNamespaceSelector: {matchLabels: {kubernetes.io/metadata.name: kube-system}}\n",
+    );
+    check_files(&m, &p)
+        .arg("--policy")
+        .arg(&pol)
         .assert()
         .code(0)
         .stdout(predicate::str::contains("[Exempt]"))
         .stdout(predicate::str::contains(
             "pinned by NET-42 until the 1.8.9 image ships",
         ));
+    // Without it the annotation is ignored, and the report says so.
+    check_files(&m, &p)
+        .assert()
+        .stdout(predicate::str::contains("[ExemptionNotAllowed]"))
+        .stdout(predicate::str::contains(
+            "nfguard.io/exempt ignored: no NetfilterPolicy allows exemptions in namespace kube-system",
+        ))
+        .stdout(predicate::str::contains("[Exempt]").not());
 }
 
 /// Exit 2 with exactly one stderr line containing every `needles`.

@@ -295,13 +295,27 @@ fn real_profiles_and_images_give_the_scenario_verdicts() {
     );
     assert!(reasons(&v).iter().all(|r| r["node"] != "node-a"), "{v:#}");
 
-    // 6. An exempt annotation: allow with the reason shown.
+    // 6. An exempt annotation counts only where a policy allows it: ignored
+    // (and said) without one; allowed with the reason shown under a policy
+    // whose exemptionNamespaceSelector selects kube-system.
     let ann = "  annotations: {nfguard.io/exempt: \"pinned until NET-42\"}\n";
-    let (code, v) = check(
-        &w,
-        &daemonset("kube-router", &w.old_nft, true, "NET_ADMIN", ann),
-        &[],
+    let exempt_ds = daemonset("kube-router", &w.old_nft, true, "NET_ADMIN", ann);
+    let (code, v) = check(&w, &exempt_ds, &[]);
+    assert_eq!((code, v["verdict"].as_str()), (1, Some("deny")), "{v:#}");
+    assert!(
+        find(&v, "ExemptionNotAllowed")["message"]
+            .as_str()
+            .unwrap()
+            .contains("no NetfilterPolicy allows exemptions in namespace kube-system"),
+        "{v:#}"
     );
+    let policy = w.dir.path().join("exemptions.yaml");
+    std::fs::write(
+        &policy,
+        "apiVersion: nfguard.io/v1alpha1\nkind: NetfilterPolicy\nmetadata: {name: exemptions}\nspec:\n  exemptionNamespaceSelector: {matchLabels: {kubernetes.io/metadata.name: kube-system}}\n",
+    )
+    .unwrap();
+    let (code, v) = check(&w, &exempt_ds, &["--policy", policy.to_str().unwrap()]);
     assert_eq!((code, v["verdict"].as_str()), (0, Some("allow")), "{v:#}");
     assert!(
         find(&v, "Exempt")["message"]

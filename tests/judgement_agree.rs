@@ -376,6 +376,8 @@ async fn by_check(f: &Facts3, lookup: Arc<dyn ImageLookup>) -> Result<Decision, 
         reasons: r.reasons,
         candidate_nodes: r.candidate_nodes,
         containers_in_scope: r.containers_in_scope,
+        // Not in check's report; compared field by field below.
+        exemptions_allowed: false,
     })
 }
 

@@ -55,6 +55,17 @@ fn incident_ds() -> Value {
     )
 }
 
+/// [`incident_ds`] annotated `nfguard.io/exempt: <reason>`.
+fn exempt_incident_ds(reason: &str) -> Value {
+    object(
+        "DaemonSet",
+        "kube-router",
+        "kube-system",
+        incident_spec(),
+        json!({"nfguard.io/exempt": reason}),
+    )
+}
+
 /// `kubectl debug` on Pod default/app-7d9f: a `pods/ephemeralcontainers`
 /// UPDATE carrying `spec`, as bytes.
 fn debug_review(spec: &Value) -> Vec<u8> {
@@ -234,10 +245,51 @@ async fn incident_denial_names_node_image_versions_and_remedy() {
         "1.8.7",
         "1.8.8",
         "Fix:",
-        "nfguard.io/exempt",
+        // No policy allows nfguard.io/exempt: the overrides that count.
+        "Override: exempt the image with a NetfilterPolicy's exemptImages",
+        "exemptionNamespaceSelector",
     ] {
         assert!(msg.contains(needle), "{needle:?} missing from: {msg}");
     }
+    assert!(!msg.contains("annotate the workload"), "{msg}");
+}
+
+/// Lets `nfguard.io/exempt` count in kube-system only (from files, a
+/// namespace is known by its automatic kubernetes.io/metadata.name label).
+const EXEMPTIONS_IN_KUBE_SYSTEM: &str = "apiVersion: nfguard.io/v1alpha1\nkind: NetfilterPolicy\nmetadata: {name: exemptions}\nspec:\n  exemptionNamespaceSelector: {matchLabels: {kubernetes.io/metadata.name: kube-system}}\n";
+
+#[tokio::test]
+async fn a_denial_suggests_the_annotation_only_where_it_counts() {
+    let fx = Fixture::new();
+    let policy = fx.write("policy.yaml", EXEMPTIONS_IN_KUBE_SYSTEM);
+    let app = app(&fx, Some(&policy));
+    let (_, v) = post(&app, ds_review(incident_ds(), false)).await;
+    assert_eq!(resp(&v)["allowed"], false, "{v}");
+    let msg = v["response"]["status"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("(Override: annotate the workload nfguard.io/exempt: \"<reason>\".)"),
+        "{msg}"
+    );
+}
+
+#[tokio::test]
+async fn exempt_annotation_without_an_allowing_policy_is_ignored_and_said() {
+    let fx = Fixture::new();
+    let app = app(&fx, None);
+    let obj = exempt_incident_ds("INC-4711: rollback in progress");
+    let (_, v) = post(&app, ds_review(obj, false)).await;
+    let r = resp(&v);
+    assert_eq!(r["allowed"], false, "{v}");
+    let msg = r["status"]["message"].as_str().unwrap();
+    for needle in [
+        "OldReaderNewRules",
+        "nfguard.io/exempt ignored: no NetfilterPolicy allows exemptions in namespace kube-system",
+        "Override: exempt the image with a NetfilterPolicy's exemptImages",
+    ] {
+        assert!(msg.contains(needle), "{needle:?} missing from: {msg}");
+    }
+    assert!(!msg.contains("annotate the workload"), "{msg}");
+    assert!(!r["warnings"].to_string().contains("[Exempt]"), "{v}");
 }
 
 #[tokio::test]
@@ -370,14 +422,9 @@ async fn pod_update_swapping_an_image_is_judged_like_a_create() {
 #[tokio::test]
 async fn exempt_workload_is_allowed_with_its_reason() {
     let fx = Fixture::new();
-    let app = app(&fx, None);
-    let obj = object(
-        "DaemonSet",
-        "kube-router",
-        "kube-system",
-        incident_spec(),
-        json!({"nfguard.io/exempt": "INC-4711: rollback in progress, approved by netops"}),
-    );
+    let policy = fx.write("policy.yaml", EXEMPTIONS_IN_KUBE_SYSTEM);
+    let app = app(&fx, Some(&policy));
+    let obj = exempt_incident_ds("INC-4711: rollback in progress, approved by netops");
     let (_, v) = post(&app, ds_review(obj, false)).await;
     let r = resp(&v);
     assert_eq!(r["allowed"], true, "{v}");

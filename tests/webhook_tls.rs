@@ -181,8 +181,16 @@ fn webhook_over_real_tls_with_real_images_and_captured_profiles() {
     ] {
         std::fs::write(dir.path().join(name), text).unwrap();
     }
+    // nfguard.io/exempt counts only where a NetfilterPolicy allows it.
+    std::fs::write(
+        dir.path().join("policy.yaml"),
+        "apiVersion: nfguard.io/v1alpha1\nkind: NetfilterPolicy\nmetadata: {name: exemptions}\nspec:\n  exemptionNamespaceSelector: {matchLabels: {kubernetes.io/metadata.name: kube-system}}\n",
+    )
+    .unwrap();
     let p = |n: &str| dir.path().join(n).display().to_string();
     let wh = start_webhook(&[
+        "--policy",
+        &p("policy.yaml"),
         "--tls-cert",
         &p("tls.crt"),
         "--tls-key",

@@ -32,6 +32,13 @@ pub struct NetfilterPolicySpec {
     /// Glob patterns of images that are never judged (e.g. "registry.k8s.io/kube-proxy:*").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exempt_images: Vec<String>,
+    /// Namespaces whose workloads may skip the judgement with the annotation
+    /// `nfguard.io/exempt: "<reason>"`, among those this policy selects
+    /// (`{}`: all of them). Absent in every policy: the annotation counts
+    /// nowhere. Tenants who may create workloads but not label namespaces
+    /// cannot exempt themselves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exemption_namespace_selector: Option<LabelSelector>,
     /// What to do when an image's iptables cannot be resolved in time. Default Warn.
     #[serde(default = "default_unresolved")]
     pub unresolved_images: UnresolvedAction,

@@ -80,6 +80,8 @@ impl Report {
                 reasons: r.reasons.clone(),
                 candidate_nodes: r.candidate_nodes,
                 containers_in_scope: r.containers_in_scope,
+                // Only its lines are rendered here.
+                exemptions_allowed: false,
             };
             for (reason, line) in r.reasons.iter().zip(d.lines(Verdict::Allow, max_nodes)) {
                 s.push_str(&format!(

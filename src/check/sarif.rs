@@ -53,6 +53,9 @@ fn describe(code: ReasonCode) -> &'static str {
         NamespaceNotSelected => "No NetfilterPolicy selects the namespace.",
         NoCandidateNodes => "No node profile matches the pod's scheduling constraints.",
         InvalidPolicyIgnored => "An invalid NetfilterPolicy selecting the namespace was ignored.",
+        ExemptionNotAllowed => {
+            "nfguard.io/exempt was ignored: no NetfilterPolicy allows exemptions in the namespace."
+        }
     }
 }
 

@@ -20,7 +20,8 @@ use super::pod_update::images_changed;
 pub use super::review::{API_VERSION, Request, ReviewError, parse_review};
 use super::review::{Prepared, error_body, judged_images, response};
 use crate::compat::evaluate::{
-    Decision, ImageKey, ImageResolutions, NodeIndex, ReasonCode, Verdict, Workload, WorkloadKind,
+    Decision, EXEMPTION_HINT, ImageKey, ImageResolutions, NodeIndex, ReasonCode, Verdict, Workload,
+    WorkloadKind,
 };
 use crate::facts::Platform;
 use crate::judgement::{JudgeError, ResolveImages, Scene, Subject};
@@ -153,21 +154,41 @@ pub fn render_decision(
         .iter()
         .filter(|r| {
             r.effect == Verdict::Warn
-                || matches!(r.code, ReasonCode::Exempt | ReasonCode::ImageExempt)
+                || matches!(
+                    r.code,
+                    ReasonCode::Exempt | ReasonCode::ImageExempt | ReasonCode::ExemptionNotAllowed
+                )
         })
         .take(MAX_WARNINGS)
         .map(|r| format!("nfguard: {}", r.line(max_nodes)))
         .collect();
     match d.verdict {
         Verdict::Deny => {
-            let lines = d.lines(Verdict::Deny, max_nodes);
+            let mut lines = d.lines(Verdict::Deny, max_nodes);
+            // An annotation that did not count is part of why it is denied.
+            lines.extend(
+                d.reasons
+                    .iter()
+                    .filter(|r| r.code == ReasonCode::ExemptionNotAllowed)
+                    .map(|r| r.line(max_nodes)),
+            );
             let msg = format!(
-                "nfguard denied {object}: its iptables would break the networking of the nodes it lands on. {} (Override: annotate the workload nfguard.io/exempt: \"<reason>\".)",
-                lines.join(" | ")
+                "nfguard denied {object}: its iptables would break the networking of the nodes it lands on. {} (Override: {}.)",
+                lines.join(" | "),
+                override_hint(d)
             );
             (false, Some(msg), warnings)
         }
         Verdict::Warn | Verdict::Allow => (true, None, warnings),
+    }
+}
+
+/// The override a denial suggests: the annotation only where it counts.
+fn override_hint(d: &Decision) -> &'static str {
+    if d.exemptions_allowed {
+        "annotate the workload nfguard.io/exempt: \"<reason>\""
+    } else {
+        EXEMPTION_HINT
     }
 }
 

@@ -105,7 +105,7 @@ pub fn images_to_resolve(
     candidates: &[Candidate<'_>],
     policy: &EffectivePolicy,
 ) -> Vec<ImageKey> {
-    if !policy.applies() || exempt_reason.is_some() {
+    if !policy.applies() || policy.honoured_exemption(exempt_reason).is_some() {
         return Vec::new();
     }
     let images: BTreeSet<&str> = containers

@@ -31,6 +31,7 @@ pub use candidates::{
 pub use images::{ImageKey, ImageResolution, ImageResolutions, images_to_resolve};
 pub use node_index::NodeIndex;
 pub use policy::{EffectivePolicy, InvalidPolicy, PolicyError, validate_policy};
+pub use render::EXEMPTION_HINT;
 pub use selector::{label_selector_matches, node_selector_requirement_matches};
 pub use workload::{
     ContainerFacts, ContainerKind, ContainerRef, EXEMPT_ANNOTATION, Scope, Workload, WorkloadError,
@@ -125,6 +126,9 @@ named_enum! {
         /// An invalid NetfilterPolicy that selects the namespace was left out:
         /// the workload was judged with the valid ones.
         InvalidPolicyIgnored,
+        /// The workload carries `nfguard.io/exempt`, but no NetfilterPolicy's
+        /// `exemptionNamespaceSelector` selects its namespace: judged anyway.
+        ExemptionNotAllowed,
 }
 }
 
@@ -188,6 +192,11 @@ pub struct Decision {
     pub candidate_nodes: usize,
     /// Containers that can write netfilter rules (the ones judged).
     pub containers_in_scope: usize,
+    /// Whether `nfguard.io/exempt` would count for this workload (a
+    /// NetfilterPolicy's `exemptionNamespaceSelector` selects its namespace):
+    /// the override a denial may suggest.
+    #[serde(default)]
+    pub exemptions_allowed: bool,
 }
 
 impl Decision {
@@ -228,7 +237,8 @@ impl Decision {
 pub struct SubjectInput<'a> {
     /// From [`Workload::containers`] or [`pod_containers`].
     pub containers: &'a [ContainerFacts],
-    /// The `nfguard.io/exempt` annotation's value, if any.
+    /// The `nfguard.io/exempt` annotation's value, if any (it counts only
+    /// where the policy allows exemptions).
     pub exempt_reason: Option<&'a str>,
     pub candidates: &'a [Candidate<'a>],
     pub images: &'a ImageResolutions,

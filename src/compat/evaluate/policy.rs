@@ -1,5 +1,6 @@
 //! The effective NetfilterPolicy for one workload: which policies select its
-//! namespace, how they combine, exempt images and the exempt annotation.
+//! namespace, how they combine, exempt images and where the exempt
+//! annotation counts.
 //!
 //! Every policy is validated on its own ([`validate_policy`]); an invalid one
 //! is left out of the combination (judged as if it did not exist) and listed
@@ -9,6 +10,7 @@
 use super::selector::label_selector_matches;
 use crate::api::{NetfilterPolicy, NetfilterPolicySpec, PolicyAction, UnresolvedAction};
 use globset::{Glob, GlobSet, GlobSetBuilder};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use std::collections::BTreeMap;
 
 /// Namespaces carry this label automatically (Kubernetes >= 1.21).
@@ -33,6 +35,12 @@ pub enum PolicyError {
         key: String,
         why: String,
     },
+    #[error("exemptionNamespaceSelector.matchExpressions[{index}] (key {key:?}): {why}")]
+    InvalidExemptionNamespaceSelector {
+        index: usize,
+        key: String,
+        why: String,
+    },
     #[error("maxTaintedNodesPercent {0} is above {MAX_TAINTED_PERCENT}")]
     InvalidMaxTaintedNodesPercent(u32),
 }
@@ -43,6 +51,7 @@ impl PolicyError {
         match self {
             PolicyError::InvalidExemptImages { .. } => "exemptImages",
             PolicyError::InvalidNamespaceSelector { .. } => "namespaceSelector",
+            PolicyError::InvalidExemptionNamespaceSelector { .. } => "exemptionNamespaceSelector",
             PolicyError::InvalidMaxTaintedNodesPercent(_) => "maxTaintedNodesPercent",
         }
     }
@@ -52,6 +61,9 @@ impl PolicyError {
         match self {
             PolicyError::InvalidExemptImages { .. } => "InvalidExemptImages",
             PolicyError::InvalidNamespaceSelector { .. } => "InvalidNamespaceSelector",
+            PolicyError::InvalidExemptionNamespaceSelector { .. } => {
+                "InvalidExemptionNamespaceSelector"
+            }
             PolicyError::InvalidMaxTaintedNodesPercent(_) => "InvalidMaxTaintedNodesPercent",
         }
     }
@@ -91,12 +103,15 @@ pub fn validate_policy(spec: &NetfilterPolicySpec) -> Result<(), PolicyError> {
     compile(spec).map(drop)
 }
 
-/// The valid spec's exempt-image globs, compiled.
-fn compile(spec: &NetfilterPolicySpec) -> Result<GlobSet, PolicyError> {
-    if let Some(sel) = &spec.namespace_selector {
-        for (index, e) in sel.match_expressions.iter().flatten().enumerate() {
+/// The first matchExpression of `sel` the API server's own rules for
+/// metav1.LabelSelectorRequirement refuse: (index, key, why).
+fn selector_problem(sel: &LabelSelector) -> Option<(usize, String, String)> {
+    sel.match_expressions
+        .iter()
+        .flatten()
+        .enumerate()
+        .find_map(|(index, e)| {
             let values = e.values.as_deref().unwrap_or(&[]);
-            // The API server's own rules for metav1.LabelSelectorRequirement.
             let why = match e.operator.as_str() {
                 "In" | "NotIn" if values.is_empty() => {
                     Some(format!("operator {} needs at least one value", e.operator))
@@ -110,14 +125,14 @@ fn compile(spec: &NetfilterPolicySpec) -> Result<GlobSet, PolicyError> {
                     "unknown operator {other:?} (In, NotIn, Exists or DoesNotExist)"
                 )),
             };
-            if let Some(why) = why {
-                return Err(PolicyError::InvalidNamespaceSelector {
-                    index,
-                    key: e.key.clone(),
-                    why,
-                });
-            }
-        }
+            why.map(|why| (index, e.key.clone(), why))
+        })
+}
+
+/// The valid spec's exempt-image globs, compiled.
+fn compile(spec: &NetfilterPolicySpec) -> Result<GlobSet, PolicyError> {
+    if let Some((index, key, why)) = spec.namespace_selector.as_ref().and_then(selector_problem) {
+        return Err(PolicyError::InvalidNamespaceSelector { index, key, why });
     }
     let mut builder = GlobSetBuilder::new();
     for (index, pattern) in spec.exempt_images.iter().enumerate() {
@@ -135,6 +150,13 @@ fn compile(spec: &NetfilterPolicySpec) -> Result<GlobSet, PolicyError> {
             pattern: spec.exempt_images.join(" "),
             why: e.kind().to_string(),
         })?;
+    if let Some((index, key, why)) = spec
+        .exemption_namespace_selector
+        .as_ref()
+        .and_then(selector_problem)
+    {
+        return Err(PolicyError::InvalidExemptionNamespaceSelector { index, key, why });
+    }
     if let Some(p) = spec.max_tainted_nodes_percent
         && p > MAX_TAINTED_PERCENT
     {
@@ -152,7 +174,8 @@ struct ExemptImages {
 
 /// The policies that apply to one namespace, combined: the strictest
 /// `action` (Deny > Taint > Warn) and `unresolvedImages` (Deny > Warn > Allow),
-/// the smallest registry timeout, and the union of `exemptImages`.
+/// the smallest registry timeout, the union of `exemptImages`, and whether
+/// any of them lets `nfguard.io/exempt` count here.
 #[derive(Clone, Debug)]
 pub struct EffectivePolicy {
     pub action: PolicyAction,
@@ -168,6 +191,11 @@ pub struct EffectivePolicy {
     /// Invalid policies that select the namespace (or whose selector is the
     /// invalid part): left out of this combination.
     ignored: Vec<InvalidPolicy>,
+    /// The namespace this policy was combined for ("" when unknown).
+    namespace: String,
+    /// A selecting policy's `exemptionNamespaceSelector` matches the
+    /// namespace: `nfguard.io/exempt` counts here.
+    exemptions_allowed: bool,
 }
 
 impl Default for EffectivePolicy {
@@ -181,6 +209,8 @@ impl Default for EffectivePolicy {
             applies: true,
             exempt: Vec::new(),
             ignored: Vec::new(),
+            namespace: String::new(),
+            exemptions_allowed: false,
         }
     }
 }
@@ -228,6 +258,13 @@ impl EffectivePolicy {
                     .as_ref()
                     .is_none_or(|sel| label_selector_matches(sel, &labels))
             };
+            // Absent: this policy lets the annotation count nowhere.
+            let allows_exemptions = |p: &NetfilterPolicy| {
+                p.spec
+                    .exemption_namespace_selector
+                    .as_ref()
+                    .is_some_and(|sel| label_selector_matches(sel, &labels))
+            };
             let globs = match compile(&p.spec) {
                 Ok(g) => g,
                 Err(error) => {
@@ -263,6 +300,7 @@ impl EffectivePolicy {
                     globs,
                 });
             }
+            o.exemptions_allowed |= allows_exemptions(p);
             o.sources.push(name);
         }
         let combined = match out {
@@ -275,6 +313,7 @@ impl EffectivePolicy {
         };
         EffectivePolicy {
             ignored,
+            namespace: namespace.to_string(),
             ..combined
         }
     }
@@ -288,6 +327,24 @@ impl EffectivePolicy {
     /// [`EffectivePolicy::from_policies`]).
     pub fn ignored(&self) -> &[InvalidPolicy] {
         &self.ignored
+    }
+
+    /// The namespace this policy was combined for ("" when unknown).
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// Whether `nfguard.io/exempt` counts in this namespace: only where a
+    /// selecting policy's `exemptionNamespaceSelector` matches it (never with
+    /// no policy at all).
+    pub fn allows_exemptions(&self) -> bool {
+        self.exemptions_allowed
+    }
+
+    /// The workload's `nfguard.io/exempt` reason if it counts here; the one
+    /// place the judgement decides whether the annotation is honoured.
+    pub fn honoured_exemption<'r>(&self, annotation: Option<&'r str>) -> Option<&'r str> {
+        annotation.filter(|_| self.exemptions_allowed)
     }
 
     /// The first `exemptImages` pattern matching `image`.

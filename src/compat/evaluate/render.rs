@@ -7,6 +7,9 @@ use super::{Reason, ReasonCode};
 use crate::facts::version::FIRST_NATIVE_WRITER;
 use crate::facts::{Backend, Platform, Version};
 
+/// Where `nfguard.io/exempt` does not count: the overrides that do.
+pub const EXEMPTION_HINT: &str = "exempt the image with a NetfilterPolicy's exemptImages, or have a cluster admin select the namespace with a NetfilterPolicy's exemptionNamespaceSelector";
+
 fn party(p: Party<'_>) -> String {
     match p {
         Party::Host => "the host's iptables".into(),
@@ -251,6 +254,13 @@ pub(super) fn reason(f: &Finding<'_>, nodes: Vec<&str>, containers: &[ContainerF
                 f.detail.unwrap_or("")
             ),
             None,
+        ),
+        ReasonCode::ExemptionNotAllowed => (
+            format!(
+                "nfguard.io/exempt ignored: no NetfilterPolicy allows exemptions in namespace {}",
+                f.detail.filter(|ns| !ns.is_empty()).unwrap_or("?")
+            ),
+            Some(EXEMPTION_HINT.into()),
         ),
         ReasonCode::NamespaceNotSelected => (
             "no NetfilterPolicy selects this namespace: not judged".into(),

@@ -196,13 +196,20 @@ pub(super) fn evaluate(input: &SubjectInput<'_>) -> Decision {
     let candidates = input.candidates;
     let mut in_scope = 0;
 
+    let exempt_reason = policy.honoured_exemption(input.exempt_reason);
     if !policy.applies() {
         acc.push(info(ReasonCode::NamespaceNotSelected), None);
-    } else if let Some(reason) = input.exempt_reason {
+    } else if let Some(reason) = exempt_reason {
         let mut f = info(ReasonCode::Exempt);
         f.detail = Some(reason);
         acc.push(f, None);
     } else {
+        if input.exempt_reason.is_some() {
+            // Said first: the user asked for an exemption that does not count here.
+            let mut f = info(ReasonCode::ExemptionNotAllowed);
+            f.detail = Some(policy.namespace());
+            acc.push(f, None);
+        }
         let mut judged: Vec<(usize, &str)> = Vec::new();
         for (i, c) in containers.iter().enumerate() {
             match c.scope {
@@ -239,7 +246,7 @@ pub(super) fn evaluate(input: &SubjectInput<'_>) -> Decision {
     let writes_rules = containers
         .iter()
         .any(|c| matches!(c.scope, Scope::HostShared | Scope::PodNetns));
-    if writes_rules && input.exempt_reason.is_none() {
+    if writes_rules && exempt_reason.is_none() {
         for ignored in policy.ignored() {
             let mut f = warning(ReasonCode::InvalidPolicyIgnored);
             f.detail = Some(ignored.message());
@@ -265,6 +272,7 @@ pub(super) fn evaluate(input: &SubjectInput<'_>) -> Decision {
         reasons,
         candidate_nodes: candidates.len(),
         containers_in_scope: in_scope,
+        exemptions_allowed: policy.allows_exemptions(),
     }
 }
 

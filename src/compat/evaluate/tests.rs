@@ -826,25 +826,190 @@ fn policy_with(f: impl FnOnce(&mut NetfilterPolicySpec)) -> EffectivePolicy {
     e
 }
 
-#[test]
-fn exempt_annotation_allows_with_the_reason() {
+/// A DaemonSet in `namespace` that can write the node's rules with iptables-nft
+/// 1.8.7 (unsafe on an nft 1.8.9 node), annotated `nfguard.io/exempt`.
+fn exempt_annotated(namespace: &str) -> Workload {
     let obj = json!({
         "kind": "DaemonSet",
-        "metadata": {"name": "kr", "namespace": "kube-system",
+        "metadata": {"name": "kr", "namespace": namespace,
             "annotations": {"nfguard.io/exempt": "vendor-certified, ticket NET-42"}},
         "spec": {"template": {"spec": {"hostNetwork": true, "containers": [
             {"name": "a", "image": "old:1", "securityContext": {"privileged": true}}]}}},
     });
-    let w = Workload::from_value(&obj).unwrap().unwrap();
+    Workload::from_value(&obj).unwrap().unwrap()
+}
+
+const OLD_NFT: [(&str, Option<&str>, Option<Backend>); 1] =
+    [("old:1", Some("1.8.7"), Some(Backend::Nft))];
+
+/// A policy judging every namespace that lets `nfguard.io/exempt` count in
+/// namespaces labelled `nfguard.io/exemptions=allowed`.
+fn exemptions_policy() -> NetfilterPolicy {
+    NetfilterPolicy::new(
+        "exemptions",
+        NetfilterPolicySpec {
+            exemption_namespace_selector: Some(
+                serde_json::from_value(
+                    json!({"matchLabels": {"nfguard.io/exemptions": "allowed"}}),
+                )
+                .unwrap(),
+            ),
+            ..Default::default()
+        },
+    )
+}
+
+/// The judgement of [`exempt_annotated`] in `namespace` under `policy`.
+fn judge_exempt_annotated(namespace: &str, policy: &EffectivePolicy) -> (Run, Vec<ImageKey>) {
+    let w = exempt_annotated(namespace);
     let profiles = [profile("n1", &nft_node("1.8.9"))];
     let refs: Vec<_> = profiles.iter().collect();
     let cands = select_candidates(&w, &refs, &[], &pf(DEFAULT_PLATFORM), None);
-    let pol = EffectivePolicy::default();
-    assert!(images_to_resolve(&w, &cands, &pol).is_empty());
-    let r = run(&w, &[("n1", nft_node("1.8.9"))], &[]);
+    let keys = images_to_resolve(&w, &cands, policy);
+    (
+        run_with(&w, &[("n1", nft_node("1.8.9"))], &OLD_NFT, policy),
+        keys,
+    )
+}
+
+#[test]
+fn exempt_annotation_counts_in_a_namespace_the_policy_selects() {
+    let p = exemptions_policy();
+    let ns_labels = BTreeMap::from([("nfguard.io/exemptions".to_string(), "allowed".to_string())]);
+    let e = EffectivePolicy::from_policies([&p], "kube-system", Some(&ns_labels));
+    assert!(e.allows_exemptions());
+    let (r, keys) = judge_exempt_annotated("kube-system", &e);
+    assert!(
+        keys.is_empty(),
+        "an exempt workload costs no look-up: {keys:?}"
+    );
     assert_eq!(r.decision.verdict, Verdict::Allow);
+    assert_eq!(r.codes(), vec![ReasonCode::Exempt]);
+    assert!(r.decision.exemptions_allowed);
     let reason = r.reason(ReasonCode::Exempt);
-    assert!(reason.message.contains("vendor-certified, ticket NET-42"));
+    assert!(
+        reason.message.contains("vendor-certified, ticket NET-42"),
+        "{}",
+        reason.message
+    );
+}
+
+#[test]
+fn exempt_annotation_is_ignored_in_a_namespace_the_policy_does_not_select() {
+    let p = exemptions_policy();
+    let other = BTreeMap::from([("nfguard.io/exemptions".to_string(), "no".to_string())]);
+    for (ns, ns_labels) in [("apps", Some(&other)), ("apps", None)] {
+        let e = EffectivePolicy::from_policies([&p], ns, ns_labels);
+        assert!(e.applies() && !e.allows_exemptions());
+        let (r, keys) = judge_exempt_annotated(ns, &e);
+        assert!(
+            !keys.is_empty(),
+            "an ignored annotation does not spare the look-up"
+        );
+        assert_eq!(r.decision.verdict, Verdict::Deny);
+        assert!(!r.decision.exemptions_allowed);
+        let codes = r.codes();
+        assert!(codes.contains(&ReasonCode::OldReaderNewRules), "{codes:?}");
+        assert!(!codes.contains(&ReasonCode::Exempt), "{codes:?}");
+        let line = r.reason(ReasonCode::ExemptionNotAllowed).line(3);
+        assert!(
+            line.contains(
+                "nfguard.io/exempt ignored: no NetfilterPolicy allows exemptions in namespace apps"
+            ),
+            "{line}"
+        );
+        assert!(line.contains("exemptImages"), "{line}");
+    }
+}
+
+#[test]
+fn exempt_annotation_is_ignored_without_a_policy_or_without_the_field() {
+    let without_field = NetfilterPolicy::new("plain", NetfilterPolicySpec::default());
+    let everywhere = BTreeMap::from([("nfguard.io/exemptions".to_string(), "allowed".to_string())]);
+    for e in [
+        EffectivePolicy::from_policies([], "kube-system", Some(&everywhere)),
+        EffectivePolicy::default(),
+        EffectivePolicy::from_policies([&without_field], "kube-system", Some(&everywhere)),
+    ] {
+        assert!(!e.allows_exemptions());
+        let (r, _) = judge_exempt_annotated("kube-system", &e);
+        assert_eq!(r.decision.verdict, Verdict::Deny);
+        assert!(r.codes().contains(&ReasonCode::ExemptionNotAllowed));
+        assert!(!r.codes().contains(&ReasonCode::Exempt));
+    }
+    let e = EffectivePolicy::from_policies([], "kube-system", None);
+    let (r, _) = judge_exempt_annotated("kube-system", &e);
+    let line = r.reason(ReasonCode::ExemptionNotAllowed).line(3);
+    assert!(line.contains("in namespace kube-system"), "{line}");
+    // Without the annotation nothing is said about exemptions.
+    let (r, _) = judge_exempt_annotated("kube-system", &e);
+    let mut plain = exempt_annotated("kube-system");
+    plain.annotations.clear();
+    let r2 = run_with(&plain, &[("n1", nft_node("1.8.9"))], &OLD_NFT, &e);
+    assert!(!r2.codes().contains(&ReasonCode::ExemptionNotAllowed));
+    assert_eq!(r2.decision.verdict, r.decision.verdict);
+}
+
+#[test]
+fn only_a_policy_that_selects_the_namespace_allows_exemptions_there() {
+    let sel = |v: serde_json::Value| serde_json::from_value(v).unwrap();
+    // Allows exemptions everywhere, but judges only team-a.
+    let team_a = NetfilterPolicy::new(
+        "team-a",
+        NetfilterPolicySpec {
+            namespace_selector: Some(sel(json!({"matchLabels": {"team": "a"}}))),
+            exemption_namespace_selector: Some(sel(json!({}))),
+            ..Default::default()
+        },
+    );
+    let team_b = NetfilterPolicy::new(
+        "team-b",
+        NetfilterPolicySpec {
+            namespace_selector: Some(sel(json!({"matchLabels": {"team": "b"}}))),
+            ..Default::default()
+        },
+    );
+    let a = BTreeMap::from([("team".to_string(), "a".to_string())]);
+    let b = BTreeMap::from([("team".to_string(), "b".to_string())]);
+    assert!(EffectivePolicy::from_policies([&team_a, &team_b], "a", Some(&a)).allows_exemptions());
+    assert!(!EffectivePolicy::from_policies([&team_a, &team_b], "b", Some(&b)).allows_exemptions());
+    // Two policies select team-a: one allowing is enough.
+    let strict_a = NetfilterPolicy::new(
+        "strict-a",
+        NetfilterPolicySpec {
+            namespace_selector: Some(sel(json!({"matchLabels": {"team": "a"}}))),
+            ..Default::default()
+        },
+    );
+    let e = EffectivePolicy::from_policies([&strict_a, &team_a], "a", Some(&a));
+    assert!(e.allows_exemptions());
+    assert_eq!(e.sources, vec!["strict-a", "team-a"]);
+}
+
+#[test]
+fn an_invalid_exemption_selector_makes_the_policy_invalid() {
+    let bad = NetfilterPolicySpec {
+        exemption_namespace_selector: Some(
+            serde_json::from_value(
+                json!({"matchExpressions": [{"key": "team", "operator": "In", "values": []}]}),
+            )
+            .unwrap(),
+        ),
+        ..Default::default()
+    };
+    let err = validate_policy(&bad).unwrap_err();
+    assert_eq!(err.field(), "exemptionNamespaceSelector");
+    assert_eq!(err.reason(), "InvalidExemptionNamespaceSelector");
+    assert!(
+        err.to_string()
+            .contains("exemptionNamespaceSelector.matchExpressions[0] (key \"team\")"),
+        "{err}"
+    );
+    // Left out of the combination: it allows nothing.
+    let p = NetfilterPolicy::new("bad", bad);
+    let e = EffectivePolicy::from_policies([&p], "kube-system", None);
+    assert!(!e.allows_exemptions());
+    assert_eq!(e.ignored().len(), 1);
 }
 
 #[test]
@@ -1028,6 +1193,10 @@ fn an_ignored_policy_warns_writers_only() {
     // Nothing that can write rules, or exempt: the policy would not matter.
     let plain = daemonset(false, &[c("main", "new:1", &[])]);
     assert!(run_with(&plain, &nodes, &safe, &e).codes().is_empty());
+    // An exemption allowed by a valid policy beside it.
+    let allowing = exemptions_policy();
+    let ns_labels = BTreeMap::from([("nfguard.io/exemptions".to_string(), "allowed".to_string())]);
+    let e = EffectivePolicy::from_policies([&broken, &allowing], "kube-system", Some(&ns_labels));
     let mut exempt = host_writer("new:1");
     exempt
         .annotations
