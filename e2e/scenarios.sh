@@ -1706,9 +1706,9 @@ s16_mounts() {
     [[ ",$opts," == *,ro,* ]] || bad+="$mp ($opts) "
   done <<<"$info"
   say "mounts under /host of reporter $pod (pid $pid on $node):"
-  show <<<"$seen"
+  show <<<"${seen%$'\n'}"
   [ -z "$bad" ] || fail "writable mounts under /host: $bad"
-  top=$(awk '{print $1}' <<<"$seen" | { grep -vE '^/host/(usr|bin|sbin|etc/alternatives)/' || true; } |
+  top=$(awk 'NF {print $1}' <<<"$seen" | { grep -vE '^/host/(usr|bin|sbin|etc/alternatives)/' || true; } |
     LC_ALL=C sort | tr '\n' ' ')
   [ "$top" = "$S16_MOUNTS " ] || fail "the host mounts are '$top', not '$S16_MOUNTS' (and what lies below them)"
   ok "only $S16_MOUNTS are mounted from the host, every mount under /host read-only"
