@@ -1680,6 +1680,7 @@ s16_pod_on() { # NODE: the reporter pod there (empty: none)
 
 # s16_pid NODE: the reporter's pid as the node sees it (its argv and NODE_NAME).
 s16_pid() {
+  # shellcheck disable=SC2016 # expanded by the node's shell
   node_exec "$1" bash -c '
     for p in /proc/[0-9]*; do
       argv=$(tr "\0" " " <"$p/cmdline" 2>/dev/null) || continue
@@ -1749,7 +1750,9 @@ s16_metrics() {
   ip=$(get node "$a" '{.status.addresses[?(@.type=="InternalIP")].address}')
   port=$(get pod "$pod" '{.spec.containers[0].ports[?(@.name=="metrics")].containerPort}' -n "$NS")
   hport=$(get pod "$pod" '{.spec.containers[0].ports[?(@.name=="health")].containerPort}' -n "$NS")
-  [ -n "$ip" ] && [ -n "$port" ] && [ -n "$hport" ] || fail "reporter $pod on $a: address '$ip', ports '$port' '$hport'"
+  if [ -z "$ip" ] || [ -z "$port" ] || [ -z "$hport" ]; then
+    fail "reporter $pod on $a: address '$ip', ports '$port' '$hport'"
+  fi
   url="https://$ip:$port/metrics"
   r=$(s16_curl "$b" "$url")
   [[ "$r" == "401 unauthorized"* ]] || fail "$url from node $b without a token: '$r', not 401"
@@ -1792,10 +1795,15 @@ s16_no_pod_on() { # NODE
 s16_ready_on() { # NODE
   local pod
   pod=$(s16_pod_on "$1")
-  [ -n "$pod" ] && [ "$(get pod "$pod" '{.status.containerStatuses[0].ready}' -n "$NS")" = true ] ||
-    { WHY="reporter on $1: '${pod}' not ready"; return 1; }
+  if [ -z "$pod" ] || [ "$(get pod "$pod" '{.status.containerStatuses[0].ready}' -n "$NS")" != true ]; then
+    WHY="reporter on $1: '${pod}' not ready"
+    return 1
+  fi
 }
 s16_desired() { get daemonset nfguard-reporter '{.status.desiredNumberScheduled}' -n "$NS"; }
+s16_desired_is() { # N
+  [ "$(s16_desired)" = "$1" ] || { WHY="desired $(s16_desired)"; return 1; }
+}
 
 s16_untaint() {
   [ -n "$S16_TAINTED" ] || return 0
@@ -1815,7 +1823,7 @@ s16_control_plane() {
   pod=$(s16_pod_on "$b")
   # NoSchedule does not evict a running pod: the DaemonSet no longer places one.
   kubectl -n "$NS" delete pod "$pod" --wait=true >/dev/null
-  wait_for 60 "the reporter DaemonSet to want $((want - 1)) pods" eval '[ "$(s16_desired)" = "$((want - 1))" ]'
+  wait_for 60 "the reporter DaemonSet to want $((want - 1)) pods" s16_desired_is "$((want - 1))"
   for i in 1 2 3 4 5; do
     s16_no_pod_on "$b" || fail "a reporter came back on control-plane-tainted $b: $WHY"
     sleep 2
