@@ -309,14 +309,33 @@ pods_by_node() {
 
 # ---- cluster state ----------------------------------------------------------------
 NODES=()
+# Nodes with the control-plane taint (kind's control plane): the reporter
+# goes there only by opt-in, so the scenarios leave them out (scenario 16
+# checks that none runs there).
+CP_NODES=()
 declare -A EXPECT=()
+
+# NODES and CP_NODES from the cluster.
+list_nodes() {
+  local all n effects
+  all=$(kubectl get nodes -o jsonpath='{range .items[*]}{.metadata.name} {.spec.taints[?(@.key=="node-role.kubernetes.io/control-plane")].effect}{"\n"}{end}' 2>/dev/null) || true
+  NODES=()
+  CP_NODES=()
+  while read -r n effects; do
+    [ -n "$n" ] || continue
+    case "$effects" in
+      *NoSchedule* | *NoExecute*) CP_NODES+=("$n") ;;
+      *) NODES+=("$n") ;;
+    esac
+  done <<<"$all"
+}
 
 # The cluster a scenario may start from: every node Ready and free of nfguard
 # taints, nfguard's three components fully available, the caBundle set and
 # every profile Fresh.
 healthy() {
   local n s d want r u t
-  mapfile -t NODES < <(kubectl get nodes -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}' 2>/dev/null)
+  list_nodes
   [ "${#NODES[@]}" -ge 2 ] || { WHY="${#NODES[@]} node(s), the scenarios need 2 or more"; return 1; }
   for n in "${NODES[@]}"; do
     [ "$(node_ready "$n")" = True ] || { WHY="node $n is not Ready"; return 1; }
@@ -1812,7 +1831,11 @@ s16_untaint() {
 }
 
 s16_control_plane() {
-  local b=${NODES[1]} want=${#NODES[@]} pod i
+  local b=${NODES[1]} want=${#NODES[@]} pod i n
+  for n in "${CP_NODES[@]}"; do
+    s16_no_pod_on "$n" || fail "control-plane node $n runs a reporter without the opt-in: $WHY"
+    ok "control-plane node $n (tainted by the cluster): no reporter"
+  done
   [ -z "$(get node "$b" "{.spec.taints[?(@.key==\"$S16_CP_TAINT\")].effect}")" ] ||
     fail "$b already carries $S16_CP_TAINT"
   kubectl taint nodes "$b" "$S16_CP_TAINT=:NoSchedule" >/dev/null
