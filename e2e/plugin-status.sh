@@ -38,8 +38,12 @@ kubectl plugin list >"$work/plugins" 2>&1 || true
 grep -qx "$plugins/kubectl-nfguard" "$work/plugins" || fail "kubectl plugin list does not show it: $(cat "$work/plugins")"
 log "kubectl plugin list: $plugins/kubectl-nfguard"
 
+# Ready nodes a reporter runs on by default: not those with the control-plane
+# taint (kind's control plane; docs/reporter.md, "Control-plane nodes").
 mapfile -t ready < <(kubectl get nodes -o json | jq -r '.items[]
-  | select(any(.status.conditions[]?; .type == "Ready" and .status == "True")) | .metadata.name' | sort)
+  | select(any(.status.conditions[]?; .type == "Ready" and .status == "True"))
+  | select(all(.spec.taints[]?; .key != "node-role.kubernetes.io/control-plane" or .effect == "PreferNoSchedule"))
+  | .metadata.name' | sort)
 [ ${#ready[@]} -gt 0 ] || fail "the cluster has no Ready node"
 total="$(kubectl get nodes -o name | wc -l)"
 

@@ -168,6 +168,10 @@ step_refuse() {
     --set 'webhook.extraEnv[0].name=NFGUARD_TIMEOUT' --set-string 'webhook.extraEnv[0].value=12'
   refuse_with "the removed metrics.serviceMonitor (now monitoring.podMonitors)" \
     "additional properties 'serviceMonitor' not allowed" --set metrics.serviceMonitor.enabled=true
+  refuse_with "reporter.hostPaths={/} (the host's whole root)" "/reporter/hostPaths/0" \
+    --set 'reporter.hostPaths={/}'
+  refuse_with "reporter.hostPaths={/var/lib/../..}" "/reporter/hostPaths/0" \
+    --set 'reporter.hostPaths={/var/lib/../..}'
   refuse_with "monitoring.podMonitors.interval=soon" "/monitoring/podMonitors/interval" \
     --set monitoring.podMonitors.interval=soon
   refuse_with "monitoring.grafanaDashboard.namespace=Grafana" "/monitoring/grafanaDashboard/namespace" \

@@ -350,7 +350,10 @@ def check_values(chart_path, values_path, defaults_path):
         expect(f"{c} resources", cont.get("resources"), comp["resources"])
         p = pod(by_key, c, ns)
         for field in ("nodeSelector", "tolerations", "affinity", "priorityClassName"):
-            expect(f"{c} {field}", p.get(field), comp[field])
+            want = comp[field]
+            if c == "reporter" and field == "tolerations" and comp["controlPlaneNodes"]:
+                want = want + [CONTROL_PLANE_TOLERATION]
+            expect(f"{c} {field}", p.get(field), want)
             checked.add(f"{c}.{field}")
         for e in comp["extraEnv"]:
             expect(f"{c} env {e['name']}", env_value(cont, e["name"]), e["value"])
@@ -368,6 +371,8 @@ def check_values(chart_path, values_path, defaults_path):
                 expect(f"{c} env {env}", env_value(container(by_key, c, ns), env), ",".join(v))
             expect(f"reporter env {env}", env_value(container(by_key, "reporter", ns), env), None)
         check(f"registryEgress.{field}", egress)
+
+    check_reporter_values(by_key, ns, check)
 
     for c in ("controller", "webhook"):
         check(f"{c}.replicas", lambda r, c=c: expect(f"{c} replicas", workload(by_key, c, ns)["spec"]["replicas"], r))
@@ -421,6 +426,38 @@ def check_values(chart_path, values_path, defaults_path):
     for path in sorted(set(leaves(values)) - checked):
         fail(f"check_helm.py: no check for the value {path}")
     print(f"check_helm: {len(checked)} values checked in a render of {len(objs)} objects")
+
+
+CONTROL_PLANE_TOLERATION = {"key": "node-role.kubernetes.io/control-plane",
+                            "operator": "Exists", "effect": "NoSchedule"}
+
+
+def check_reporter_values(by_key, ns, check):
+    """Control-plane opt-in (the toleration is checked with the others),
+    host paths (read-only, recursively where possible, never created) and
+    the health port."""
+    cont, spec = container(by_key, "reporter", ns), pod(by_key, "reporter", ns)
+    check("reporter.controlPlaneNodes",
+          lambda v: expect("reporter tolerates control-plane nodes",
+                           CONTROL_PLANE_TOLERATION in spec.get("tolerations", []), v))
+
+    def host_paths(paths):
+        vols = {v["name"]: v for v in spec.get("volumes", [])}
+        mounts = [m for m in cont.get("volumeMounts", []) if m["mountPath"].startswith("/host")]
+        expect("reporter host mounts", [m["mountPath"] for m in mounts], ["/host" + p for p in paths])
+        expect("reporter host volumes", [vols.get(m["name"], {}).get("hostPath") for m in mounts],
+               [{"path": p, "type": "Directory"} for p in paths])
+        expect("reporter host mounts read-only",
+               {(m.get("readOnly"), m.get("recursiveReadOnly")) for m in mounts}, {(True, "IfPossible")})
+    check("reporter.hostPaths", host_paths)
+
+    def health(port):
+        args = cont.get("args", [])
+        listen = args[args.index("--health-listen") + 1] if "--health-listen" in args else None
+        expect("reporter --health-listen", listen, f"0.0.0.0:{port}")
+        expect("reporter health containerPort",
+               [p["containerPort"] for p in cont.get("ports", []) if p["name"] == "health"], [port])
+    check("reporter.healthPort", health)
 
 
 def has_labels(obj, want):

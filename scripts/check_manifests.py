@@ -152,8 +152,13 @@ def check_reporter(objs):
         fail("reporter: hostNetwork must be true (it probes the node's netns)")
     if spec.get("priorityClassName") != "system-node-critical":
         fail("reporter: priorityClassName must be system-node-critical")
-    if {"operator": "Exists"} not in spec.get("tolerations", []):
-        fail("reporter: must tolerate every taint (operator Exists, no key)")
+    tolerated = {t.get("key") for t in spec.get("tolerations", [])}
+    for key in ("nfguard.io/netfilter-degraded", "nfguard.io/iptables-incompatible",
+                "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
+        if key not in tolerated:
+            fail(f"reporter: must tolerate {key} (degraded and failing nodes keep a profile)")
+    if None in tolerated or "node-role.kubernetes.io/control-plane" in tolerated:
+        fail("reporter: control-plane nodes only by opt-in (no toleration of every taint)")
     (c,) = spec["containers"]
     sc = c.get("securityContext", {})
     if sc.get("privileged") is not False or sc.get("allowPrivilegeEscalation") is not False:
@@ -168,13 +173,16 @@ def check_reporter(objs):
     env = {e["name"]: e for e in c.get("env", [])}
     if env.get("NODE_NAME", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") != "spec.nodeName":
         fail("reporter: NODE_NAME must come from the downward API (spec.nodeName)")
-    mounts = {m["mountPath"]: m for m in c.get("volumeMounts", [])}
-    host = mounts.get("/host")
     vols = {v["name"]: v for v in spec.get("volumes", [])}
-    if not host or host.get("readOnly") is not True:
-        fail("reporter: /host must be mounted read-only")
-    elif vols.get(host["name"], {}).get("hostPath", {}).get("path") != "/":
-        fail("reporter: /host must be the node's root (hostPath /)")
+    host = {m["mountPath"]: m for m in c.get("volumeMounts", []) if "hostPath" in vols.get(m["name"], {})}
+    if sorted(host) != ["/host/bin", "/host/etc/alternatives", "/host/sbin", "/host/usr"]:
+        fail(f"reporter: host mounts must be the probed directories only, are {sorted(host)}")
+    for path, m in host.items():
+        hp = vols[m["name"]]["hostPath"]
+        if (m.get("readOnly"), m.get("recursiveReadOnly")) != (True, "IfPossible"):
+            fail(f"reporter: {path} must be readOnly with recursiveReadOnly IfPossible")
+        if hp != {"path": path.removeprefix("/host"), "type": "Directory"}:
+            fail(f"reporter: {path} must be hostPath {path.removeprefix('/host')} of type Directory (never created), is {hp}")
 
 
 def check_nonroot_deployment(objs, name, component, replicas):
@@ -313,7 +321,9 @@ def check_rbac(objs):
     expected = {
         "nfguard-reporter": {(None, nfg, "nodenetfilterprofiles", "create", ()),
                              (None, nfg, "nodenetfilterprofiles/status", "patch", ()),
-                             (None, "", "nodes", "get", ())},
+                             (None, "", "nodes", "get", ()),
+                             (None, "authentication.k8s.io", "tokenreviews", "create", ()),
+                             (None, "authorization.k8s.io", "subjectaccessreviews", "create", ())},
         "nfguard-controller": {
             (None, nfg, "nodenetfilterprofiles", v, ()) for v in ("list", "watch", "delete")
         } | {(None, nfg, "nodenetfilterprofiles/status", "patch", ())}
@@ -341,7 +351,7 @@ def check_rbac(objs):
             fail(f"RBAC of {sa}: missing {sorted(want - got, key=str)}, extra {sorted(got - want, key=str)}")
     for r in (o for o in objs if o["kind"] == "ClusterRole"):
         for rule in r.get("rules", []):
-            if "secrets" in rule["resources"] and set(rule["verbs"]) - {"get"}:
+            if "secrets" in rule.get("resources", []) and set(rule["verbs"]) - {"get"}:
                 fail(f"ClusterRole/{r['metadata']['name']}: cluster-wide secrets beyond get")
 
 

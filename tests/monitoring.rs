@@ -596,7 +596,11 @@ fn kustomize_renders_the_rules_the_monitors_and_the_dashboard() {
     let kinds: BTreeSet<(String, String)> = docs
         .iter()
         .map(|d| {
-            assert_eq!(d["metadata"]["namespace"].as_str(), Some("nfguard-system"));
+            let namespace = match d["kind"].as_str() {
+                Some("ClusterRoleBinding") => None,
+                _ => Some("nfguard-system"),
+            };
+            assert_eq!(d["metadata"]["namespace"].as_str(), namespace);
             (
                 d["kind"].as_str().unwrap().into(),
                 d["metadata"]["name"].as_str().unwrap().into(),
@@ -604,7 +608,10 @@ fn kustomize_renders_the_rules_the_monitors_and_the_dashboard() {
         })
         .collect();
     let want: BTreeSet<(String, String)> = [
+        ("ClusterRoleBinding", "nfguard-metrics-scraper"),
         ("ConfigMap", "nfguard-grafana-dashboard"),
+        ("Secret", "nfguard-metrics-scraper"),
+        ("ServiceAccount", "nfguard-metrics-scraper"),
         ("PodMonitor", "nfguard-controller"),
         ("PodMonitor", "nfguard-reporter"),
         ("PodMonitor", "nfguard-webhook"),

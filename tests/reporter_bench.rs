@@ -141,6 +141,8 @@ fn reporter_benchmark() {
             "3600",
             "--metrics-listen",
             "127.0.0.1:9090",
+            "--metrics-auth",
+            "none",
         ])
         .arg("--status-file")
         .arg(&status)

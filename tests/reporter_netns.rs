@@ -304,9 +304,22 @@ fn once_writes_one_status_and_stdout_sink_prints_json_lines() {
 fn metrics_health_and_readiness_are_served() {
     let ns = Netns::new("repmetrics");
     // The namespace has its own loopback, so the port cannot clash.
-    let _rep = Reporter::start(&ns, &["--metrics-listen", "127.0.0.1:9090"]);
+    // Unchecked metrics (no API server here) are allowed on loopback only;
+    // the kubelet's probes have their own port.
+    let _rep = Reporter::start(
+        &ns,
+        &[
+            "--metrics-listen",
+            "127.0.0.1:9090",
+            "--metrics-auth",
+            "none",
+            "--health-listen",
+            "127.0.0.1:9091",
+        ],
+    );
     let get = |path: &str| {
-        let url = format!("http://127.0.0.1:9090{path}");
+        let port = if path == "/metrics" { 9090 } else { 9091 };
+        let url = format!("http://127.0.0.1:{port}{path}");
         let out = ns.exec(&["curl", "-s", "-o", "-", "-w", "\n%{http_code}", &url]);
         String::from_utf8_lossy(&out.stdout).into_owned()
     };

@@ -146,7 +146,7 @@ impl Applier<'_> {
             self.publish(e, &node_ref, profile_ref.as_ref()).await;
         }
         self.metrics
-            .observe_node(&name, &NodeObservation::of(profile, plan));
+            .observe_node(&name, &NodeObservation::of(profile, plan).on_node(node));
         Ok(written)
     }
 

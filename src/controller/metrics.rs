@@ -96,6 +96,21 @@ const STATUSES: [&str; 3] = [
     ConditionStatus::Unknown.as_str(),
 ];
 
+/// The taint kubeadm and most installers put on control-plane nodes.
+pub const CONTROL_PLANE_TAINT: &str = "node-role.kubernetes.io/control-plane";
+
+/// `node` repels pods without a toleration for the control-plane taint
+/// (the reporter's default: docs/reporter.md, "Control-plane nodes").
+pub fn has_control_plane_taint(node: &k8s_openapi::api::core::v1::Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|ts| {
+            ts.iter()
+                .any(|t| t.key == CONTROL_PLANE_TAINT && t.effect != "PreferNoSchedule")
+        })
+}
+
 /// What one reconcile learned about a node (kept in memory, never a label
 /// except the node name of the per-node families).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -106,6 +121,9 @@ pub struct NodeObservation {
     pub hazards: Vec<HazardCode>,
     /// Whether the node has a NodeNetfilterProfile at all.
     pub has_profile: bool,
+    /// The node carries the control-plane taint, which the reporter
+    /// tolerates only when opted in: no profile there is expected.
+    pub control_plane_tainted: bool,
     /// (type, status) of the profile's conditions after the reconcile.
     pub conditions: Vec<(String, String)>,
     /// The reporter's last probe (`lastProbeTime`), Unix seconds.
@@ -140,9 +158,16 @@ impl NodeObservation {
                 .map(|v| v.to_string()),
             hazards: plan.hazards.clone(),
             has_profile: profile.is_some(),
+            control_plane_tainted: false,
             conditions,
             last_probe,
         }
+    }
+
+    /// The same, noting whether `node` carries the control-plane taint.
+    pub fn on_node(mut self, node: &k8s_openapi::api::core::v1::Node) -> Self {
+        self.control_plane_tainted = has_control_plane_taint(node);
+        self
     }
 
     fn status_of(&self, condition: &str) -> Option<&str> {
@@ -166,6 +191,7 @@ pub struct Metrics {
     pub orphans_deleted: Counter,
     pub leader: Gauge,
     pub nodes_without_profile: Gauge,
+    pub control_plane_nodes_without_profile: Gauge,
     /// NetfilterPolicies whose spec is invalid (ignored when judging).
     pub invalid_policies: Gauge,
     /// 1 for a node's current condition status, 0 for the other two.
@@ -196,6 +222,7 @@ impl Metrics {
             orphans_deleted: Counter::default(),
             leader: Gauge::default(),
             nodes_without_profile: Gauge::default(),
+            control_plane_nodes_without_profile: Gauge::default(),
             invalid_policies: Gauge::default(),
             node_condition: Family::default(),
             node_last_probe: Family::default(),
@@ -254,8 +281,13 @@ impl Metrics {
         );
         registry.register(
             "nodes_without_profile",
-            "Nodes that have no NodeNetfilterProfile (no reporter has written one)",
+            "Nodes that have no NodeNetfilterProfile (no reporter has written one), control-plane-tainted nodes aside",
             m.nodes_without_profile.clone(),
+        );
+        registry.register(
+            "control_plane_nodes_without_profile",
+            "Nodes with the control-plane taint and no NodeNetfilterProfile (the reporter goes there only when opted in)",
+            m.control_plane_nodes_without_profile.clone(),
         );
         registry.register(
             "invalid_policies",
@@ -355,7 +387,7 @@ impl Metrics {
         let mut by_backend: HashMap<&str, i64> = BACKENDS.iter().map(|b| (*b, 0)).collect();
         let mut by_version: HashMap<&str, i64> = HashMap::new();
         let mut by_hazard: HashMap<String, i64> = HashMap::new();
-        let mut without_profile = 0;
+        let (mut without_profile, mut control_plane_without) = (0, 0);
         for seen in nodes.values() {
             *by_backend
                 .entry(seen.backend.map_or("unknown", |b| b.as_str()))
@@ -366,9 +398,14 @@ impl Metrics {
             for h in &seen.hazards {
                 *by_hazard.entry(h.to_string()).or_default() += 1;
             }
-            without_profile += i64::from(!seen.has_profile);
+            match seen.control_plane_tainted {
+                false => without_profile += i64::from(!seen.has_profile),
+                true => control_plane_without += i64::from(!seen.has_profile),
+            }
         }
         self.nodes_without_profile.set(without_profile);
+        self.control_plane_nodes_without_profile
+            .set(control_plane_without);
         for (b, n) in by_backend {
             self.nodes_by_backend
                 .get_or_create(&BackendLabel { backend: b.into() })
@@ -514,6 +551,43 @@ mod tests {
         assert!(!text.contains("last_probe_timestamp_seconds{"), "{text}");
         m.forget_node("a");
         assert!(!m.encode().contains("node=\"a\""), "{}", m.encode());
+    }
+
+    #[test]
+    fn control_plane_nodes_without_profile_are_counted_apart() {
+        use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
+        let node = |effect: &str| Node {
+            spec: Some(NodeSpec {
+                taints: Some(vec![Taint {
+                    key: CONTROL_PLANE_TAINT.into(),
+                    effect: effect.into(),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert!(has_control_plane_taint(&node("NoSchedule")));
+        assert!(has_control_plane_taint(&node("NoExecute")));
+        assert!(!has_control_plane_taint(&node("PreferNoSchedule")));
+        assert!(!has_control_plane_taint(&Node::default()));
+
+        let m = Metrics::new();
+        let bare = || NodeObservation::default();
+        m.observe_node("cp-1", &bare().on_node(&node("NoSchedule")));
+        m.observe_node("worker-1", &bare());
+        let mut profiled_cp = seen(Some(ActiveBackend::Nft), &[]).on_node(&node("NoSchedule"));
+        profiled_cp.conditions = conditions(&[("Healthy", "True")]);
+        m.observe_node("cp-2", &profiled_cp);
+        let text = m.encode();
+        assert!(
+            text.contains("nfguard_controller_nodes_without_profile 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("nfguard_controller_control_plane_nodes_without_profile 1\n"),
+            "{text}"
+        );
     }
 
     #[test]

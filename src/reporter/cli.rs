@@ -2,7 +2,11 @@
 //! prober, the nf_tables notification socket, the API (or a file sink) and
 //! the metrics server into `run::run_loop`.
 
-use super::metrics::{Metrics, router};
+use super::authz_cache::Limits;
+use super::metrics::{Metrics, checks, router};
+use super::metrics_auth::{
+    Guard, KubeReviewer, MetricsAuth, check_listen, health_router, metrics_router, self_signed_tls,
+};
 use super::nft_watch::NftWatcher;
 use super::prober::NodeProber;
 use super::profile_api::ProfileWriter;
@@ -12,6 +16,7 @@ use crate::node::ProbeConfig;
 use crate::runtime::admin;
 use crate::runtime::clock::SystemClock;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
@@ -36,9 +41,24 @@ pub struct Args {
     #[arg(long, env = "NFGUARD_DEBOUNCE_MS", default_value_t = 100,
           value_parser = clap::value_parser!(u64).range(0..=5_000))]
     pub debounce_ms: u64,
-    /// Serve /metrics, /healthz and /readyz here (plain HTTP); "off" disables.
+    /// Serve /metrics here; "off" disables. With --metrics-auth kubernetes
+    /// (the default): HTTPS, and only for a bearer token allowed `get` on
+    /// the non-resource URL /metrics (TokenReview + SubjectAccessReview).
     #[arg(long, env = "NFGUARD_METRICS_LISTEN", default_value = "0.0.0.0:9090")]
     pub metrics_listen: String,
+    /// How /metrics is protected: kubernetes (HTTPS, bearer token reviewed by
+    /// the API server) or none (plain HTTP, allowed on a loopback address only).
+    #[arg(
+        long,
+        env = "NFGUARD_METRICS_AUTH",
+        value_enum,
+        default_value = "kubernetes"
+    )]
+    pub metrics_auth: MetricsAuth,
+    /// Serve /healthz and /readyz (plain HTTP, a status code and "ok" or
+    /// "not ok", nothing else) here for the kubelet's probes; "off" disables.
+    #[arg(long, env = "NFGUARD_HEALTH_LISTEN", default_value = "0.0.0.0:9091")]
+    pub health_listen: String,
     /// Kubeconfig file; default: in-cluster or $KUBECONFIG.
     #[arg(long, env = "NFGUARD_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
@@ -73,25 +93,38 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
     };
     let metrics = Metrics::new((args.poll_seconds as i64) * 3 + 60);
 
-    let mut sink: Box<dyn StatusSink> = match &args.status_file {
-        Some(path) => Box::new(FileSink {
+    check_listen(args.metrics_auth, &args.metrics_listen)?;
+    let listen = args.metrics_listen.trim();
+    let metrics_on = !args.once && !listen.is_empty() && listen != admin::OFF;
+    let needs_api =
+        args.status_file.is_none() || (metrics_on && args.metrics_auth == MetricsAuth::Kubernetes);
+    let client = match needs_api {
+        true => Some(crate::runtime::client::client(args.kubeconfig.as_deref()).await?),
+        false => None,
+    };
+
+    let mut sink: Box<dyn StatusSink> = match (&args.status_file, &client) {
+        (Some(path), _) => Box::new(FileSink {
             path: path.clone(),
             node_name: node_name.clone(),
         }),
-        None => {
-            let client = crate::runtime::client::client(args.kubeconfig.as_deref()).await?;
-            Box::new(KubeSink(ProfileWriter::new(client, node_name.clone())))
-        }
+        (None, Some(client)) => Box::new(KubeSink(ProfileWriter::new(
+            client.clone(),
+            node_name.clone(),
+        ))),
+        (None, None) => unreachable!("a client is made whenever there is no status file"),
     };
 
     if !args.once {
         // Served until the process exits: probes keep answering while the loop stops.
+        let (live, ready) = checks(metrics.clone(), Arc::new(SystemClock));
         admin::spawn(
-            &args.metrics_listen,
-            router(metrics.clone()),
+            &args.health_listen,
+            health_router(live, ready),
             std::future::pending(),
         )
         .await?;
+        serve_metrics(&args, &node_name, metrics.clone(), client.clone()).await?;
     }
 
     let nft_events = if args.once || args.no_nft_notifications {
@@ -153,6 +186,50 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
     .await?;
     Ok(0)
 }
+
+/// /metrics on `--metrics-listen`: HTTPS behind the API server's reviews,
+/// or (`--metrics-auth none`, loopback only) the plain admin routes.
+async fn serve_metrics(
+    args: &Args,
+    node_name: &str,
+    metrics: Arc<Metrics>,
+    client: Option<kube::Client>,
+) -> anyhow::Result<()> {
+    match (args.metrics_auth, client) {
+        (MetricsAuth::None, _) => {
+            admin::spawn(
+                &args.metrics_listen,
+                router(metrics),
+                std::future::pending(),
+            )
+            .await?;
+        }
+        (MetricsAuth::Kubernetes, Some(client)) => {
+            let Some(listener) = admin::bind(&args.metrics_listen).await? else {
+                return Ok(());
+            };
+            let names = vec![node_name.to_string(), "localhost".to_string()];
+            let acceptor = self_signed_tls(names)?;
+            let guard = Guard::new(
+                Arc::new(KubeReviewer { client }),
+                Limits::default(),
+                REVIEWS_IN_FLIGHT,
+                REVIEW_TIMEOUT,
+            );
+            let app = metrics_router(Arc::new(guard), metrics);
+            tokio::spawn(crate::webhook::server::serve_tls(listener, acceptor, app));
+        }
+        // No client: the metrics listener is off (checked by the caller).
+        (MetricsAuth::Kubernetes, None) => {}
+    }
+    Ok(())
+}
+
+/// Access reviews asked of the API server at once; more wait for none and
+/// are answered 429 (a flood of made-up tokens costs the API server this many).
+const REVIEWS_IN_FLIGHT: usize = 4;
+/// One TokenReview + SubjectAccessReview pair.
+const REVIEW_TIMEOUT: Duration = Duration::from_secs(5);
 
 fn local_hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")

@@ -1,7 +1,7 @@
 //! /metrics (Prometheus text), /healthz (the loop is turning) and /readyz
 //! (a status has been written). Labels are fixed and bounded.
 
-use crate::runtime::admin::{self, Admin, Exposition, health};
+use crate::runtime::admin::{self, Admin, Check, Exposition, health};
 use crate::runtime::clock::{Clock, SystemClock, unix_seconds};
 use axum::Router;
 use prometheus_client::metrics::counter::Counter;
@@ -94,13 +94,24 @@ impl Exposition for Metrics {
 /// Live while the loop turned within `stale_after` of `clock`'s now; ready
 /// once a status has been written.
 pub fn admin(m: Arc<Metrics>, clock: Arc<dyn Clock>) -> Admin {
-    let (live, ready) = (m.clone(), m.clone());
-    Admin::new(m)
-        .live(move || {
-            let turning = live.healthy(unix_seconds(clock.now()));
-            health(turning, "reporter loop stalled")
-        })
-        .ready(move || health(ready.ready.load(Ordering::Relaxed), "no status written yet"))
+    let (live, ready) = checks(m.clone(), clock);
+    Admin {
+        live,
+        ready,
+        metrics: m,
+    }
+}
+
+/// The liveness and readiness checks (the kubelet's probes).
+pub fn checks(m: Arc<Metrics>, clock: Arc<dyn Clock>) -> (Check, Check) {
+    let (live, ready) = (m.clone(), m);
+    let live: Check = Arc::new(move || {
+        let turning = live.healthy(unix_seconds(clock.now()));
+        health(turning, "reporter loop stalled")
+    });
+    let ready: Check =
+        Arc::new(move || health(ready.ready.load(Ordering::Relaxed), "no status written yet"));
+    (live, ready)
 }
 
 /// The admin routes on the machine's clock.

@@ -7,9 +7,11 @@
 //!
 //! OWNER: reporter helper.
 
+pub mod authz_cache;
 pub mod cli;
 pub mod core;
 pub mod metrics;
+pub mod metrics_auth;
 pub mod nft_watch;
 pub mod prober;
 pub mod profile_api;

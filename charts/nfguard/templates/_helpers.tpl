@@ -72,6 +72,11 @@ tolerations:
 {{- end }}
 {{- end -}}
 
+{{/* The volume name of a reporter host path: /etc/alternatives -> host-etc-alternatives. */}}
+{{- define "nfguard.hostPathVolume" -}}
+{{- printf "host-%s" (. | trimPrefix "/" | replace "/" "-" | replace "." "-" | replace "_" "-" | lower) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
 {{/* The value of --metrics-listen. */}}
 {{- define "nfguard.metricsListen" -}}
 0.0.0.0:{{ .Values.metrics.port }}
