@@ -372,6 +372,23 @@ def check_values(chart_path, values_path, defaults_path):
             expect(f"reporter env {env}", env_value(container(by_key, "reporter", ns), env), None)
         check(f"registryEgress.{field}", egress)
 
+    # A private registry's CA: mounted into the webhook and the controller
+    # and named by --registry-ca's variable; never into the reporter.
+    def registry_ca(v):
+        for c in ("controller", "webhook"):
+            cont, p = container(by_key, c, ns), pod(by_key, c, ns)
+            expect(f"{c} env NFGUARD_REGISTRY_CA_FILES", env_value(cont, "NFGUARD_REGISTRY_CA_FILES"),
+                   f"/etc/nfguard/registry-ca/{values['registryCA']['key']}")
+            vols = [x.get("configMap", {}).get("name") for x in p.get("volumes", []) if x["name"] == "registry-ca"]
+            expect(f"{c} volume registry-ca (ConfigMap)", vols, [v])
+            mounts = [(m["mountPath"], m.get("readOnly")) for m in cont.get("volumeMounts", [])
+                      if m["name"] == "registry-ca"]
+            expect(f"{c} mount registry-ca", mounts, [("/etc/nfguard/registry-ca", True)])
+        expect("reporter env NFGUARD_REGISTRY_CA_FILES",
+               env_value(container(by_key, "reporter", ns), "NFGUARD_REGISTRY_CA_FILES"), None)
+    check("registryCA.configMapName", registry_ca)
+    checked.add("registryCA.key")  # part of the path checked above
+
     check_reporter_values(by_key, ns, check)
 
     for c in ("controller", "webhook"):

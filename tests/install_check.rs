@@ -3,6 +3,7 @@
 //! e2e (ignored: it needs docker and kind; .github/workflows/e2e.yml runs it).
 //! A missing checker fails its test: none of them passes without running.
 
+use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -140,12 +141,10 @@ fn install_e2e_kind() {
     assert!(out.status.success(), "e2e/run.sh failed");
 }
 
-/// `images:` in an overlay retags every nfguard container, with the Python
-/// fallback renderer and (where present) kubectl's kustomize alike.
-#[test]
-fn install_image_override_in_an_overlay() {
-    // kustomize accepts only relative paths to bases: put the overlay
-    // inside the repository's target/ and point it two levels up.
+/// An overlay of manifests/ with `rest` appended to its kustomization.
+/// kustomize accepts only relative paths to bases: it lives inside the
+/// repository's target/ and points two levels up.
+fn overlay(rest: &str) -> tempfile::TempDir {
     let scratch = repo().join("target");
     std::fs::create_dir_all(&scratch).expect("target/");
     let overlay = tempfile::Builder::new()
@@ -154,9 +153,19 @@ fn install_image_override_in_an_overlay() {
         .expect("tempdir");
     std::fs::write(
         overlay.path().join("kustomization.yaml"),
-        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ../../manifests\nimages:\n  - name: ghcr.io/nfguard/nfguard\n    newName: registry.test/team/nfguard\n    newTag: v9.9.9\n",
+        format!("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ../../manifests\n{rest}"),
     )
     .expect("write overlay");
+    overlay
+}
+
+/// `images:` in an overlay retags every nfguard container, with the Python
+/// fallback renderer and (where present) kubectl's kustomize alike.
+#[test]
+fn install_image_override_in_an_overlay() {
+    let overlay = overlay(
+        "images:\n  - name: ghcr.io/nfguard/nfguard\n    newName: registry.test/team/nfguard\n    newTag: v9.9.9\n",
+    );
     let mut renders = vec![(
         "fallback",
         Command::new("python3")
@@ -203,4 +212,78 @@ fn install_image_override_in_an_overlay() {
             "{name}: images not overridden: {images:?}"
         );
     }
+}
+
+/// The opt-in component manifests/registry-ca, rendered by kustomize: the
+/// webhook and the controller get the CA's ConfigMap mounted read-only and
+/// `NFGUARD_REGISTRY_CA_FILES` pointing at it; the reporter gets nothing.
+#[test]
+fn install_registry_ca_component_reaches_the_webhook_and_the_controller() {
+    #[path = "monitoring_support/tools.rs"]
+    mod tools;
+    let overlay = overlay("components:\n  - ../../manifests/registry-ca\n");
+    let out = tools::run(
+        Command::new(tools::kustomize())
+            .arg("build")
+            .arg(overlay.path()),
+    );
+    assert!(
+        out.status.success(),
+        "kustomize build: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut seen = Vec::new();
+    for doc in serde_yaml::Deserializer::from_str(&text) {
+        let v = serde_json::Value::deserialize(doc).unwrap();
+        let kind = v["kind"].as_str().unwrap_or_default();
+        if kind != "Deployment" && kind != "DaemonSet" {
+            continue;
+        }
+        let name = v["metadata"]["name"].as_str().unwrap().to_string();
+        let spec = &v["spec"]["template"]["spec"];
+        let c = &spec["containers"][0];
+        let env = c["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == "NFGUARD_REGISTRY_CA_FILES")
+            .map(|e| e["value"].clone());
+        let mount = c["volumeMounts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|m| m["name"] == "registry-ca")
+            .cloned();
+        let volume = spec["volumes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|m| m["name"] == "registry-ca")
+            .map(|v| v["configMap"]["name"].clone());
+        if name == "nfguard-reporter" {
+            assert_eq!((env, mount, volume), (None, None, None), "{name}");
+            continue;
+        }
+        assert_eq!(
+            env,
+            Some(serde_json::json!("/etc/nfguard/registry-ca/ca.crt")),
+            "{name}"
+        );
+        assert_eq!(
+            mount,
+            Some(
+                serde_json::json!({"name": "registry-ca", "mountPath": "/etc/nfguard/registry-ca", "readOnly": true})
+            ),
+            "{name}"
+        );
+        assert_eq!(
+            volume,
+            Some(serde_json::json!("nfguard-registry-ca")),
+            "{name}"
+        );
+        seen.push(name);
+    }
+    seen.sort();
+    assert_eq!(seen, ["nfguard-controller", "nfguard-webhook"]);
 }

@@ -47,6 +47,33 @@ variable only when its list is set, so defaults add nothing.
 {{- end -}}
 
 {{/*
+A private registry's CA (webhook and controller): the environment variable,
+the mount and the volume, each only when registryCA.configMapName is set.
+*/}}
+{{- define "nfguard.registryCAEnv" -}}
+{{- if .Values.registryCA.configMapName }}
+- name: NFGUARD_REGISTRY_CA_FILES
+  value: /etc/nfguard/registry-ca/{{ .Values.registryCA.key }}
+{{- end }}
+{{- end -}}
+
+{{- define "nfguard.registryCAMount" -}}
+{{- if .Values.registryCA.configMapName }}
+- name: registry-ca
+  mountPath: /etc/nfguard/registry-ca
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{- define "nfguard.registryCAVolume" -}}
+{{- with .Values.registryCA.configMapName }}
+- name: registry-ca
+  configMap:
+    name: {{ . }}
+{{- end }}
+{{- end -}}
+
+{{/*
 Pod placement and pull secrets; each field only when set, so defaults add
 nothing. Call with (dict "root" $ "component" .Values.<component>).
 */}}
