@@ -25,8 +25,11 @@ machine_state() {
   ip -4 route show table all | sort || true
   iptables-legacy-save 2>/dev/null | grep -v '^#' | sed 's/\[[0-9]*:[0-9]*\]//' || true
   nft list ruleset 2>/dev/null || true
-  # Zombies (<defunct>) are dead, only not yet reaped by their parent.
-  pgrep -a -f 'kube-apiserver|kubelet|kube-proxy|containerd|etcd --data-dir|docker-registry' | grep -v '<defunct>' || true
+  # Zombies (<defunct>) are dead, only not yet reaped by their parent. The
+  # name must be the command itself (argv[0], with or without its path), not
+  # a word of another's arguments (a compiler's `--features kubelet-debug`).
+  pgrep -a -f '^(/[^ ]*/)?(kube-apiserver|kubelet|kube-proxy|containerd[^ ]*|etcd|docker-registry)( |$)' |
+    grep -v '<defunct>' || true
 }
 
 before=$(mktemp)
