@@ -220,6 +220,7 @@ fn install_image_override_in_an_overlay() {
 #[test]
 fn install_registry_ca_component_reaches_the_webhook_and_the_controller() {
     #[path = "monitoring_support/tools.rs"]
+    #[allow(dead_code)] // promtool and text serve the monitoring tests
     mod tools;
     let overlay = overlay("components:\n  - ../../manifests/registry-ca\n");
     let out = tools::run(
