@@ -289,6 +289,11 @@ async fn exempt_annotation_without_an_allowing_policy_is_ignored_and_said() {
         assert!(msg.contains(needle), "{needle:?} missing from: {msg}");
     }
     assert!(!msg.contains("annotate the workload"), "{msg}");
+    assert_eq!(
+        msg.matches("exemptImages").count(),
+        1,
+        "the hint once: {msg}"
+    );
     assert!(!r["warnings"].to_string().contains("[Exempt]"), "{v}");
 }
 

@@ -20,8 +20,8 @@ use super::pod_update::images_changed;
 pub use super::review::{API_VERSION, Request, ReviewError, parse_review};
 use super::review::{Prepared, error_body, judged_images, response};
 use crate::compat::evaluate::{
-    Decision, EXEMPTION_HINT, ImageKey, ImageResolutions, NodeIndex, ReasonCode, Verdict, Workload,
-    WorkloadKind,
+    Decision, EXEMPTION_HINT, ImageKey, ImageResolutions, NodeIndex, Reason, ReasonCode, Verdict,
+    Workload, WorkloadKind,
 };
 use crate::facts::Platform;
 use crate::judgement::{JudgeError, ResolveImages, Scene, Subject};
@@ -165,12 +165,19 @@ pub fn render_decision(
     match d.verdict {
         Verdict::Deny => {
             let mut lines = d.lines(Verdict::Deny, max_nodes);
-            // An annotation that did not count is part of why it is denied.
+            // An annotation that did not count is part of why it is denied;
+            // its remedy is the `Override:` below, said once.
             lines.extend(
                 d.reasons
                     .iter()
                     .filter(|r| r.code == ReasonCode::ExemptionNotAllowed)
-                    .map(|r| r.line(max_nodes)),
+                    .map(|r| {
+                        let bare = Reason {
+                            remedy: None,
+                            ..r.clone()
+                        };
+                        bare.line(max_nodes)
+                    }),
             );
             let msg = format!(
                 "nfguard denied {object}: its iptables would break the networking of the nodes it lands on. {} (Override: {}.)",
