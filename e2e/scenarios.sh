@@ -1724,12 +1724,16 @@ s15_forged_review_refused() {
       object: {apiVersion: "v1", kind: "Pod", metadata: {name: "forged", namespace: "kube-system"},
         spec: {hostNetwork: true, imagePullSecrets: [{name: "kube-system-registry"}],
           containers: [{name: "c", image: $img, securityContext: {capabilities: {add: ["NET_ADMIN"]}}}]}}}}')
-  # An ordinary pod (not gated): busybox wget in the compatible image, no
-  # client certificate; it prints what the webhook answered. The pod's
+  # A pod with busybox wget (the compatible image), no client certificate;
+  # it prints what the webhook answered. It uses the node's network: on the
+  # local cluster's bridge network busybox's TLS handshake with the Service
+  # failed (alert 40) while the same binary in the node's namespace gets its
+  # answer, so the pod network would test busybox, not the webhook. The pod
+  # itself is judged (hostNetwork) and admitted (iptables 1.8.11). The pod's
   # deadline bounds it (busybox 1.35's wget -T crashes on https).
   jq -n --arg img "$IMG_COMPATIBLE" --arg review "$review" --arg url "https://$ip/validate" '{
     apiVersion: "v1", kind: "Pod", metadata: {name: "forger", labels: {"app.kubernetes.io/part-of": "nfguard-e2e"}},
-    spec: {restartPolicy: "Never", activeDeadlineSeconds: 60, terminationGracePeriodSeconds: 1, tolerations: [{operator: "Exists"}],
+    spec: {restartPolicy: "Never", hostNetwork: true, activeDeadlineSeconds: 60, terminationGracePeriodSeconds: 1, tolerations: [{operator: "Exists"}],
       containers: [{name: "forger", image: $img, env: [{name: "REVIEW", value: $review}, {name: "URL", value: $url}],
         command: ["sh", "-c", "busybox wget -O- --no-check-certificate --header \"Content-Type: application/json\" --post-data \"$REVIEW\" \"$URL\" 2>&1; echo \"wget exit $?\""]}]}}' |
     kubectl -n "$ns" apply -f - >/dev/null || fail "cannot create the pod forger"
