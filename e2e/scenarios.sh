@@ -1724,25 +1724,26 @@ s15_forged_review_refused() {
       object: {apiVersion: "v1", kind: "Pod", metadata: {name: "forged", namespace: "kube-system"},
         spec: {hostNetwork: true, imagePullSecrets: [{name: "kube-system-registry"}],
           containers: [{name: "c", image: $img, securityContext: {capabilities: {add: ["NET_ADMIN"]}}}]}}}}')
-  # A pod with busybox wget (the compatible image), no client certificate;
-  # it prints what the webhook answered. It uses the node's network: on the
-  # local cluster's bridge network busybox's TLS handshake with the Service
-  # failed (alert 40) while the same binary in the node's namespace gets its
-  # answer, so the pod network would test busybox, not the webhook. The pod
-  # itself is judged (hostNetwork) and admitted (iptables 1.8.11). The pod's
-  # deadline bounds it (busybox 1.35's wget -T crashes on https).
+  # An ordinary pod on the pod network (not gated), no client certificate.
+  # Its TLS client is the node's curl, run through a read-only hostPath of
+  # the node's root (the node_exec contract: every node has curl): the
+  # workload images' busybox wget speaks only TLS cipher suites rustls does
+  # not implement (CBC), so it cannot reach any rustls server. It prints
+  # what the webhook answered; its deadline bounds it.
   jq -n --arg img "$IMG_COMPATIBLE" --arg review "$review" --arg url "https://$ip/validate" '{
     apiVersion: "v1", kind: "Pod", metadata: {name: "forger", labels: {"app.kubernetes.io/part-of": "nfguard-e2e"}},
-    spec: {restartPolicy: "Never", hostNetwork: true, activeDeadlineSeconds: 60, terminationGracePeriodSeconds: 1, tolerations: [{operator: "Exists"}],
+    spec: {restartPolicy: "Never", activeDeadlineSeconds: 60, terminationGracePeriodSeconds: 1, tolerations: [{operator: "Exists"}],
+      volumes: [{name: "node", hostPath: {path: "/", type: "Directory"}}],
       containers: [{name: "forger", image: $img, env: [{name: "REVIEW", value: $review}, {name: "URL", value: $url}],
-        command: ["sh", "-c", "busybox wget -O- --no-check-certificate --header \"Content-Type: application/json\" --post-data \"$REVIEW\" \"$URL\" 2>&1; echo \"wget exit $?\""]}]}}' |
+        volumeMounts: [{name: "node", mountPath: "/node", readOnly: true}],
+        command: ["sh", "-c", "busybox chroot /node curl -sS -k -m 20 -w \"\\nHTTP %{http_code}\\n\" -H \"Content-Type: application/json\" --data-binary \"$REVIEW\" \"$URL\" 2>&1; echo \"curl exit $?\""]}]}}' |
     kubectl -n "$ns" apply -f - >/dev/null || fail "cannot create the pod forger"
   wait_for 120 "the pod forger to finish" s15_finished "$ns" forger
   out=$(kubectl -n "$ns" logs forger 2>&1) || fail "no log of the pod forger: $out"
   if grep -qF '"allowed"' <<<"$out"; then
     fail "the forged review was judged (an AdmissionReview answer came back): $out"
   fi
-  grep -qF '401 Unauthorized' <<<"$out" || fail "the forged review was not refused with 401: $out"
+  grep -qxF 'HTTP 401' <<<"$out" || fail "the forged review was not refused with 401: $out"
   ok "a pod's forged AdmissionReview (kube-system, a pull secret there) to https://$ip/validate was refused:"
   show <<<"$out"
   after=$(s15_refused_total)
