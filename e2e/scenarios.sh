@@ -1727,9 +1727,10 @@ s15_forged_review_refused() {
   # An ordinary pod on the pod network (not gated), no client certificate.
   # Its TLS client is the node's curl, run through a read-only hostPath of
   # the node's root (the node_exec contract: every node has curl): the
-  # workload images' busybox wget speaks only TLS cipher suites rustls does
-  # not implement (CBC), so it cannot reach any rustls server. It prints
-  # what the webhook answered; its deadline bounds it.
+  # workload images' busybox wget, with its own TLS, gets alert 40
+  # (handshake_failure) from any rustls server, RSA or ECDSA key (no cipher
+  # suite in common). It prints what the webhook answered; its deadline
+  # bounds it.
   jq -n --arg img "$IMG_COMPATIBLE" --arg review "$review" --arg url "https://$ip/validate" '{
     apiVersion: "v1", kind: "Pod", metadata: {name: "forger", labels: {"app.kubernetes.io/part-of": "nfguard-e2e"}},
     spec: {restartPolicy: "Never", activeDeadlineSeconds: 60, terminationGracePeriodSeconds: 1, tolerations: [{operator: "Exists"}],
