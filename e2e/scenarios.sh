@@ -1729,10 +1729,10 @@ s15_forged_review_refused() {
   # the node's root (the node_exec contract: every node has curl): the
   # workload images' busybox wget, with its own TLS, gets alert 40
   # (handshake_failure) from any rustls server, RSA or ECDSA key (no cipher
-  # suite in common). HTTP/1.1: over HTTP/2 the webhook answers 401 and then
-  # resets the stream whose body it will not read (RST_STREAM NO_ERROR),
-  # which curl reports as a framing error instead of the answer. It prints
-  # what the webhook answered; its deadline bounds it.
+  # suite in common). HTTP/1.1: over HTTP/2 curl reported error 92 (HTTP/2
+  # framing) instead of the early 401 here, the answer given while the body
+  # is still unread. It prints what the webhook answered; its deadline
+  # bounds it.
   jq -n --arg img "$IMG_COMPATIBLE" --arg review "$review" --arg url "https://$ip/validate" '{
     apiVersion: "v1", kind: "Pod", metadata: {name: "forger", labels: {"app.kubernetes.io/part-of": "nfguard-e2e"}},
     spec: {restartPolicy: "Never", activeDeadlineSeconds: 60, terminationGracePeriodSeconds: 1, tolerations: [{operator: "Exists"}],
