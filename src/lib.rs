@@ -2,6 +2,7 @@
 //! Kubernetes cluster networking. See README.md and docs/.
 
 pub mod api;
+pub mod capped;
 pub mod check;
 pub mod compat;
 pub mod controller;

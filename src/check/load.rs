@@ -5,11 +5,11 @@
 use super::outline::Outline;
 use super::positions::{self, ObjectSource};
 use crate::api::{NetfilterPolicy, NodeNetfilterProfile};
+use crate::capped::{read_capped, read_file_capped};
 use crate::compat::evaluate::{Workload, WorkloadError};
 use k8s_openapi::api::core::v1::Node;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// Refuse inputs larger than this (a manifest set is kilobytes, not gigabytes).
@@ -84,25 +84,17 @@ pub fn read_input(path: &str) -> Result<String, LoadError> {
         path: path.to_string(),
         error,
     };
-    let mut buf = Vec::new();
-    if path == "-" {
-        std::io::stdin()
-            .take(MAX_INPUT_BYTES + 1)
-            .read_to_end(&mut buf)
-            .map_err(io)?;
+    let read = if path == "-" {
+        read_capped(std::io::stdin(), MAX_INPUT_BYTES)
     } else {
-        std::fs::File::open(path)
-            .map_err(io)?
-            .take(MAX_INPUT_BYTES + 1)
-            .read_to_end(&mut buf)
-            .map_err(io)?;
-    }
-    if buf.len() as u64 > MAX_INPUT_BYTES {
+        read_file_capped(Path::new(path), MAX_INPUT_BYTES)
+    };
+    let Some(buf) = read.map_err(io)? else {
         return Err(LoadError::TooLarge {
             path: path.to_string(),
             max: MAX_INPUT_BYTES,
         });
-    }
+    };
     String::from_utf8(buf).map_err(|e| {
         io(std::io::Error::new(
             std::io::ErrorKind::InvalidData,

@@ -75,20 +75,12 @@ impl DockerAuths {
             detail,
         };
         const MAX: u64 = 4 << 20;
-        let file = match std::fs::File::open(path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => {
-                return Ok(Self::default());
-            }
-            Err(e) => return Err(err(e.to_string())),
-        };
-        let mut text = Vec::new();
-        std::io::Read::read_to_end(&mut std::io::Read::take(file, MAX + 1), &mut text)
-            .map_err(|e| err(e.to_string()))?;
-        if text.len() as u64 > MAX {
-            return Err(err("larger than 4 MiB".into()));
+        match crate::capped::read_file_capped(path, MAX) {
+            Ok(Some(text)) => Self::parse(&text).map_err(err),
+            Ok(None) => Err(err("larger than 4 MiB".into())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => Ok(Self::default()),
+            Err(e) => Err(err(e.to_string())),
         }
-        Self::parse(&text).map_err(err)
     }
 
     pub fn parse(text: &[u8]) -> Result<Self, String> {

@@ -149,15 +149,9 @@ impl CaBundle {
     /// Read and check a PEM file: at most `MAX_BYTES`, at least one
     /// certificate, and every certificate one the TLS stack accepts.
     pub fn read(path: &str) -> Result<Self, String> {
-        use std::io::Read;
-        let file = std::fs::File::open(path).map_err(|e| format!("cannot open {path}: {e}"))?;
-        let mut pem = Vec::new();
-        file.take(Self::MAX_BYTES + 1)
-            .read_to_end(&mut pem)
-            .map_err(|e| format!("cannot read {path}: {e}"))?;
-        if pem.len() as u64 > Self::MAX_BYTES {
-            return Err(format!("{path} is larger than {} bytes", Self::MAX_BYTES));
-        }
+        let pem = crate::capped::read_file_capped(std::path::Path::new(path), Self::MAX_BYTES)
+            .map_err(|e| format!("cannot open {path}: {e}"))?
+            .ok_or_else(|| format!("{path} is larger than {} bytes", Self::MAX_BYTES))?;
         let certs: Vec<_> = rustls_pemfile::certs(&mut &pem[..])
             .collect::<Result<_, _>>()
             .map_err(|_| format!("{path} is not a PEM certificate bundle"))?;

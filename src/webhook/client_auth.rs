@@ -18,7 +18,6 @@ use rustls::pki_types::{CertificateDer, UnixTime};
 use rustls::server::WebPkiClientVerifier;
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::{CertificateError, DigitallySignedStruct, DistinguishedName, SignatureScheme};
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -65,22 +64,14 @@ pub fn verifier_for_pem(pem: &[u8]) -> Result<Arc<dyn ClientCertVerifier>, Clien
 
 /// The file's bytes, refusing more than [`MAX_CA_FILE_BYTES`].
 pub fn read_capped(path: &Path) -> Result<Vec<u8>, ClientAuthError> {
-    let err = |error| ClientAuthError::Read {
-        path: path.display().to_string(),
-        error,
-    };
-    let mut out = Vec::new();
-    std::fs::File::open(path)
-        .map_err(err)?
-        .take(MAX_CA_FILE_BYTES + 1)
-        .read_to_end(&mut out)
-        .map_err(err)?;
-    if out.len() as u64 > MAX_CA_FILE_BYTES {
-        return Err(ClientAuthError::TooLarge {
+    crate::capped::read_file_capped(path, MAX_CA_FILE_BYTES)
+        .map_err(|error| ClientAuthError::Read {
             path: path.display().to_string(),
-        });
-    }
-    Ok(out)
+            error,
+        })?
+        .ok_or_else(|| ClientAuthError::TooLarge {
+            path: path.display().to_string(),
+        })
 }
 
 /// The client-certificate check rustls asks on every handshake; the CA
