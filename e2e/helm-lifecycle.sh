@@ -76,7 +76,9 @@ step_upgrade() {
   fi
   grep -q 'conflict with "kubectl-patch".*failurePolicy' <<<"$out" ||
     fail "helm upgrade failed, but not with the conflict on failurePolicy: $out"
-  ok "after a kubectl patch, helm upgrade is refused: $(grep -o 'Apply failed with 1 conflict: .*failurePolicy' <<<"$out" | head -1)"
+  local conflict
+  conflict=$(grep -o 'Apply failed with 1 conflict: .*failurePolicy' <<<"$out" || true)
+  ok "after a kubectl patch, helm upgrade is refused: ${conflict%%$'\n'*}"
   helm_ upgrade "$RELEASE" charts/nfguard --reuse-values --force-conflicts \
     --set log.level=info --set webhook.failurePolicy=Fail --wait --timeout 5m >/dev/null ||
     fail "helm upgrade --force-conflicts failed"
@@ -128,7 +130,9 @@ YAML
   fi
   grep -qF 'admission webhook "validate.nfguard.io" denied the request' <<<"$out" ||
     fail "after the upgrade the incident DaemonSet failed, but not by nfguard: $out"
-  ok "after the upgrade the gate still denies the incident image ($(grep -o '\[OldReaderNewRules\]' <<<"$out" | head -1))"
+  grep -qF '[OldReaderNewRules]' <<<"$out" ||
+    fail "after the upgrade nfguard denied the incident DaemonSet, but not as [OldReaderNewRules]: $out"
+  ok "after the upgrade the gate still denies the incident image ([OldReaderNewRules])"
 }
 
 # Every listable kind except events (records that expire on their own).

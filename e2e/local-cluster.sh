@@ -117,9 +117,11 @@ wait_for() {
 kctl() { "$BIN/kubectl" --kubeconfig "$STATE/admin.kubeconfig" "$@"; }
 
 install_packages() {
-  local missing=() p
+  local missing=() p status
   for p in "${APT_PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+    # Read whole: no early-exit reader after a pipe.
+    status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+    [ "$status" = "install ok installed" ] || missing+=("$p")
   done
   if [ ${#missing[@]} -gt 0 ]; then
     log "installing ${missing[*]}"

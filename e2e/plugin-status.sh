@@ -66,11 +66,15 @@ sed 's/^/  /' "$work/table" >&2
 kubectl nfguard status -o json >"$work/json" || fail "kubectl nfguard status -o json exited $?"
 kubectl nfguard status -o wide >"$work/wide" || fail "kubectl nfguard status -o wide exited $?"
 
-head -n1 "$work/table" | grep -q '^NODE  *BACKEND  *IPTABLES  *MIN-READER  *HAZARDS  *TAINTED  *WRITERS  *HEARTBEAT$' \
-  || fail "unexpected table header: $(head -n1 "$work/table")"
-head -n1 "$work/wide" | grep -q ' READY  *ACTIVE ' || fail "-o wide lacks its extra columns"
-tail -n1 "$work/table" | grep -Eq "^$total nodes?, [0-9]+ degraded, [0-9]+ stale, [0-9]+ without profile$" \
-  || fail "unexpected summary for $total nodes: $(tail -n1 "$work/table")"
+# First lines read whole (no early-exit reader after a pipe).
+table_head=$(sed -n 1p "$work/table")
+wide_head=$(sed -n 1p "$work/wide")
+grep -q '^NODE  *BACKEND  *IPTABLES  *MIN-READER  *HAZARDS  *TAINTED  *WRITERS  *HEARTBEAT$' <<<"$table_head" \
+  || fail "unexpected table header: $table_head"
+grep -q ' READY  *ACTIVE ' <<<"$wide_head" || fail "-o wide lacks its extra columns"
+table_tail=$(tail -n1 "$work/table")
+grep -Eq "^$total nodes?, [0-9]+ degraded, [0-9]+ stale, [0-9]+ without profile$" <<<"$table_tail" \
+  || fail "unexpected summary for $total nodes: $table_tail"
 [ "$(jq '.summary.nodes' "$work/json")" = "$total" ] || fail "-o json counts $(jq '.summary.nodes' "$work/json") nodes, the cluster has $total"
 
 for node in "${ready[@]}"; do

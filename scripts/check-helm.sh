@@ -153,7 +153,10 @@ refuse_with() {
     die "$what was accepted"
   fi
   grep -qF -- "$want" "$work/err" || { cat "$work/err" >&2; die "$what: refused, but without \"$want\""; }
-  echo "check-helm: refused $what: $(grep -F -- "$want" "$work/err" | head -1 | sed 's/^ *//')"
+  local said
+  said=$(grep -F -- "$want" "$work/err")
+  said=${said%%$'\n'*}
+  echo "check-helm: refused $what: ${said#"${said%%[! ]*}"}"
 }
 
 step_refuse() {

@@ -288,3 +288,54 @@ fn install_registry_ca_component_reaches_the_webhook_and_the_controller() {
     seen.sort();
     assert_eq!(seen, ["nfguard-controller", "nfguard-webhook"]);
 }
+
+/// An early-exit reader after a pipe (`| head`, `| grep -q`, `| grep -m1`,
+/// `| sed 1q`, `| awk '...exit'`): under `pipefail` the writer dies of
+/// SIGPIPE at random and fails the pipeline (issue #22's flaky scenario 8).
+const EARLY_EXIT_AFTER_PIPE: &str = r"(^|[^|])\|[[:space:]]*(head\b|grep[^|]*[[:space:]]-[a-zA-Z]*[qm]|grep[^|]*--(quiet|max-count)|sed[^|]*[0-9]q\b|awk[^|]*\bexit\b)";
+
+#[test]
+fn shell_scripts_read_piped_output_whole() {
+    // The pattern itself, on lines it must and must not flag.
+    let dir = tempfile::tempdir().unwrap();
+    let sample = dir.path().join("sample.sh");
+    let bad = [
+        "x=$(kubectl get --raw /metrics | awk '/a/ { print; exit }')",
+        "cmd | grep -q pattern || fail",
+        "cmd | grep -Fq pattern",
+        "v=$(cmd | head -1)",
+        "v=$(cmd | grep -m1 x)",
+        "v=$(cmd | sed 1q)",
+    ];
+    let good = [
+        "a || grep -q x file",
+        "grep -q x <<<\"$v\"",
+        "out=$(cmd | sort)",
+        "v=$(sed -n 1p file)",
+    ];
+    std::fs::write(
+        &sample,
+        format!("{}\n{}\n", bad.join("\n"), good.join("\n")),
+    )
+    .unwrap();
+    let out = run(Command::new("grep")
+        .arg("-cE")
+        .arg(EARLY_EXIT_AFTER_PIPE)
+        .arg(&sample));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        bad.len().to_string(),
+        "the pattern flags exactly the bad sample lines"
+    );
+
+    let out = run(Command::new("grep")
+        .arg("-nE")
+        .arg(EARLY_EXIT_AFTER_PIPE)
+        .args(shell_scripts()));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "early-exit readers after a pipe (read the output into a variable first):\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
