@@ -28,16 +28,8 @@ fn median(mut v: Vec<Duration>) -> Duration {
 fn nfguard_cold(reg: &str, reference: &str) -> (Duration, u64, u64) {
     let started = Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_nfguard"))
-        .args([
-            "inspect",
-            "image",
-            reference,
-            "--insecure-registry",
-            reg,
-            "-o",
-            "json",
-            "--stats",
-        ])
+        .args(inspect_image_args(reference, reg))
+        .arg("--stats")
         .output()
         .expect("run nfguard");
     let took = started.elapsed();

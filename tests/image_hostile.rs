@@ -27,15 +27,7 @@ struct Run {
 fn inspect(reg: &str, reference: &str, extra: &[&str]) -> Run {
     let out = Command::cargo_bin("nfguard")
         .unwrap()
-        .args([
-            "inspect",
-            "image",
-            reference,
-            "--insecure-registry",
-            reg,
-            "-o",
-            "json",
-        ])
+        .args(inspect_image_args(reference, reg))
         .args(extra)
         .env_remove("DOCKER_CONFIG")
         .env("HOME", "/nonexistent")
@@ -79,15 +71,7 @@ fn inspect_measured(reg: &str, reference: &str, extra: &[&str]) -> (Run, i64) {
     let out = std::process::Command::new("/usr/bin/time")
         .args(["-f", &format!("{MARK}%M")])
         .arg(env!("CARGO_BIN_EXE_nfguard"))
-        .args([
-            "inspect",
-            "image",
-            reference,
-            "--insecure-registry",
-            reg,
-            "-o",
-            "json",
-        ])
+        .args(inspect_image_args(reference, reg))
         .args(extra)
         .env_remove("DOCKER_CONFIG")
         .env("HOME", "/nonexistent")
@@ -180,7 +164,7 @@ fn gzip_bomb_is_refused() {
         }
     }
     let layer = raw_layer(&bomb_path, Compression::Gzip.media_type());
-    let img = push_image(&reg.host(), "bomb", "v1", &[layer], &ImageConfig::default());
+    let img = push_layer(&reg.host(), "bomb", layer);
     let (r, rss) = inspect_measured(
         &reg.host(),
         &img.reference,
@@ -217,13 +201,7 @@ fn million_entry_tar_is_refused() {
         b.into_inner().unwrap().finish().unwrap();
     }
     let layer = raw_layer(&path, Compression::Gzip.media_type());
-    let img = push_image(
-        &reg.host(),
-        "million",
-        "v1",
-        &[layer],
-        &ImageConfig::default(),
-    );
+    let img = push_layer(&reg.host(), "million", layer);
     let (r, rss) = inspect_measured(&reg.host(), &img.reference, &[]);
     fails_with(&r, &["tar entries"]);
     println!(
@@ -247,7 +225,7 @@ fn symlink_loop_does_not_hang_or_panic() {
         symlink("/usr/sbin/b", "a"),
     ]);
     let layer = build_layer(work.path(), &entries, Compression::Gzip);
-    let img = push_image(&reg.host(), "loop", "v1", &[layer], &ImageConfig::default());
+    let img = push_layer(&reg.host(), "loop", layer);
     let r = inspect(&reg.host(), &img.reference, &["--timeout", "20"]);
     if r.code == 0 {
         // The loop cannot name a backend, and the evidence says why.
@@ -285,13 +263,7 @@ fn absolute_symlink_stays_inside_the_image() {
         ],
         Compression::Gzip,
     );
-    let img = push_image(
-        &reg.host(),
-        "escape",
-        "v1",
-        &[layer],
-        &ImageConfig::default(),
-    );
+    let img = push_layer(&reg.host(), "escape", layer);
     let r = inspect(&reg.host(), &img.reference, &[]);
     if r.code == 0 {
         let f = &r.json["iptables"];
@@ -515,13 +487,7 @@ fn status_d_bomb_is_answered_within_normal_memory() {
         "the bomb is small on the wire: {}",
         layer.size
     );
-    let img = push_image(
-        &reg.host(),
-        "stanzabomb",
-        "v1",
-        &[layer],
-        &ImageConfig::default(),
-    );
+    let img = push_layer(&reg.host(), "stanzabomb", layer);
     let (r, rss) = inspect_measured(&reg.host(), &img.reference, &[]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.json["iptables"]["version"], "1.8.9", "{:#}", r.json);
@@ -549,13 +515,7 @@ fn many_capped_files_are_refused_at_the_inspection_budget() {
         .map(|i| file(&format!("var/lib/dpkg/status.d/pkg{i}"), stanza.clone()))
         .collect();
     let layer = build_layer(work.path(), &entries, Compression::Gzip);
-    let img = push_image(
-        &reg.host(),
-        "manystanzas",
-        "v1",
-        &[layer],
-        &ImageConfig::default(),
-    );
+    let img = push_layer(&reg.host(), "manystanzas", layer);
     let (r, rss) = inspect_measured(
         &reg.host(),
         &img.reference,
@@ -579,13 +539,7 @@ fn field_flood_in_dpkg_status_is_parsed_in_bounded_memory() {
     let mut entries = bare_iptables("1.8.9", Alt::Nft);
     entries.push(file("var/lib/dpkg/status", stanza_flood(31 << 20, 500)));
     let layer = build_layer(work.path(), &entries, Compression::Gzip);
-    let img = push_image(
-        &reg.host(),
-        "fieldflood",
-        "v1",
-        &[layer],
-        &ImageConfig::default(),
-    );
+    let img = push_layer(&reg.host(), "fieldflood", layer);
     let (r, rss) = inspect_measured(&reg.host(), &img.reference, &[]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let evidence = r.json["iptables"]["evidence"].as_array().unwrap();
@@ -630,13 +584,7 @@ fn zstd_frame_with_a_huge_window_is_refused() {
         enc.finish().unwrap();
     }
     let layer = raw_layer(&path, Compression::Zstd.media_type());
-    let img = push_image(
-        &reg.host(),
-        "widezstd",
-        "v1",
-        &[layer],
-        &ImageConfig::default(),
-    );
+    let img = push_layer(&reg.host(), "widezstd", layer);
     let r = inspect(&reg.host(), &img.reference, &[]);
     fails_with(&r, &["requires too much memory for decoding"]);
 }
@@ -712,13 +660,7 @@ fn endless_rpm_view_is_refused_and_the_process_exits() {
         symlink("/var/lib/rpm", "../../usr/lib/sysimage/rpm"),
     ]);
     let layer = build_layer(work.path(), &entries, Compression::Gzip);
-    let img = push_image(
-        &reg.host(),
-        "rpmview",
-        "v1",
-        &[layer],
-        &ImageConfig::default(),
-    );
+    let img = push_layer(&reg.host(), "rpmview", layer);
 
     let mut cmd = std::process::Command::cargo_bin("nfguard").unwrap();
     cmd.args(["inspect", "image", &img.reference, "--insecure-registry"])

@@ -22,15 +22,7 @@ struct Run {
 fn inspect(reg: &str, reference: &str, extra: &[&str]) -> Run {
     let out = Command::cargo_bin("nfguard")
         .unwrap()
-        .args([
-            "inspect",
-            "image",
-            reference,
-            "--insecure-registry",
-            reg,
-            "-o",
-            "json",
-        ])
+        .args(inspect_image_args(reference, reg))
         .args(extra)
         .env_remove("DOCKER_CONFIG")
         .env("HOME", "/nonexistent")

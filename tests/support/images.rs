@@ -592,6 +592,25 @@ pub fn push_image(
     }
 }
 
+/// A one-layer linux/amd64 image pushed as `repo:v1`.
+pub fn push_layer(host: &str, repo: &str, layer: Blob) -> Pushed {
+    push_image(host, repo, "v1", &[layer], &ImageConfig::default())
+}
+
+/// `nfguard inspect image` of `reference` in the plain-HTTP registry `reg`,
+/// with JSON output: the arguments every inspecting test and bench starts with.
+pub fn inspect_image_args<'a>(reference: &'a str, reg: &'a str) -> [&'a str; 7] {
+    [
+        "inspect",
+        "image",
+        reference,
+        "--insecure-registry",
+        reg,
+        "-o",
+        "json",
+    ]
+}
+
 /// Push an OCI index over already pushed images (same repo) as `repo:tag`;
 /// returns the index digest.
 pub fn push_index(host: &str, repo: &str, tag: &str, images: &[&Pushed]) -> String {
