@@ -221,15 +221,20 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
     };
     let facts = Arc::new(facts);
 
-    let inspector = ImageInspector::new(
-        args.registry
-            .in_cluster_config(Duration::from_secs(args.registry_timeout.max(1))),
-    );
+    let registry = args
+        .registry
+        .in_cluster_config(Duration::from_secs(args.registry_timeout.max(1)));
+    // An answer by tag lives no longer than the registry trusts the tag.
+    let ttl = CacheTtl {
+        ok_by_tag: registry.tag_ttl,
+        ..CacheTtl::default()
+    };
+    let inspector = ImageInspector::new(registry);
     let images = Arc::new(
         ImageCache::new(
             Arc::new(inspector),
             args.image_cache_entries,
-            CacheTtl::default(),
+            ttl,
             metrics.clone(),
         )
         .with_limits(LookupLimits {
