@@ -3,7 +3,7 @@
 //! `/proc/net/ip_tables_names`" means "nothing used legacy yet", not "legacy
 //! cannot work" (RHEL 10 and Talos kernels really lack it).
 //!
-//! `gather` reads (bounded); `assess` is pure. Evidence, strongest first:
+//! `read_installed` and `loaded` read (bounded); the rest is pure. Evidence, strongest first:
 //! loaded now, then the running kernel's `modules.builtin`/`modules.dep`
 //! under the host root (what is installed), then the kernel's config
 //! (`/proc/config.gz`), then "a kernel without module support cannot load it
@@ -56,22 +56,27 @@ impl Module {
     }
 }
 
-/// What was read. `loaded`: Some(true) in the kernel now, Some(false) a
-/// reliable sign says it is not, None no such sign (a built-in nft_compat
-/// shows nowhere).
-#[derive(Clone, Debug, Default)]
-pub struct Evidence {
-    pub loaded: [Option<bool>; 4],
+/// What the node's files say of each module (module lists, else the kernel
+/// config), read with the host's iptables and cached like it: they change
+/// only when a kernel package does. None: the files say nothing.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Installed {
+    pub from_files: [Option<ModuleState>; 4],
     /// `/proc/modules` exists: the kernel can load modules at all.
     pub modules_supported: Option<bool>,
-    pub builtin: Option<String>,
-    pub dep: Option<String>,
-    pub config: Option<String>,
 }
 
-/// The state of each module (pure).
-pub fn assess(ev: &Evidence) -> KernelModules {
-    let s = |m: Module| state(m, ev);
+/// `loaded`: Some(true) in the kernel now, Some(false) a reliable sign says
+/// it is not, None no such sign (a built-in nft_compat shows nowhere).
+pub fn assess(loaded: [Option<bool>; 4], installed: &Installed) -> KernelModules {
+    let s = |m: Module| {
+        let i = index(m);
+        state(
+            loaded[i],
+            installed.from_files[i],
+            installed.modules_supported,
+        )
+    };
     KernelModules {
         ip_tables: s(Module::IpTables),
         ip6_tables: s(Module::Ip6Tables),
@@ -84,34 +89,56 @@ fn index(m: Module) -> usize {
     Module::ALL.iter().position(|x| *x == m).unwrap_or(0)
 }
 
-pub fn state(m: Module, ev: &Evidence) -> ModuleState {
-    let loaded = ev.loaded[index(m)];
+fn state(
+    loaded: Option<bool>,
+    from_files: Option<ModuleState>,
+    modules_supported: Option<bool>,
+) -> ModuleState {
     if loaded == Some(true) {
         return ModuleState::Loaded;
     }
-    let stem = m.file_stem();
-    if let (Some(builtin), Some(dep)) = (&ev.builtin, &ev.dep) {
-        return if lists(builtin, stem) {
-            ModuleState::Builtin
-        } else if lists(dep, stem) {
-            ModuleState::Module
-        } else {
-            ModuleState::Absent
-        };
-    }
-    if let Some(cfg) = &ev.config {
-        let value = m.config_symbols().iter().find_map(|s| config_value(cfg, s));
-        return match value {
-            Some('y') => ModuleState::Builtin,
-            Some('m') => ModuleState::Module,
-            _ => ModuleState::Absent,
-        };
+    if let Some(s) = from_files {
+        return s;
     }
     // A kernel that cannot load modules has everything it will ever have.
-    if ev.modules_supported == Some(false) && loaded == Some(false) {
+    if modules_supported == Some(false) && loaded == Some(false) {
         return ModuleState::Absent;
     }
     ModuleState::Unknown
+}
+
+/// Pure: what the module lists (both needed: a module in neither is absent)
+/// or else the config say of each module.
+pub fn installed_from(
+    builtin: Option<&str>,
+    dep: Option<&str>,
+    config: Option<&str>,
+    modules_supported: Option<bool>,
+) -> Installed {
+    let one = |m: Module| {
+        let stem = m.file_stem();
+        if let (Some(builtin), Some(dep)) = (builtin, dep) {
+            return Some(if lists(builtin, stem) {
+                ModuleState::Builtin
+            } else if lists(dep, stem) {
+                ModuleState::Module
+            } else {
+                ModuleState::Absent
+            });
+        }
+        let cfg = config?;
+        Some(
+            match m.config_symbols().iter().find_map(|s| config_value(cfg, s)) {
+                Some('y') => ModuleState::Builtin,
+                Some('m') => ModuleState::Module,
+                _ => ModuleState::Absent,
+            },
+        )
+    };
+    Installed {
+        from_files: Module::ALL.map(one),
+        modules_supported,
+    }
 }
 
 /// Whether a modules.builtin / modules.dep text names `stem` (`-` and `_`
@@ -137,33 +164,33 @@ fn config_value(cfg: &str, symbol: &str) -> Option<char> {
     })
 }
 
-/// Read the evidence: loaded signs of the calling thread's network namespace
-/// (`nf_tables_loaded` is the caller's netlink answer), `/proc` and `/sys`
-/// at `proc_dir`/`sys_dir`, and the running kernel's module lists under the
-/// host root (`/lib/modules` or `/usr/lib/modules`: the reporter mounts /usr).
-pub fn gather(
-    host_root: &Path,
-    proc_dir: &Path,
-    sys_dir: &Path,
-    release: &str,
-    nf_tables_loaded: bool,
-) -> Evidence {
+/// The loaded signs of the calling thread's network namespace;
+/// `nf_tables_loaded` is the caller's netlink answer.
+pub fn loaded(sys_dir: &Path, nf_tables_loaded: bool) -> [Option<bool>; 4] {
     let sysfs = |name: &str| sys_dir.join("module").join(name).exists();
-    let loaded = [
+    [
         Some(crate::kernel::xtables::available()),
         Some(crate::kernel::xtables::available_v6()),
         Some(nf_tables_loaded || sysfs("nf_tables")),
         sysfs("nft_compat").then_some(true),
-    ];
+    ]
+}
+
+/// Read what the node's files say: the running kernel's module lists under
+/// the host root (`/lib/modules` or `/usr/lib/modules`: the reporter mounts
+/// /usr), `config.gz` and `modules` under `proc_dir`. Reads are bounded and
+/// links resolve inside the host root.
+pub fn read_installed(host_root: &Path, proc_dir: &Path, release: &str) -> Installed {
     let root = HostRoot::new(host_root.to_path_buf());
-    let list = |name: &str| module_list(&root, release, name);
-    Evidence {
-        loaded,
-        modules_supported: Some(proc_dir.join("modules").exists()),
-        builtin: list("modules.builtin"),
-        dep: list("modules.dep"),
-        config: read_config(&proc_dir.join("config.gz")),
-    }
+    let builtin = module_list(&root, release, "modules.builtin");
+    let dep = module_list(&root, release, "modules.dep");
+    let config = read_config(&proc_dir.join("config.gz"));
+    installed_from(
+        builtin.as_deref(),
+        dep.as_deref(),
+        config.as_deref(),
+        Some(proc_dir.join("modules").exists()),
+    )
 }
 
 fn module_list(root: &HostRoot, release: &str, name: &str) -> Option<String> {
@@ -194,30 +221,23 @@ mod tests {
         "kernel/net/netfilter/nf_tables.ko\nkernel/net/ipv4/netfilter/ip_tables.ko\n";
     const DEP: &str = "kernel/net/netfilter/nft_compat.ko.xz: kernel/net/netfilter/nf_tables.ko\n\
                        kernel/net/ipv6/netfilter/ip6_tables.ko.zst: kernel/net/netfilter/x_tables.ko.zst\n";
-
-    fn ev() -> Evidence {
-        Evidence {
-            loaded: [Some(false), Some(false), Some(false), None],
-            modules_supported: Some(true),
-            ..Default::default()
-        }
-    }
+    /// Nothing loaded, with reliable signs for all but nft_compat.
+    const NOT_LOADED: [Option<bool>; 4] = [Some(false), Some(false), Some(false), None];
 
     #[test]
     fn loaded_wins_over_every_list() {
-        let mut e = ev();
-        e.loaded[0] = Some(true);
-        e.builtin = Some(String::new());
-        e.dep = Some(String::new());
-        assert_eq!(state(Module::IpTables, &e), ModuleState::Loaded);
+        let files = installed_from(Some(""), Some(""), None, Some(true));
+        let m = assess([Some(true), Some(false), Some(false), None], &files);
+        assert_eq!(m.ip_tables, ModuleState::Loaded);
+        assert_eq!(m.ip6_tables, ModuleState::Absent);
     }
 
     #[test]
     fn unloaded_but_installed_is_available() {
-        let mut e = ev();
-        e.builtin = Some(BUILTIN.into());
-        e.dep = Some(DEP.into());
-        let m = assess(&e);
+        let m = assess(
+            NOT_LOADED,
+            &installed_from(Some(BUILTIN), Some(DEP), None, Some(true)),
+        );
         assert_eq!(m.ip_tables, ModuleState::Builtin);
         assert_eq!(m.ip6_tables, ModuleState::Module);
         assert_eq!(m.nf_tables, ModuleState::Builtin);
@@ -228,10 +248,14 @@ mod tests {
     #[test]
     fn a_kernel_without_legacy_is_absent_when_the_lists_say_so() {
         // RHEL 10: nf_tables and nft_compat, no ip_tables anywhere.
-        let mut e = ev();
-        e.builtin = Some("kernel/net/netfilter/nf_tables.ko\n".into());
-        e.dep = Some("kernel/net/netfilter/nft_compat.ko.xz:\n".into());
-        let m = assess(&e);
+        let files = installed_from(
+            Some("kernel/net/netfilter/nf_tables.ko\n"),
+            Some("kernel/net/netfilter/nft_compat.ko.xz:\n"),
+            // The lists win over a config that claims more.
+            Some("CONFIG_IP_NF_IPTABLES=m\n"),
+            Some(true),
+        );
+        let m = assess(NOT_LOADED, &files);
         assert_eq!(m.ip_tables, ModuleState::Absent);
         assert!(!m.ip_tables.available());
         assert_eq!(m.nft_compat, ModuleState::Module);
@@ -239,13 +263,13 @@ mod tests {
 
     #[test]
     fn config_decides_without_lists_and_prefers_the_legacy_symbol() {
-        let mut e = ev();
-        e.config = Some(
-            "CONFIG_IP_NF_IPTABLES=y\n# CONFIG_IP_NF_IPTABLES_LEGACY is not set\n\
-             CONFIG_IP6_NF_IPTABLES=m\nCONFIG_NF_TABLES=y\nCONFIG_NFT_COMPAT=y\n"
-                .into(),
+        let cfg = "CONFIG_IP_NF_IPTABLES=y\n# CONFIG_IP_NF_IPTABLES_LEGACY is not set\n\
+                   CONFIG_IP6_NF_IPTABLES=m\nCONFIG_NF_TABLES=y\nCONFIG_NFT_COMPAT=y\n";
+        // One list alone is not enough to call a module absent.
+        let m = assess(
+            NOT_LOADED,
+            &installed_from(Some(BUILTIN), None, Some(cfg), Some(true)),
         );
-        let m = assess(&e);
         assert_eq!(m.ip_tables, ModuleState::Absent);
         assert_eq!(m.ip6_tables, ModuleState::Module);
         assert_eq!(m.nft_compat, ModuleState::Builtin);
@@ -253,15 +277,13 @@ mod tests {
 
     #[test]
     fn without_module_support_not_loaded_is_absent_but_no_sign_is_unknown() {
-        let mut e = ev();
-        e.modules_supported = Some(false);
-        let m = assess(&e);
+        let m = assess(NOT_LOADED, &installed_from(None, None, None, Some(false)));
         assert_eq!(m.ip_tables, ModuleState::Absent);
         // nft_compat has no loaded sign when built in: never guess absent.
         assert_eq!(m.nft_compat, ModuleState::Unknown);
         assert!(m.nft_compat.available());
-        e.modules_supported = Some(true);
-        assert_eq!(state(Module::IpTables, &e), ModuleState::Unknown);
+        let m = assess(NOT_LOADED, &installed_from(None, None, None, Some(true)));
+        assert_eq!(m.ip_tables, ModuleState::Unknown);
     }
 
     #[test]
@@ -273,7 +295,7 @@ mod tests {
     }
 
     #[test]
-    fn gather_reads_the_lists_under_the_host_root_bounded_and_inside_it() {
+    fn the_lists_are_read_under_the_host_root_and_only_for_a_release_name() {
         let dir = tempfile::tempdir().unwrap();
         let m = dir.path().join("usr/lib/modules/6.1.0-test");
         std::fs::create_dir_all(&m).unwrap();
@@ -282,25 +304,14 @@ mod tests {
         let proc_dir = dir.path().join("proc");
         std::fs::create_dir_all(&proc_dir).unwrap();
         std::fs::write(proc_dir.join("modules"), "").unwrap();
-        let e = gather(
-            dir.path(),
-            &proc_dir,
-            &dir.path().join("sys"),
-            "6.1.0-test",
-            false,
+        let got = read_installed(dir.path(), &proc_dir, "6.1.0-test");
+        assert_eq!(
+            got,
+            installed_from(Some(BUILTIN), Some(DEP), None, Some(true))
         );
-        assert_eq!(e.builtin.as_deref(), Some(BUILTIN));
-        assert_eq!(e.dep.as_deref(), Some(DEP));
-        assert_eq!(e.modules_supported, Some(true));
         // A release that is not one directory name is never looked up.
-        let e = gather(
-            dir.path(),
-            &proc_dir,
-            &dir.path().join("sys"),
-            "../../etc",
-            false,
-        );
-        assert!(e.builtin.is_none());
+        let got = read_installed(dir.path(), &proc_dir, "../../etc");
+        assert_eq!(got.from_files, [None; 4]);
     }
 
     #[test]

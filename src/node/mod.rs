@@ -66,17 +66,23 @@ pub struct NodeFacts {
 
 /// Read everything (blocking; call from `spawn_blocking` in async code).
 pub fn gather(cfg: &ProbeConfig) -> NodeFacts {
-    gather_with_host(cfg, host_iptables(&cfg.host_root))
+    gather_with_host(cfg, host_facts(cfg))
 }
 
-/// The host's iptables facts (or the error that replaced them), as
-/// `host_iptables` returns them; the reporter caches these between heartbeats.
-pub type HostFacts = (Option<IptablesFacts>, Option<String>);
+/// What the node's files say (its iptables package, the kernel's module
+/// lists), or the error that replaced the iptables facts. These change on
+/// package upgrades, not with rules: the reporter caches them between
+/// heartbeats.
+#[derive(Clone, Debug, Default)]
+pub struct HostFacts {
+    pub iptables: Option<IptablesFacts>,
+    pub error: Option<String>,
+    pub modules: kmod::Installed,
+}
 
-/// Everything but the host's iptables, which the caller passes in: the
-/// kernel and sysctls change often, the host's package rarely.
+/// Everything but the host's files, which the caller passes in: the kernel
+/// and sysctls change often, the host's packages rarely.
 pub fn gather_with_host(cfg: &ProbeConfig, host: HostFacts) -> NodeFacts {
-    let (iptables, host_error) = host;
     let mut nft = kernel::nftables::read().map_err(|e| e.to_string());
     // nf_tables is supported when a read worked, or failed for another reason
     // than absence; a kernel without it simply holds no nf_tables rules.
@@ -86,21 +92,14 @@ pub fn gather_with_host(cfg: &ProbeConfig, host: HostFacts) -> NodeFacts {
     }
     let ip_tables_supported = kernel::xtables::available();
     let legacy = kernel::xtables::read().map_err(|e| e.to_string());
-    let kernel_release = system::kernel_release();
-    let evidence = kmod::gather(
-        &cfg.host_root,
-        &cfg.proc_dir,
-        &cfg.sys_dir,
-        &kernel_release,
-        nf_tables_supported,
-    );
+    let loaded = kmod::loaded(&cfg.sys_dir, nf_tables_supported);
     NodeFacts {
-        iptables,
-        host_error,
-        kernel_release,
+        iptables: host.iptables,
+        host_error: host.error,
+        kernel_release: system::kernel_release(),
         nf_tables_supported,
         ip_tables_supported,
-        kernel_modules: kmod::assess(&evidence),
+        kernel_modules: kmod::assess(loaded, &host.modules),
         nft,
         legacy,
         bridge: system::bridge(&cfg.proc_dir, &cfg.sys_dir),
@@ -108,9 +107,19 @@ pub fn gather_with_host(cfg: &ProbeConfig, host: HostFacts) -> NodeFacts {
     }
 }
 
+/// The host's iptables and the running kernel's module lists.
+pub fn host_facts(cfg: &ProbeConfig) -> HostFacts {
+    let (iptables, error) = host_iptables(&cfg.host_root);
+    HostFacts {
+        iptables,
+        error,
+        modules: kmod::read_installed(&cfg.host_root, &cfg.proc_dir, &system::kernel_release()),
+    }
+}
+
 /// The host's iptables, by the same probes as images. A probe bug must not
 /// take the reporter down with it, so a panic becomes a reported error.
-pub fn host_iptables(host_root: &Path) -> HostFacts {
+pub fn host_iptables(host_root: &Path) -> (Option<IptablesFacts>, Option<String>) {
     let root = crate::rootfs::HostRoot::new(host_root.to_path_buf());
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         crate::rootfs::collect(&root, &BTreeMap::new())
