@@ -7,9 +7,14 @@
 # ships iptables or nft (tests/install_dockerfile.rs checks this file).
 
 ARG RUST_VERSION=1.89
+# Base images by tag here; a release builds with both pinned by digest
+# (.github/workflows/release.yml resolves the tags once and passes
+# name:tag@sha256:... for both architectures; docs/release.md).
+ARG BUILDER_IMAGE=rust:${RUST_VERSION}-bookworm
+ARG RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot
 
 # ---- build -----------------------------------------------------------------
-FROM rust:${RUST_VERSION}-bookworm AS builder
+FROM ${BUILDER_IMAGE} AS builder
 # libclang-dev: bindgen of -sys crates; pkg-config: their build scripts.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends libclang-dev pkg-config \
@@ -24,7 +29,7 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
 # ---- run -------------------------------------------------------------------
 # distroless/cc: glibc, libgcc, CA certificates, /etc/passwd with "nonroot";
 # no shell, no package manager, no iptables.
-FROM gcr.io/distroless/cc-debian12:nonroot AS runtime
+FROM ${RUNTIME_IMAGE} AS runtime
 COPY --from=builder /out/nfguard /usr/local/bin/nfguard
 # The controller and the webhook run as this non-root user with a read-only
 # root filesystem (manifests/ set readOnlyRootFilesystem). The reporter's

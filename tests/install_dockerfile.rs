@@ -38,10 +38,24 @@ fn stages(dockerfile: &str) -> Vec<Stage> {
         }
     }
     let mut out: Vec<Stage> = Vec::new();
+    // ARGs before the first FROM: their defaults are what FROM names.
+    let mut globals: Vec<(String, String)> = Vec::new();
     for line in logical {
         let (word, rest) = line.split_once(' ').unwrap_or((line.as_str(), ""));
-        let (word, rest) = (word.to_ascii_uppercase(), rest.trim().to_string());
+        let (word, mut rest) = (word.to_ascii_uppercase(), rest.trim().to_string());
+        if word == "ARG" && out.is_empty() {
+            if let Some((k, v)) = rest.split_once('=') {
+                let v = globals.iter().fold(v.to_string(), |v, (gk, gv)| {
+                    v.replace(&format!("${{{gk}}}"), gv)
+                });
+                globals.push((k.to_string(), v));
+            }
+            continue;
+        }
         if word == "FROM" {
+            for (k, v) in &globals {
+                rest = rest.replace(&format!("${{{k}}}"), v);
+            }
             let parts: Vec<&str> = rest.split_whitespace().collect();
             let name = match parts.as_slice() {
                 [_, as_, name] if as_.eq_ignore_ascii_case("as") => Some(name.to_string()),
