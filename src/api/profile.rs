@@ -75,10 +75,11 @@ pub struct NodeNetfilterProfileStatus {
     /// Native tables beyond the 64 listed in `nativeTables`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub native_tables_not_listed: Option<u32>,
-    /// kube-proxy's mode as the live rules show it; None when no rule set could be read.
+    /// kube-proxy's mode as the live rules show it; None when either rule set could not be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kube_proxy_mode: Option<KubeProxyMode>,
-    /// Whether kubelet's marker chains are there, and whether they should be.
+    /// Whether kubelet's marker chains are there, and whether they should be; None when
+    /// either rule set could not be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubelet_markers: Option<KubeletMarkers>,
     /// RFC 3339 time of the last probe (the reporter's heartbeat).
