@@ -392,6 +392,7 @@ mod tests {
             kernel_release: "6.12".into(),
             nf_tables_supported: true,
             ip_tables_supported: false,
+            kernel_modules: Default::default(),
             nft: Ok(nft),
             legacy: Ok(RuleSet::default()),
             bridge: Default::default(),

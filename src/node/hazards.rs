@@ -318,6 +318,7 @@ mod tests {
             kernel_release: "6.1".into(),
             nf_tables_supported: true,
             ip_tables_supported: true,
+            kernel_modules: Default::default(),
             nft: Ok(nft),
             legacy: Ok(legacy),
             bridge: BridgeFacts {
