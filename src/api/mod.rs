@@ -8,8 +8,8 @@ pub use policy::{
 };
 pub use profile::{
     ActiveBackend, BackendFacts, BackendsFacts, BridgeFacts, Condition, KernelFacts, KernelModules,
-    ModuleState, NativeFeature, NodeNetfilterProfile, NodeNetfilterProfileSpec,
-    NodeNetfilterProfileStatus, Writer,
+    KubeProxyMode, KubeletMarkers, MarkerState, ModuleState, NativeFeature, NativeTable,
+    NodeNetfilterProfile, NodeNetfilterProfileSpec, NodeNetfilterProfileStatus, Writer,
 };
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
