@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
-# Builds the pinned Kubernetes and etcd binaries (e2e/kubebins/go.mod) from the
+# Builds the pinned Kubernetes and etcd binaries (e2e/kubebins/go.mod, or
+# e2e/kubebins-1.30/go.mod with NFGUARD_E2E_KUBE=1.30) from the
 # Go module proxy into a cache outside the work tree, keyed by the pins, and
 # prints the directory that holds them. A second run finds them and returns at
 # once.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-mod="$here/kubebins"
+# NFGUARD_E2E_KUBE picks the Kubernetes minor: unset or the newest (1.34):
+# e2e/kubebins; 1.30, the oldest nfguard claims: e2e/kubebins-1.30.
+case "${NFGUARD_E2E_KUBE:-1.34}" in
+  1.34 | 1.34.*) mod="$here/kubebins" ;;
+  1.30 | 1.30.*) mod="$here/kubebins-1.30" ;;
+  *) echo "build-kube.sh: NFGUARD_E2E_KUBE=$NFGUARD_E2E_KUBE: pinned are 1.34 (e2e/kubebins) and 1.30 (e2e/kubebins-1.30)" >&2; exit 2 ;;
+esac
 cache="${NFGUARD_E2E_CACHE:-/var/cache/nfguard-e2e}"
 
 kube_version="$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ {print $2}' "$mod/go.mod")"
