@@ -11,10 +11,15 @@
 #                                 namespace, mount, cgroup and file it made
 #   e2e/local-cluster.sh env      print the export lines of a running cluster
 #   e2e/local-cluster.sh install [kustomize|helm]   install nfguard on the
-#                                 running cluster (after an uninstall)
+#                                 running cluster (after an uninstall), or
+#                                 upgrade it as docs/install.md says (kustomize:
+#                                 the same apply; helm: CRDs first, then helm
+#                                 upgrade --reuse-values)
 #   e2e/local-cluster.sh node NODE CMD...   run CMD inside a node (its network
 #                                 and mount namespace: the node's view)
 #   e2e/local-cluster.sh diagnose print nodes, profiles, pods and component logs
+#   e2e/local-cluster.sh kube-proxy NODE stop|cont   freeze (SIGSTOP) or resume
+#                                 the node's kube-proxy (e2e scenario 6)
 #
 # Shape (docs/e2e.md):
 #   netns nfguard-e2e-cp      etcd, kube-apiserver, controller-manager,
@@ -766,6 +771,23 @@ down() {
 }
 
 # ---- tools --------------------------------------------------------------------
+# kube_proxy NODE stop|cont: SIGSTOP or SIGCONT the node's kube-proxy, and
+# wait until the kernel says it is stopped or running.
+kube_proxy() {
+  local pid sig want state
+  case "$2" in stop) sig=STOP want=T ;; cont) sig=CONT want=S ;; *) die "usage: $0 kube-proxy NODE stop|cont" ;; esac
+  pid=$(cat "$RUN/pids/kube-proxy-$1.pid" 2>/dev/null) || die "no kube-proxy started on node $1"
+  [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = kube-proxy ] || die "process $pid of node $1 is not kube-proxy"
+  kill "-$sig" "$pid"
+  for _ in $(seq 50); do
+    state=$(awk '{print $3}' "/proc/$pid/stat")
+    # Resumed: anything but stopped (running or sleeping).
+    if [ "$state" = "$want" ] || { [ "$want" = S ] && [ "$state" != T ]; }; then return 0; fi
+    sleep 0.1
+  done
+  die "kube-proxy $pid on node $1 is in state $state after SIG$sig"
+}
+
 diagnose() {
   BIN=$(cat "$STATE/bin")
   set +e
@@ -791,5 +813,6 @@ case "${1:-}" in
   install) [ -f "$STATE/up" ] || die "not up"; BIN=$(cat "$STATE/bin"); install_nfguard "${2:-}" ;;
   node) [ $# -ge 3 ] || die "usage: $0 node NODE CMD..."; shift; in_node "$@" ;;
   diagnose) diagnose ;;
-  *) echo "usage: $0 up|down|env|install [kustomize|helm]|node NODE CMD...|diagnose" >&2; exit 2 ;;
+  kube-proxy) [ $# = 3 ] || die "usage: $0 kube-proxy NODE stop|cont"; kube_proxy "$2" "$3" ;;
+  *) echo "usage: $0 up|down|env|install [kustomize|helm]|node NODE CMD...|kube-proxy NODE stop|cont|diagnose" >&2; exit 2 ;;
 esac
