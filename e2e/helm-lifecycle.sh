@@ -14,13 +14,16 @@
 #              named or labelled nfguard is left in any namespace or
 #              cluster-wide but the CRDs (kept by Helm, with the profiles); the
 #              namespace holds only what Kubernetes puts in every namespace;
-#              then it is deleted
+#              then it is deleted; every node's nfguard.io/ labels and taints
+#              are what they were before (e2e/leftovers.sh)
 # Env: KUBECONFIG, kubectl and jq on PATH, NFGUARD_HELM (default: helm on
 # PATH), NFGUARD_E2E_REGISTRY_PULL (the registry holding the e2e images).
 # Output: `e2e-helm: ok: ...` per checked outcome, `e2e-helm: FAIL: ...` and
 # exit 1 on the first failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=e2e/leftovers.sh
+. e2e/leftovers.sh
 
 NS=nfguard-system
 RELEASE=nfguard
@@ -135,17 +138,14 @@ YAML
   ok "after the upgrade the gate still denies the incident image ([OldReaderNewRules])"
 }
 
-# Every listable kind except events (records that expire on their own).
-listable_kinds() {
-  kubectl api-resources --verbs=list -o name | grep -vxE 'events|events\.events\.k8s\.io' | paste -sd, -
-}
-
 step_uninstall() {
-  local work left t0 kinds
+  local work left t0 marks
   [ "$(release_field .info.status)" = deployed ] || fail "release $RELEASE is not deployed in $NS"
   work=$(mktemp -d)
   trap 'rm -rf "$work"' RETURN
   helm_ get manifest "$RELEASE" >"$work/manifest.yaml"
+  marks=$(node_marks)
+  [ -n "$marks" ] || fail "no node carries an nfguard.io/ label before the uninstall"
   t0=$SECONDS
   helm_ uninstall "$RELEASE" --wait --timeout 3m || fail "helm uninstall failed"
   ok "helm uninstall in $((SECONDS - t0)) s"
@@ -170,20 +170,10 @@ step_uninstall() {
     fail "cannot delete the ConfigMap nfguard-webhook-client-ca"
 
   # Anything else of nfguard's, by name or label, anywhere.
-  kinds=$(listable_kinds)
-  kubectl get "$kinds" -A -o json 2> >(grep -v '^Warning: .* deprecated' >&2) >"$work/all.json"
-  # The CRDs stay, and with them the APIService the API server registers for
-  # their group (v1alpha1.nfguard.io, automanaged).
-  left=$(jq -r --arg ns "$NS" '.items[]
-    | select((.metadata.name | test("nfguard")) or (.metadata.labels["app.kubernetes.io/name"] == "nfguard"))
-    | select(.kind != "CustomResourceDefinition")
-    | select((.kind == "APIService" and .metadata.labels["kube-aggregator.kubernetes.io/automanaged"] != null) | not)
-    | select(.kind != "Namespace" or .metadata.name != $ns)
-    | "\(.kind) \(.metadata.namespace // "-")/\(.metadata.name)"' "$work/all.json")
-  [ -z "$left" ] || fail "left behind after helm uninstall:
-$left"
-  ok "nothing named or labelled nfguard is left in any namespace or cluster-wide ($(jq '.items | length' "$work/all.json") objects of $(tr ',' '\n' <<<"$kinds" | wc -l) kinds searched)"
-  ok "node labels and taints stay as the controller left them (docs/install.md, Uninstall): $(kubectl get nodes -o json | jq -r '[.items[] | "\(.metadata.name) \([.metadata.labels | keys[] | select(startswith("nfguard.io/"))] + [.spec.taints // [] | .[].key | select(startswith("nfguard.io/"))] | join(","))"] | join("; ")')"
+  leftovers_check "helm uninstall" kept "$work/all.json"
+  [ "$(node_marks)" = "$marks" ] || fail "helm uninstall changed the nodes' nfguard.io/ labels or taints:
+$(diff <(echo "$marks") <(node_marks) || true)"
+  ok "every node's nfguard.io/ labels and taints are as before (docs/install.md, Uninstall): $(grep -c . <<<"$marks") of them"
   kubectl get crd nodenetfilterprofiles.nfguard.io netfilterpolicies.nfguard.io >/dev/null ||
     fail "helm uninstall removed the CRDs (Helm keeps crds/)"
   ok "the CRDs stay ($(kubectl get nodenetfilterprofiles -o name | wc -l) NodeNetfilterProfiles with them)"
