@@ -133,17 +133,20 @@ spec:
 YAML
 export NFGUARD_INSECURE_REGISTRIES="$registry"
 rc=0
-kubectl nfguard check -f "$work/incident.yaml" -o json >"$work/denied" 2>&1 || rc=$?
-[ "$rc" = 1 ] || fail "kubectl nfguard check of the incident DaemonSet exited $rc, want 1 (deny): $(cat "$work/denied")"
-[ "$(jq -r '.verdict' "$work/denied")" = deny ] || fail "kubectl nfguard check of the incident DaemonSet: $(cat "$work/denied")"
-named="$(jq -r '[.results[].reasons[] | select(.code == "OldReaderNewRules" and .effect == "deny") | .nodes[]] | unique | .[]' "$work/denied")"
-[ -n "$named" ] || fail "the denial has no [OldReaderNewRules] reason: $(cat "$work/denied")"
-[ "$(jq -r '[.results[].reasons[] | select(.code == "OldReaderNewRules")][0].imageVersion' "$work/denied")" = 1.8.7 ] ||
-  fail "the [OldReaderNewRules] reason does not name the image's iptables 1.8.7: $(cat "$work/denied")"
+kubectl nfguard check -f "$work/incident.yaml" -o json >"$work/denied" 2>"$work/denied.err" || rc=$?
+[ "$rc" = 1 ] || fail "kubectl nfguard check of the incident DaemonSet exited $rc, want 1 (deny): $(cat "$work/denied" "$work/denied.err")"
+verdict="$(jq -r '.verdict' "$work/denied")" || fail "kubectl nfguard check -o json printed no JSON: $(cat "$work/denied" "$work/denied.err")"
+[ "$verdict" = deny ] || fail "kubectl nfguard check of the incident DaemonSet: $(cat "$work/denied")"
+named="$(jq -r '[.results[].reasons[]? | select(.code == "OldReaderNewRules" and .effect == "deny") | .nodes[]?] | unique | .[]' "$work/denied")" ||
+  fail "unexpected JSON from kubectl nfguard check: $(cat "$work/denied")"
+[ -n "$named" ] || fail "the denial has no [OldReaderNewRules] reason with nodes: $(cat "$work/denied")"
+version="$(jq -r '[.results[].reasons[]? | select(.code == "OldReaderNewRules")][0].imageVersion' "$work/denied")" || version=""
+[ "$version" = 1.8.7 ] || fail "the [OldReaderNewRules] reason names iptables '$version', not the image's 1.8.7: $(cat "$work/denied")"
 # What the live profiles say: the Ready nft nodes that need a reader >= 1.8.8.
-want="$(kubectl get nodenetfilterprofiles -o json | jq -r --arg ready " ${ready[*]} " '.items[]
+profiles="$(kubectl get nodenetfilterprofiles -o json)" || fail "cannot list the NodeNetfilterProfiles"
+want="$(jq -r --arg ready " ${ready[*]} " '.items[]
   | select(.status.minReaderVersion != null and .status.activeBackend == "nft")
-  | select($ready | contains(" \(.metadata.name) ")) | .metadata.name' | sort)"
+  | .metadata.name as $n | select($ready | contains(" \($n) ")) | $n' <<<"$profiles" | sort)"
 [ -n "$want" ] || fail "no Ready node's profile needs a reader >= 1.8.8: nothing for the denial to name"
 [ "$named" = "$want" ] ||
   fail "[OldReaderNewRules] names nodes '$(tr '\n' ' ' <<<"$named")', the profiles say '$(tr '\n' ' ' <<<"$want")'"
