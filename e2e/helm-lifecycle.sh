@@ -15,15 +15,15 @@
 #              cluster-wide but the CRDs (kept by Helm, with the profiles); the
 #              namespace holds only what Kubernetes puts in every namespace;
 #              then it is deleted; every node's nfguard.io/ labels and taints
-#              are what they were before (e2e/leftovers.sh)
+#              are what they were before (e2e/lifecycle-lib.sh)
 # Env: KUBECONFIG, kubectl and jq on PATH, NFGUARD_HELM (default: helm on
 # PATH), NFGUARD_E2E_REGISTRY_PULL (the registry holding the e2e images).
 # Output: `e2e-helm: ok: ...` per checked outcome, `e2e-helm: FAIL: ...` and
 # exit 1 on the first failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# shellcheck source=e2e/leftovers.sh
-. e2e/leftovers.sh
+# shellcheck source=e2e/lifecycle-lib.sh
+. e2e/lifecycle-lib.sh
 
 NS=nfguard-system
 RELEASE=nfguard
@@ -31,13 +31,7 @@ HELM=${NFGUARD_HELM:-helm}
 IMG_INCIDENT=${NFGUARD_E2E_REGISTRY_PULL:?NFGUARD_E2E_REGISTRY_PULL is not set}/nfguard-e2e/incident:1.8.7-nft
 COMPONENTS=(reporter controller webhook)
 
-say() { printf 'e2e-helm: %s\n' "$*"; }
-ok() { say "ok: $*"; }
-fail() {
-  say "FAIL: $*"
-  kubectl -n "$NS" get pods -o wide 2>&1 | sed 's/^/    /' || true
-  exit 1
-}
+LOG=e2e-helm
 helm_() { "$HELM" --namespace "$NS" "$@"; }
 release_field() { helm_ status "$RELEASE" -o json | jq -r "$1"; }
 ca_bundle() { kubectl get validatingwebhookconfiguration nfguard -o jsonpath='{.webhooks[0].clientConfig.caBundle}'; }
@@ -113,25 +107,10 @@ step_upgrade() {
     fail "webhook.failurePolicy=Fail did not reach the ValidatingWebhookConfiguration"
   [ "$(ca_bundle)" = "$ca" ] || fail "the upgrade changed or dropped the caBundle the webhook wrote"
   ok "failurePolicy Fail; the webhook's caBundle unchanged (${#ca} bytes)"
-  if out=$(kubectl -n default create --dry-run=server -f - 2>&1 <<YAML
-apiVersion: apps/v1
-kind: DaemonSet
-metadata: {name: incident-after-upgrade}
-spec:
-  selector: {matchLabels: {app: incident-after-upgrade}}
-  template:
-    metadata: {labels: {app: incident-after-upgrade}}
-    spec:
-      hostNetwork: true
-      containers:
-        - name: cni
-          image: $IMG_INCIDENT
-          securityContext: {capabilities: {add: ["NET_ADMIN"]}}
-YAML
-  ); then
+  if out=$(incident_ds incident-after-upgrade default "$IMG_INCIDENT" | kubectl create --dry-run=server -f - 2>&1); then
     fail "after the upgrade the incident DaemonSet was admitted: $out"
   fi
-  grep -qF 'admission webhook "validate.nfguard.io" denied the request' <<<"$out" ||
+  denied_by_nfguard "$out" ||
     fail "after the upgrade the incident DaemonSet failed, but not by nfguard: $out"
   grep -qF '[OldReaderNewRules]' <<<"$out" ||
     fail "after the upgrade nfguard denied the incident DaemonSet, but not as [OldReaderNewRules]: $out"

@@ -9,7 +9,7 @@
 #              every object of manifests/ is gone, the
 #              CRDs and the namespace with them; nothing named or labelled
 #              nfguard is left in any namespace or cluster-wide
-#              (e2e/leftovers.sh, the check of the Helm uninstall, here
+#              (e2e/lifecycle-lib.sh, the check of the Helm uninstall, here
 #              without the exceptions Helm keeps); the nodes keep at most the
 #              nfguard.io/ labels they had (the controller removes a node's
 #              labels when its profile goes, if it still runs: kubectl deletes
@@ -20,18 +20,11 @@
 # ...` and exit 1 on the first failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# shellcheck source=e2e/leftovers.sh
-. e2e/leftovers.sh
+# shellcheck source=e2e/lifecycle-lib.sh
+. e2e/lifecycle-lib.sh
 
 NS=nfguard-system
-
-say() { printf 'e2e-kustomize: %s\n' "$*"; }
-ok() { say "ok: $*"; }
-fail() {
-  say "FAIL: $*"
-  kubectl -n "$NS" get pods -o wide 2>&1 | sed 's/^/    /' || true
-  exit 1
-}
+LOG=e2e-kustomize
 
 step_uninstall() {
   local work left t0 marks after extra

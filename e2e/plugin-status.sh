@@ -19,6 +19,9 @@
 #                          when NFGUARD_E2E_PROVIDER=local
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# incident_ds (its own log and fail below).
+# shellcheck source=e2e/lifecycle-lib.sh
+. e2e/lifecycle-lib.sh
 
 log() { printf 'plugin-status: %s\n' "$*" >&2; }
 fail() { log "FAIL: $*"; exit 1; }
@@ -116,21 +119,7 @@ log "kubectl nfguard check (cluster of the current context): allow"
 
 # A workload the cluster denies: the incident DaemonSet, its image read from
 # the test registry (plain HTTP).
-cat >"$work/incident.yaml" <<YAML
-apiVersion: apps/v1
-kind: DaemonSet
-metadata: {name: plugin-check-incident, namespace: default}
-spec:
-  selector: {matchLabels: {app: plugin-check-incident}}
-  template:
-    metadata: {labels: {app: plugin-check-incident}}
-    spec:
-      hostNetwork: true
-      containers:
-      - name: cni
-        image: $registry/nfguard-e2e/incident:1.8.7-nft
-        securityContext: {capabilities: {add: ["NET_ADMIN"]}}
-YAML
+incident_ds plugin-check-incident default "$registry/nfguard-e2e/incident:1.8.7-nft" >"$work/incident.yaml"
 export NFGUARD_INSECURE_REGISTRIES="$registry"
 rc=0
 kubectl nfguard check -f "$work/incident.yaml" -o json >"$work/denied" 2>"$work/denied.err" || rc=$?

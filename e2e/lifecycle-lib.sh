@@ -1,8 +1,41 @@
-# What an uninstall of nfguard must leave behind, one check for both install
-# paths: sourced by e2e/helm-lifecycle.sh (helm uninstall) and
-# e2e/kustomize-lifecycle.sh (kubectl delete -k manifests/). The caller
-# defines NS (nfguard's namespace) and ok/fail; needs kubectl and jq.
+# What the install life-cycle scripts share (sourced by e2e/helm-lifecycle.sh,
+# e2e/kustomize-lifecycle.sh, e2e/upgrade.sh and e2e/plugin-status.sh): their
+# output, the incident DaemonSet every nfguard denies, and what an uninstall
+# must leave behind, one check for both install paths (helm uninstall,
+# kubectl delete -k manifests/). The caller sets LOG (its output prefix) and
+# NS (nfguard's namespace); needs kubectl and jq.
 # shellcheck shell=bash
+
+say() { printf '%s: %s\n' "$LOG" "$*"; }
+ok() { say "ok: $*"; }
+fail() {
+  say "FAIL: $*"
+  kubectl -n "$NS" get pods -o wide 2>&1 | sed 's/^/    /' || true
+  exit 1
+}
+
+# incident_ds NAME NAMESPACE IMAGE: the incident DaemonSet (hostNetwork +
+# NET_ADMIN, IMAGE the test registry's iptables-nft 1.8.7): every nfguard
+# denies it ([OldReaderNewRules] on a node whose rules need a reader >= 1.8.8).
+incident_ds() {
+  cat <<YAML
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: $1, namespace: $2}
+spec:
+  selector: {matchLabels: {app: $1}}
+  template:
+    metadata: {labels: {app: $1}}
+    spec:
+      hostNetwork: true
+      containers:
+        - name: cni
+          image: $3
+          securityContext: {capabilities: {add: ["NET_ADMIN"]}}
+YAML
+}
+# denied_by_nfguard TEXT: TEXT is the API server's answer with nfguard's denial.
+denied_by_nfguard() { grep -qF 'admission webhook "validate.nfguard.io" denied the request' <<<"$1"; }
 
 # node_marks: every node's nfguard.io/ labels and taints, sorted lines
 # "NODE label KEY=VALUE" and "NODE taint KEY=VALUE:EFFECT".
@@ -53,7 +86,7 @@ leftovers_check() {
     kubectl get "$kinds" -A -o json 2> >(grep -v '^Warning: .* deprecated' >&2) >"$file" ||
       fail "cannot list every object after $what"
     left=$(nfguard_objects "$file" "$crds")
-    [ -n "$left" ] && [ "$SECONDS" -lt "$deadline" ] || break
+    if [ -z "$left" ] || [ "$SECONDS" -ge "$deadline" ]; then break; fi
     sleep 2
   done
   [ -z "$left" ] || fail "left behind after $what:
