@@ -117,10 +117,8 @@ stored_valid() { # KIND NAME
 }
 
 main() {
-  local method=${1:-} work bin objects marks spec after stored t0 t1 took prober lines bad gap out last
+  local method=${1:-} bin objects marks spec after stored t0 t1 took prober lines bad gap out last
   case "$method" in kustomize | helm) ;; *) echo "usage: $0 kustomize|helm" >&2; exit 2 ;; esac
-  work=$(mktemp -d)
-  trap 'touch "$work/stop"; kubectl delete netfilterpolicy "$POLICY" --ignore-not-found >/dev/null; rm -rf "$work"' EXIT
 
   # 1. the earlier nfguard, from its own tree.
   bin=$(e2e/build-old-nfguard.sh "$FROM")
@@ -203,4 +201,7 @@ $(diff <(echo "$marks") <(echo "$after") || true)"
   ok "every node's nfguard.io/ labels and taints are as before ($(grep -c . <<<"$marks"))"
 }
 
+# The prober stops, the policy goes and the work directory too, also on failure.
+work=$(mktemp -d)
+trap 'touch "$work/stop"; kubectl delete netfilterpolicy "$POLICY" --ignore-not-found >/dev/null; rm -rf "$work"' EXIT
 main "$@"
