@@ -14,13 +14,16 @@
 #              named or labelled nfguard is left in any namespace or
 #              cluster-wide but the CRDs (kept by Helm, with the profiles); the
 #              namespace holds only what Kubernetes puts in every namespace;
-#              then it is deleted
+#              then it is deleted; every node's nfguard.io/ labels and taints
+#              are what they were before (e2e/lifecycle-lib.sh)
 # Env: KUBECONFIG, kubectl and jq on PATH, NFGUARD_HELM (default: helm on
 # PATH), NFGUARD_E2E_REGISTRY_PULL (the registry holding the e2e images).
 # Output: `e2e-helm: ok: ...` per checked outcome, `e2e-helm: FAIL: ...` and
 # exit 1 on the first failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=e2e/lifecycle-lib.sh
+. e2e/lifecycle-lib.sh
 
 NS=nfguard-system
 RELEASE=nfguard
@@ -28,13 +31,7 @@ HELM=${NFGUARD_HELM:-helm}
 IMG_INCIDENT=${NFGUARD_E2E_REGISTRY_PULL:?NFGUARD_E2E_REGISTRY_PULL is not set}/nfguard-e2e/incident:1.8.7-nft
 COMPONENTS=(reporter controller webhook)
 
-say() { printf 'e2e-helm: %s\n' "$*"; }
-ok() { say "ok: $*"; }
-fail() {
-  say "FAIL: $*"
-  kubectl -n "$NS" get pods -o wide 2>&1 | sed 's/^/    /' || true
-  exit 1
-}
+LOG=e2e-helm
 helm_() { "$HELM" --namespace "$NS" "$@"; }
 release_field() { helm_ status "$RELEASE" -o json | jq -r "$1"; }
 ca_bundle() { kubectl get validatingwebhookconfiguration nfguard -o jsonpath='{.webhooks[0].clientConfig.caBundle}'; }
@@ -110,42 +107,24 @@ step_upgrade() {
     fail "webhook.failurePolicy=Fail did not reach the ValidatingWebhookConfiguration"
   [ "$(ca_bundle)" = "$ca" ] || fail "the upgrade changed or dropped the caBundle the webhook wrote"
   ok "failurePolicy Fail; the webhook's caBundle unchanged (${#ca} bytes)"
-  if out=$(kubectl -n default create --dry-run=server -f - 2>&1 <<YAML
-apiVersion: apps/v1
-kind: DaemonSet
-metadata: {name: incident-after-upgrade}
-spec:
-  selector: {matchLabels: {app: incident-after-upgrade}}
-  template:
-    metadata: {labels: {app: incident-after-upgrade}}
-    spec:
-      hostNetwork: true
-      containers:
-        - name: cni
-          image: $IMG_INCIDENT
-          securityContext: {capabilities: {add: ["NET_ADMIN"]}}
-YAML
-  ); then
+  if out=$(incident_ds incident-after-upgrade default "$IMG_INCIDENT" | kubectl create --dry-run=server -f - 2>&1); then
     fail "after the upgrade the incident DaemonSet was admitted: $out"
   fi
-  grep -qF 'admission webhook "validate.nfguard.io" denied the request' <<<"$out" ||
+  denied_by_nfguard "$out" ||
     fail "after the upgrade the incident DaemonSet failed, but not by nfguard: $out"
   grep -qF '[OldReaderNewRules]' <<<"$out" ||
     fail "after the upgrade nfguard denied the incident DaemonSet, but not as [OldReaderNewRules]: $out"
   ok "after the upgrade the gate still denies the incident image ([OldReaderNewRules])"
 }
 
-# Every listable kind except events (records that expire on their own).
-listable_kinds() {
-  kubectl api-resources --verbs=list -o name | grep -vxE 'events|events\.events\.k8s\.io' | paste -sd, -
-}
-
 step_uninstall() {
-  local work left t0 kinds
+  local work left t0 marks
   [ "$(release_field .info.status)" = deployed ] || fail "release $RELEASE is not deployed in $NS"
   work=$(mktemp -d)
   trap 'rm -rf "$work"' RETURN
   helm_ get manifest "$RELEASE" >"$work/manifest.yaml"
+  marks=$(node_marks)
+  [ -n "$marks" ] || fail "no node carries an nfguard.io/ label before the uninstall"
   t0=$SECONDS
   helm_ uninstall "$RELEASE" --wait --timeout 3m || fail "helm uninstall failed"
   ok "helm uninstall in $((SECONDS - t0)) s"
@@ -170,20 +149,10 @@ step_uninstall() {
     fail "cannot delete the ConfigMap nfguard-webhook-client-ca"
 
   # Anything else of nfguard's, by name or label, anywhere.
-  kinds=$(listable_kinds)
-  kubectl get "$kinds" -A -o json 2> >(grep -v '^Warning: .* deprecated' >&2) >"$work/all.json"
-  # The CRDs stay, and with them the APIService the API server registers for
-  # their group (v1alpha1.nfguard.io, automanaged).
-  left=$(jq -r --arg ns "$NS" '.items[]
-    | select((.metadata.name | test("nfguard")) or (.metadata.labels["app.kubernetes.io/name"] == "nfguard"))
-    | select(.kind != "CustomResourceDefinition")
-    | select((.kind == "APIService" and .metadata.labels["kube-aggregator.kubernetes.io/automanaged"] != null) | not)
-    | select(.kind != "Namespace" or .metadata.name != $ns)
-    | "\(.kind) \(.metadata.namespace // "-")/\(.metadata.name)"' "$work/all.json")
-  [ -z "$left" ] || fail "left behind after helm uninstall:
-$left"
-  ok "nothing named or labelled nfguard is left in any namespace or cluster-wide ($(jq '.items | length' "$work/all.json") objects of $(tr ',' '\n' <<<"$kinds" | wc -l) kinds searched)"
-  ok "node labels and taints stay as the controller left them (docs/install.md, Uninstall): $(kubectl get nodes -o json | jq -r '[.items[] | "\(.metadata.name) \([.metadata.labels | keys[] | select(startswith("nfguard.io/"))] + [.spec.taints // [] | .[].key | select(startswith("nfguard.io/"))] | join(","))"] | join("; ")')"
+  leftovers_check "helm uninstall" kept "$work/all.json"
+  [ "$(node_marks)" = "$marks" ] || fail "helm uninstall changed the nodes' nfguard.io/ labels or taints:
+$(diff <(echo "$marks") <(node_marks) || true)"
+  ok "every node's nfguard.io/ labels and taints are as before (docs/install.md, Uninstall): $(grep -c . <<<"$marks") of them"
   kubectl get crd nodenetfilterprofiles.nfguard.io netfilterpolicies.nfguard.io >/dev/null ||
     fail "helm uninstall removed the CRDs (Helm keeps crds/)"
   ok "the CRDs stay ($(kubectl get nodenetfilterprofiles -o name | wc -l) NodeNetfilterProfiles with them)"

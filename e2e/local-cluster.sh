@@ -11,10 +11,15 @@
 #                                 namespace, mount, cgroup and file it made
 #   e2e/local-cluster.sh env      print the export lines of a running cluster
 #   e2e/local-cluster.sh install [kustomize|helm]   install nfguard on the
-#                                 running cluster (after an uninstall)
+#                                 running cluster (after an uninstall), or
+#                                 upgrade it as docs/install.md says (kustomize:
+#                                 the same apply; helm: CRDs first, then helm
+#                                 upgrade --reset-then-reuse-values)
 #   e2e/local-cluster.sh node NODE CMD...   run CMD inside a node (its network
 #                                 and mount namespace: the node's view)
 #   e2e/local-cluster.sh diagnose print nodes, profiles, pods and component logs
+#   e2e/local-cluster.sh kube-proxy NODE stop|cont   freeze (SIGSTOP) or resume
+#                                 the node's kube-proxy (e2e scenario 6)
 #
 # Shape (docs/e2e.md):
 #   netns nfguard-e2e-cp      etcd, kube-apiserver, controller-manager,
@@ -41,6 +46,10 @@
 # ghcr.io/nfguard/nfguard:e2e), NFGUARD_E2E_NO_INSTALL=1 (no nfguard),
 # NFGUARD_E2E_INSTALL=kustomize|helm (how up installs nfguard: manifests/
 # through an overlay, or charts/nfguard with values; default kustomize),
+# NFGUARD_E2E_SOURCE (where install reads manifests/, crds/ and charts/
+# from; default this repository: e2e/upgrade.sh points it at an earlier
+# commit), NFGUARD_E2E_IMAGE (the nfguard image's name; default
+# ghcr.io/nfguard/nfguard:e2e),
 # NFGUARD_E2E_BENCH=1 (scripts/bench-cluster.sh: kube-controller-manager
 # without the node-lifecycle and ttl controllers, which would mark the
 # benchmark's kubelet-less hollow Nodes unreachable, taint them and annotate
@@ -67,7 +76,8 @@ declare -A NODE_IP=([e2e-nft]=10.77.0.2 [e2e-legacy]=10.77.0.3)
 declare -A NODE_PODS=([e2e-nft]=10.88.1.0/24 [e2e-legacy]=10.88.2.0/24)
 declare -A NODE_BACKEND=([e2e-nft]=nft [e2e-legacy]=legacy)
 REGISTRY_PULL=$CP_IP:5000
-NFGUARD_IMAGE=ghcr.io/nfguard/nfguard:e2e
+NFGUARD_IMAGE=${NFGUARD_E2E_IMAGE:-ghcr.io/nfguard/nfguard:e2e}
+SRC=${NFGUARD_E2E_SOURCE:-$REPO}
 PAUSE_IMAGE=registry.k8s.io/pause:3.10
 # The identity (CN) of the API server's client certificate for the webhook,
 # the only one the webhook answers (NFGUARD_CLIENT_CERT_NAMES).
@@ -534,7 +544,7 @@ ca_bundle_set() {
 import_nfguard_image() {
   local node image=${NFGUARD_E2E_IMAGE_TAR:-}
   if [ -z "$image" ]; then
-    image="$STATE/nfguard-image.tar"
+    image="$STATE/nfguard-image-${NFGUARD_IMAGE##*:}.tar"
     [ -f "$image" ] || scripts/build-image.sh --binary "$(nfguard_binary)" --out "$image" --name "$NFGUARD_IMAGE" >&2
   fi
   for node in "${NODES[@]}"; do
@@ -545,21 +555,31 @@ import_nfguard_image() {
 # The README's install, with an overlay for the image (imported, never
 # pulled) and the test registry, which speaks plain HTTP.
 install_kustomize() {
-  local overlay="$STATE/overlay"
+  local overlay="$STATE/overlay" client_ca="" client_ca_patch=""
+  rm -rf "$overlay"
   mkdir -p "$overlay"
-  cp -r "$REPO/manifests" "$REPO/crds" "$overlay/"
+  cp -r "$SRC/manifests" "$SRC/crds" "$overlay/"
   cp "$STATE/pki/webhook-client-ca.crt" "$overlay/webhook-client-ca.crt"
-  cat >"$overlay/kustomization.yaml" <<EOF
-apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources: [manifests]
-# Only the API server's client certificate may call /validate.
-components: [manifests/webhook-client-ca]
+  # Only the API server's client certificate may call /validate (an earlier
+  # nfguard, e2e/upgrade.sh, may not have the component).
+  if [ -d "$SRC/manifests/webhook-client-ca" ]; then
+    client_ca="components: [manifests/webhook-client-ca]
 configMapGenerator:
   - name: nfguard-webhook-client-ca
     namespace: nfguard-system
     files: [ca.crt=webhook-client-ca.crt]
-    options: {disableNameSuffixHash: true}
+    options: {disableNameSuffixHash: true}"
+    client_ca_patch="  - target: {kind: Deployment, name: nfguard-webhook, namespace: nfguard-system}
+    patch: |-
+      - op: add
+        path: /spec/template/spec/containers/0/env/-
+        value: {name: NFGUARD_CLIENT_CERT_NAMES, value: \"$WEBHOOK_CLIENT_NAME\"}"
+  fi
+  cat >"$overlay/kustomization.yaml" <<EOF
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources: [manifests]
+$client_ca
 images:
   - name: ghcr.io/nfguard/nfguard
     newName: ${NFGUARD_IMAGE%:*}
@@ -575,11 +595,7 @@ patches:
       - op: add
         path: /spec/template/spec/containers/0/env/-
         value: {name: NFGUARD_INSECURE_REGISTRIES, value: "$REGISTRY_PULL"}
-  - target: {kind: Deployment, name: nfguard-webhook, namespace: nfguard-system}
-    patch: |-
-      - op: add
-        path: /spec/template/spec/containers/0/env/-
-        value: {name: NFGUARD_CLIENT_CERT_NAMES, value: "$WEBHOOK_CLIENT_NAME"}
+$client_ca_patch
 EOF
   kctl apply --server-side -k "$overlay/crds" >&2
   kctl wait --for=condition=Established --timeout=60s \
@@ -591,6 +607,8 @@ helm_bin() { echo "$(scripts/go-tool.sh helm)/helm"; }
 
 # charts/nfguard's install (charts/nfguard/README.md): the namespace made and
 # labelled first; the same image, pull policy and registry setting as values.
+# With the release already there, the upgrade docs/install.md gives: the
+# chart's CRDs applied first, then helm upgrade --reset-then-reuse-values.
 install_helm() {
   local helm
   helm=$(helm_bin)
@@ -600,16 +618,26 @@ controller:
   extraEnv: [{name: NFGUARD_INSECURE_REGISTRIES, value: "$REGISTRY_PULL"}]
 webhook:
   extraEnv: [{name: NFGUARD_INSECURE_REGISTRIES, value: "$REGISTRY_PULL"}]
-  clientCA: {configMapName: nfguard-webhook-client-ca, allowedNames: [$WEBHOOK_CLIENT_NAME]}
 EOF
+  # An earlier chart (e2e/upgrade.sh) may not know the client CA.
+  if grep -q '^  clientCA:' "$SRC/charts/nfguard/values.yaml"; then
+    echo "  clientCA: {configMapName: nfguard-webhook-client-ca, allowedNames: [$WEBHOOK_CLIENT_NAME]}" \
+      >>"$STATE/helm-values.yaml"
+  fi
   kctl get namespace nfguard-system >/dev/null 2>&1 || kctl create namespace nfguard-system >&2
   kctl label namespace nfguard-system --overwrite pod-security.kubernetes.io/enforce=privileged >&2
   # The operator's own ConfigMap (the chart only names it).
   kctl -n nfguard-system create configmap nfguard-webhook-client-ca \
     --from-file=ca.crt="$STATE/pki/webhook-client-ca.crt" --dry-run=client -o yaml |
     kctl apply --server-side -f - >&2
-  "$helm" --kubeconfig "$STATE/admin.kubeconfig" install nfguard "$REPO/charts/nfguard" \
-    --namespace nfguard-system --values "$STATE/helm-values.yaml" >&2
+  if "$helm" --kubeconfig "$STATE/admin.kubeconfig" --namespace nfguard-system status nfguard >/dev/null 2>&1; then
+    kctl apply --server-side --force-conflicts -f "$SRC/charts/nfguard/crds/" >&2
+    "$helm" --kubeconfig "$STATE/admin.kubeconfig" upgrade nfguard "$SRC/charts/nfguard" \
+      --namespace nfguard-system --reset-then-reuse-values --values "$STATE/helm-values.yaml" >&2
+  else
+    "$helm" --kubeconfig "$STATE/admin.kubeconfig" install nfguard "$SRC/charts/nfguard" \
+      --namespace nfguard-system --values "$STATE/helm-values.yaml" >&2
+  fi
 }
 
 # install_nfguard [kustomize|helm]: default $NFGUARD_E2E_INSTALL, else kustomize.
@@ -766,6 +794,23 @@ down() {
 }
 
 # ---- tools --------------------------------------------------------------------
+# kube_proxy NODE stop|cont: SIGSTOP or SIGCONT the node's kube-proxy, and
+# wait until the kernel says it is stopped or running.
+kube_proxy() {
+  local pid sig want state
+  case "$2" in stop) sig=STOP want=T ;; cont) sig=CONT want=S ;; *) die "usage: $0 kube-proxy NODE stop|cont" ;; esac
+  pid=$(cat "$RUN/pids/kube-proxy-$1.pid" 2>/dev/null) || die "no kube-proxy started on node $1"
+  [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = kube-proxy ] || die "process $pid of node $1 is not kube-proxy"
+  kill "-$sig" "$pid"
+  for _ in $(seq 50); do
+    state=$(awk '{print $3}' "/proc/$pid/stat")
+    # Resumed: anything but stopped (running or sleeping).
+    if [ "$state" = "$want" ] || { [ "$want" = S ] && [ "$state" != T ]; }; then return 0; fi
+    sleep 0.1
+  done
+  die "kube-proxy $pid on node $1 is in state $state after SIG$sig"
+}
+
 diagnose() {
   BIN=$(cat "$STATE/bin")
   set +e
@@ -791,5 +836,6 @@ case "${1:-}" in
   install) [ -f "$STATE/up" ] || die "not up"; BIN=$(cat "$STATE/bin"); install_nfguard "${2:-}" ;;
   node) [ $# -ge 3 ] || die "usage: $0 node NODE CMD..."; shift; in_node "$@" ;;
   diagnose) diagnose ;;
-  *) echo "usage: $0 up|down|env|install [kustomize|helm]|node NODE CMD...|diagnose" >&2; exit 2 ;;
+  kube-proxy) [ $# = 3 ] || die "usage: $0 kube-proxy NODE stop|cont"; kube_proxy "$2" "$3" ;;
+  *) echo "usage: $0 up|down|env|install [kustomize|helm]|node NODE CMD...|kube-proxy NODE stop|cont|diagnose" >&2; exit 2 ;;
 esac

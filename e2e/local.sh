@@ -6,8 +6,11 @@
 # netfilter rules). scripts/test.sh runs it; it never skips.
 # Both install paths: the scenarios run on the Helm install (charts/nfguard);
 # then helm upgrade and helm uninstall are checked (e2e/helm-lifecycle.sh),
-# nfguard is installed again from manifests/ (kustomize) and scenarios 1 and 2
-# prove that install (docs/e2e.md, "Install paths"). Last, the controller's
+# nfguard is installed again from manifests/ (kustomize), scenarios 1 and 2
+# prove that install and `kubectl delete -k manifests/` removes it
+# (e2e/kustomize-lifecycle.sh; docs/e2e.md, "Install paths"); then an earlier
+# nfguard is installed and upgraded to this checkout, with kustomize and with
+# Helm (e2e/upgrade.sh), each uninstalled again. Last, the controller's
 # correctness on 200 hollow nodes (scripts/bench-cluster.sh --check).
 # Env: KEEP_CLUSTER=1 leaves the cluster up afterwards (no final check);
 #      NFGUARD_E2E_ONLY="1 5" runs only those scenarios.
@@ -78,7 +81,16 @@ if [ -z "${NFGUARD_E2E_ONLY:-}" ]; then
   t=$SECONDS
   e2e/local-cluster.sh install kustomize
   NFGUARD_E2E_ONLY="1 2" e2e/scenarios.sh
-  log "kustomize install and scenarios 1, 2 in $((SECONDS - t)) s; all done after $((SECONDS - start)) s"
+  e2e/kustomize-lifecycle.sh uninstall
+  log "kustomize install, scenarios 1, 2 and uninstall in $((SECONDS - t)) s; all done after $((SECONDS - start)) s"
+  t=$SECONDS
+  e2e/upgrade.sh kustomize
+  e2e/kustomize-lifecycle.sh uninstall
+  log "kustomize upgrade from an earlier nfguard and uninstall in $((SECONDS - t)) s"
+  t=$SECONDS
+  e2e/upgrade.sh helm
+  e2e/helm-lifecycle.sh uninstall
+  log "helm upgrade from an earlier nfguard and uninstall in $((SECONDS - t)) s; all done after $((SECONDS - start)) s"
 fi
 
 # The controller on 200 hollow nodes x 5 pods (scripts/bench-cluster.sh

@@ -4,15 +4,24 @@
 # first on PATH), then checks through kubectl itself: `kubectl plugin list`
 # finds it; `kubectl nfguard status` and `-o json` list every Ready node with
 # the backend its NodeNetfilterProfile states; `-o wide` works; `kubectl
-# nfguard check` reads the cluster of the current context by default.
+# nfguard check` reads the cluster of the current context by default: a pod
+# that writes no rules is allowed, and the incident DaemonSet (iptables-nft
+# 1.8.7, hostNetwork + NET_ADMIN; e2e scenario 2) is denied with exit status
+# 1 and [OldReaderNewRules] naming exactly the Ready nft nodes whose profiles
+# need a reader >= 1.8.8.
 # Provider-agnostic: needs KUBECONFIG, kubectl and jq on PATH (e2e/local-cluster.sh up
 # exports KUBECONFIG and its kubectl).
 # Env: NFGUARD_BIN         the binary (default target/release/nfguard)
+#      NFGUARD_E2E_REGISTRY the test registry as this machine reaches it
+#                          (loopback, plain HTTP), holding nfguard-e2e/incident:1.8.7-nft
 #      NFGUARD_E2E_EXPECT_BACKENDS "node=backend ..." that must show; the local
 #                          cluster's (e2e-nft=nft e2e-legacy=legacy) by default
 #                          when NFGUARD_E2E_PROVIDER=local
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# incident_ds (its own log and fail below).
+# shellcheck source=e2e/lifecycle-lib.sh
+. e2e/lifecycle-lib.sh
 
 log() { printf 'plugin-status: %s\n' "$*" >&2; }
 fail() { log "FAIL: $*"; exit 1; }
@@ -22,6 +31,8 @@ bin="${NFGUARD_BIN:-target/release/nfguard}"
 command -v kubectl >/dev/null || fail "kubectl is not on PATH"
 command -v jq >/dev/null || fail "jq is not on PATH"
 [ -n "${KUBECONFIG:-}" ] || fail "KUBECONFIG is not set"
+registry="${NFGUARD_E2E_REGISTRY:-}"
+[ -n "$registry" ] || fail "NFGUARD_E2E_REGISTRY is not set (the test registry holding nfguard-e2e/incident:1.8.7-nft)"
 expected="${NFGUARD_E2E_EXPECT_BACKENDS:-}"
 if [ -z "$expected" ] && [ "${NFGUARD_E2E_PROVIDER:-}" = local ]; then
   expected="e2e-nft=nft e2e-legacy=legacy"
@@ -105,4 +116,36 @@ YAML
 kubectl nfguard check -f "$work/pod.yaml" -o json >"$work/check" || fail "kubectl nfguard check exited $? ($(cat "$work/check"))"
 [ "$(jq -r '.verdict' "$work/check")" = allow ] || fail "kubectl nfguard check: $(cat "$work/check")"
 log "kubectl nfguard check (cluster of the current context): allow"
+
+# A workload the cluster denies: the incident DaemonSet, its image read from
+# the test registry (plain HTTP).
+incident_ds plugin-check-incident default "$registry/nfguard-e2e/incident:1.8.7-nft" >"$work/incident.yaml"
+export NFGUARD_INSECURE_REGISTRIES="$registry"
+rc=0
+kubectl nfguard check -f "$work/incident.yaml" -o json >"$work/denied" 2>"$work/denied.err" || rc=$?
+[ "$rc" = 1 ] || fail "kubectl nfguard check of the incident DaemonSet exited $rc, want 1 (deny): $(cat "$work/denied" "$work/denied.err")"
+verdict="$(jq -r '.verdict' "$work/denied")" || fail "kubectl nfguard check -o json printed no JSON: $(cat "$work/denied" "$work/denied.err")"
+[ "$verdict" = deny ] || fail "kubectl nfguard check of the incident DaemonSet: $(cat "$work/denied")"
+named="$(jq -r '[.results[].reasons[]? | select(.code == "OldReaderNewRules" and .effect == "deny") | .nodes[]?] | unique | .[]' "$work/denied")" ||
+  fail "unexpected JSON from kubectl nfguard check: $(cat "$work/denied")"
+[ -n "$named" ] || fail "the denial has no [OldReaderNewRules] reason with nodes: $(cat "$work/denied")"
+version="$(jq -r '[.results[].reasons[]? | select(.code == "OldReaderNewRules")][0].imageVersion' "$work/denied")" || version=""
+[ "$version" = 1.8.7 ] || fail "the [OldReaderNewRules] reason names iptables '$version', not the image's 1.8.7: $(cat "$work/denied")"
+# What the live profiles say: the Ready nft nodes that need a reader >= 1.8.8.
+profiles="$(kubectl get nodenetfilterprofiles -o json)" || fail "cannot list the NodeNetfilterProfiles"
+want="$(jq -r --arg ready " ${ready[*]} " '.items[]
+  | select(.status.minReaderVersion != null and .status.activeBackend == "nft")
+  | .metadata.name as $n | select($ready | contains(" \($n) ")) | $n' <<<"$profiles" | sort)"
+[ -n "$want" ] || fail "no Ready node's profile needs a reader >= 1.8.8: nothing for the denial to name"
+[ "$named" = "$want" ] ||
+  fail "[OldReaderNewRules] names nodes '$(tr '\n' ' ' <<<"$named")', the profiles say '$(tr '\n' ' ' <<<"$want")'"
+# The text a user reads says the same.
+rc=0
+kubectl nfguard check -f "$work/incident.yaml" >"$work/denied.txt" 2>&1 || rc=$?
+[ "$rc" = 1 ] || fail "kubectl nfguard check (text) of the incident DaemonSet exited $rc, want 1: $(cat "$work/denied.txt")"
+text="$(cat "$work/denied.txt")"
+grep -q '^DENY  DaemonSet/default/plugin-check-incident ' <<<"$text" || fail "no DENY line for the DaemonSet: $text"
+grep -qF '[OldReaderNewRules] container cni' <<<"$text" || fail "the text does not give [OldReaderNewRules] for container cni: $text"
+grep -qx 'verdict: deny' <<<"$text" || fail "the text does not end in 'verdict: deny': $text"
+log "kubectl nfguard check of the incident DaemonSet: exit 1, deny, [OldReaderNewRules] on $(tr '\n' ' ' <<<"$named")(what the profiles say)"
 log "ok"

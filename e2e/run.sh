@@ -162,4 +162,4 @@ bin_dir="$(mktemp -d)"
 cid="$(docker create "$IMAGE")"
 docker cp "$cid:/usr/local/bin/nfguard" "$bin_dir/nfguard"
 docker rm "$cid" >/dev/null
-NFGUARD_BIN="$bin_dir/nfguard" e2e/plugin-status.sh
+NFGUARD_BIN="$bin_dir/nfguard" NFGUARD_E2E_REGISTRY="127.0.0.1:${REGISTRY_PORT}" e2e/plugin-status.sh

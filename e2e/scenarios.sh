@@ -22,6 +22,10 @@
 #                              namespace: local `e2e/local-cluster.sh node`,
 #                              kind `docker exec`; the node has its own iptables
 #                              (following its alternatives), iptables-save and curl
+#   node_kube_proxy NODE stop|cont  (below) freezes or resumes the node's
+#                              kube-proxy process (SIGSTOP/SIGCONT): local
+#                              `e2e/local-cluster.sh kube-proxy`, kind through
+#                              `docker exec` (scenario 6)
 #
 # Output: `e2e: ok: ...` for every checked outcome, `e2e: skip: ...` for a part
 # that cannot apply on this provider (the rest of that scenario still runs),
@@ -43,12 +47,16 @@
 #      runs) with nodeSelector nfguard.io/iptables-backend=legacy
 #   5. a reporter restart keeps every profile (same uid), fresh heartbeats follow
 #   6. the incident for real on an nft node: kubelet's old KUBE-FIREWALL rule,
-#      a 1.8.7 save/restore, the node cut off, what nfguard and Kubernetes
-#      report, the repair
+#      a 1.8.7 save/restore, the node cut off, what Kubernetes reports; with
+#      the node's kube-proxy frozen (it would rewrite the chain), nfguard must
+#      report the corrupted chain once the node is reachable: the hazard in
+#      the profile, Healthy=False and the degraded taint; then the repair
+#      lifts the taint
 #   7. every component under its own ServiceAccount without Forbidden errors;
 #      a reporter token bound to node A cannot write node B's profile
 #   8. two controller replicas: the standby takes the Lease over when the
-#      leader dies and wrote nothing before
+#      leader's pod is deleted (no replacement created to race it) and wrote
+#      nothing before
 #   9. the webhook down: failurePolicy Ignore admits in time, Fail refuses;
 #      restored afterwards with the same caBundle
 #  10. an `action: Taint` policy selecting namespaces labelled team=net: a
@@ -223,6 +231,16 @@ node_exec() {
   case "$PROVIDER" in
     local) "$REPO/e2e/local-cluster.sh" node "$node" "$@" </dev/null ;;
     kind) docker exec "$node" "$@" </dev/null ;;
+  esac
+}
+# node_kube_proxy NODE stop|cont: freeze or resume the node's kube-proxy.
+node_kube_proxy() {
+  local node=$1 sig
+  case "$2" in stop) sig=STOP ;; cont) sig=CONT ;; *) return 2 ;; esac
+  case "$PROVIDER" in
+    local) "$REPO/e2e/local-cluster.sh" kube-proxy "$node" "$2" </dev/null ;;
+    # kind runs kube-proxy as a pod; its process is visible from the node.
+    kind) docker exec "$node" sh -c "pids=\$(pgrep -x kube-proxy) && kill -$sig \$pids" </dev/null ;;
   esac
 }
 # node_exec_in NODE CMD...: the same with this script's stdin.
@@ -661,7 +679,10 @@ s5_reporter_restart() {
 # kubelets wrote, with the node's own iptables (1.8.9, nft) -- the
 # precondition of the incident -- lets a 1.8.7 container do what kube-router
 # did, records what Kubernetes and nfguard report, and repairs the node by
-# hand, back to the chain and jumps it had before.
+# hand, back to the chain and jumps it had before. The node's kube-proxy is
+# frozen (SIGSTOP) from the seeding until the repair: a sync of its own would
+# rewrite KUBE-FIREWALL and erase the evidence before the reporter, backing
+# off after the outage, could send it; nfguard must then report it.
 S6_NODE=""
 S6_HAD_CHAIN=0
 S6_CHAIN_RULES=""
@@ -740,13 +761,25 @@ s6_stale() {
   WHY="Fresh=$s ($r)"
   [ "$s" = Unknown ] && [ "$r" = HeartbeatStale ]
 }
+# nfguard reports the corrupted chain: the hazard in the profile (on
+# KUBE-FIREWALL), Healthy=False FirewallUnconditionalDrop and the taint.
 s6_degraded() {
-  local t h
+  local t h s z
   t=$(nfguard_taints "$S6_NODE")
+  s=$(condition "$S6_NODE" Healthy status)
   h=$(condition "$S6_NODE" Healthy reason)
-  WHY="Healthy reason $h; nfguard taints: ${t:-none}"
-  [ "$h" = FirewallUnconditionalDrop ] &&
+  z=$(nnp "$S6_NODE" '{range .status.hazards[?(@.code=="FirewallUnconditionalDrop")]}{.chain}{"\n"}{end}')
+  WHY="hazards on chains: $(tr '\n' ' ' <<<"${z:-none}"); Healthy=$s $h; nfguard taints: ${t:-none}"
+  grep -qx KUBE-FIREWALL <<<"$z" && [ "$s" = False ] && [ "$h" = FirewallUnconditionalDrop ] &&
     grep -qx 'nfguard.io/netfilter-degraded=FirewallUnconditionalDrop:NoSchedule' <<<"$t"
+}
+# The same, and the evidence still there: with kube-proxy frozen nothing may
+# rewrite the corrupted chain while nfguard is expected to report it.
+s6_reported() {
+  if ! s6_corrupted; then
+    fail "KUBE-FIREWALL on $S6_NODE was rewritten while its kube-proxy is frozen: $WHY"
+  fi
+  s6_degraded
 }
 s6_recovered() { # SINCE (epoch): Ready, a profile probed after SINCE, Fresh and Healthy, no nfguard taint
   local t
@@ -888,6 +921,12 @@ YAML
 
   scenario_ns "$ns"
 
+  # kube-proxy off the chain until the repair (resumed also on failure, after
+  # the firewall is restored).
+  defer node_kube_proxy "$S6_NODE" cont
+  node_kube_proxy "$S6_NODE" stop || fail "cannot freeze kube-proxy on $S6_NODE"
+  ok "kube-proxy on $S6_NODE frozen (SIGSTOP): nothing but the incident rewrites KUBE-FIREWALL"
+
   # (a) seed the old kubelet's firewall with the node's own iptables.
   if s6_ipt -S KUBE-FIREWALL >/dev/null 2>&1; then
     S6_HAD_CHAIN=1
@@ -949,10 +988,8 @@ YAML
   fi
 
   # (f) repair, in two steps: first the jumps (the node is reachable again,
-  # the corrupted chain still there for nfguard to report), then the chain.
-  # kube-proxy (>= 1.27) owns KUBE-FIREWALL too and rewrites the whole chain
-  # at its first sync after the outage, erasing the evidence: whichever of
-  # the two comes first decides what nfguard can still show.
+  # the corrupted chain still there for nfguard to report; kube-proxy, which
+  # would rewrite it at its first sync, is frozen), then the chain.
   input="*filter"$'\n'
   while read -r n p; do
     [ -n "$n" ] && input+="-D $n -j KUBE-FIREWALL"$'\n'
@@ -962,11 +999,15 @@ YAML
   traffic=$(s6_traffic)
   [ "$traffic" = "ok ok ok" ] || fail "without the jumps to KUBE-FIREWALL the node's traffic should work again: $traffic"
   ok "repair 1: the jumps from INPUT and OUTPUT deleted: traffic works again"
-  s6_race "$reconnected"
+  wait_for 180 "nfguard to report the corrupted KUBE-FIREWALL of $S6_NODE (hazard, Healthy=False, taint)" s6_reported
+  ok "nfguard reports it $(($(date -u +%s) - reconnected)) s after the node came back: hazard FirewallUnconditionalDrop on KUBE-FIREWALL, Healthy=False FirewallUnconditionalDrop, Node tainted $(nfguard_taints "$S6_NODE")"
+  s6_record "reachable again, the corrupted KUBE-FIREWALL still present"
   s6_restore_firewall
   if s6_rule_present "$S6_MARK_RULE"; then fail "the seeded rule is still there after the repair"; fi
   ok "repair 2: the seeded chain removed, KUBE-FIREWALL and its jumps as before the scenario:"
   { s6_filter | grep -E -- '(-j KUBE-FIREWALL|^-A KUBE-FIREWALL)' || echo "(no KUBE-FIREWALL)"; } | show
+  node_kube_proxy "$S6_NODE" cont || fail "cannot resume kube-proxy on $S6_NODE"
+  ok "kube-proxy on $S6_NODE resumed"
   kubectl -n "$ns" delete pod incident --grace-period=1 --wait=true --timeout=120s >/dev/null
   repaired=$(date -u +%s)
   wait_for 240 "$S6_NODE Ready, freshly profiled, Healthy, untainted" s6_recovered "$repaired"
@@ -975,64 +1016,6 @@ YAML
     --field-selector "spec.nodeName=$S6_NODE" -o jsonpath='{.items[0].metadata.name}')" 2>&1 |
     sed 's/\x1b\[[0-9;]*m//g' | tail -n 12 | show
   ok "Node $S6_NODE Ready, profile probed at $(nnp "$S6_NODE" '{.status.lastProbeTime}') Fresh and Healthy, nfguard's taint removed ($((SECONDS - t0)) s after the incident began; repair to recovery ${WAITED} s)"
-}
-
-# nfguard's Tainted/Untainted events on the Node since EPOCH: "time reason note".
-s6_taint_events() { # SINCE
-  local since=$1 t reason note
-  while IFS='|' read -r t reason note; do
-    [ -n "$t" ] && [ "$(epoch "$t")" -ge "$since" ] && echo "$t $reason $note"
-  done < <(kubectl get events.v1.events.k8s.io -A --field-selector "regarding.name=$S6_NODE,regarding.kind=Node" \
-    -o jsonpath='{range .items[?(@.reportingController=="nfguard-controller")]}{.eventTime}|{.reason}|{.note}{"\n"}{end}' 2>/dev/null |
-    grep -E '\|(Tainted|Untainted)\|' | sort)
-  true
-}
-
-# After the node is reachable again, until nfguard has told what it saw:
-# either the degraded taint is on (Healthy=False FirewallUnconditionalDrop),
-# or the controller's events show it was added (and removed again when the
-# chain was rewritten), or the chain was rewritten and the reporter wrote the
-# clean state without the hazard ever reaching the API.
-s6_race() { # RECONNECTED (epoch)
-  local since=$1 deadline=$((SECONDS + 150)) healed="" wrote="" settled="" now t ev
-  while [ "$SECONDS" -lt "$deadline" ]; do
-    now=$(date -u +%s)
-    if s6_degraded; then
-      ok "nfguard reports it: profile $S6_NODE Healthy=False FirewallUnconditionalDrop, Node tainted $(nfguard_taints "$S6_NODE") ($((now - since)) s after the node came back)"
-      s6_record "reachable again, the corrupted KUBE-FIREWALL still present"
-      return 0
-    fi
-    if [ -z "$healed" ] && ! s6_corrupted; then
-      healed=$((now - since))
-    fi
-    t=$(nnp "$S6_NODE" '{.status.lastProbeTime}')
-    if [ -z "$wrote" ] && [ "$(epoch "$t")" -ge "$since" ]; then
-      wrote=$((now - since))
-    fi
-    ev=$(s6_taint_events "$since")
-    if grep -q ' Tainted added nfguard.io/netfilter-degraded=FirewallUnconditionalDrop:NoSchedule' <<<"$ev" &&
-      { [ -z "$healed" ] || [[ $ev == *' Untainted '* ]]; }; then
-      ok "nfguard reported it once the node came back: the controller's events on Node $S6_NODE:"
-      show <<<"$ev"
-      if [ -n "$healed" ]; then
-        say "KUBE-FIREWALL was rewritten ~${healed} s after the node came back (kube-proxy owns the chain since 1.27 and rewrites it on its first sync), so the cause cleared and the taint went again"
-      fi
-      s6_record "reachable again"
-      return 0
-    fi
-    if [ -n "$healed" ] && [ -n "$wrote" ] && [ "$(epoch "$t")" -ge $((since + healed)) ]; then
-      # Give the controller a moment to publish what it saw, then decide.
-      if [ -z "$settled" ]; then
-        settled=$((SECONDS + 5))
-      elif [ "$SECONDS" -ge "$settled" ]; then
-        s6_record "reachable again, KUBE-FIREWALL already rewritten"
-        skip "nfguard's degraded taint cannot be shown in this run: KUBE-FIREWALL was rewritten (kube-proxy) ~${healed} s after the node came back, before the reporter's first write after the outage (~${wrote} s, it was backing off) could carry the hazard; it never reached the API"
-        return 0
-      fi
-    fi
-    sleep 1
-  done
-  fail "within 150 s of the node coming back nfguard neither reported the corrupted chain nor a fresh state (healed after ${healed:-?} s, reporter wrote after ${wrote:-?} s): $WHY"
 }
 
 s6_restore_heartbeat() { # VALUE (empty: the variable was not set)
@@ -1262,20 +1245,26 @@ s8_leader_election() {
     skip "the controller's metrics are not reachable through the apiserver's pod proxy here"
   fi
 
-  # Delete the leader at once (the kubelet still sends SIGTERM, on which the
-  # leader releases the Lease). The replica holding it next must be one that
-  # was not leading: the standby, or the Deployment's replacement if that
-  # starts quickly enough to win the race for a released Lease.
+  # The leader goes and no replacement can race the standby for the Lease:
+  # the leader's pod gets the lowest pod-deletion-cost and the Deployment is
+  # scaled to 1, so its ReplicaSet deletes exactly that pod (SIGTERM, on which
+  # the leader releases the Lease) and creates none; then the pod is deleted
+  # at once. The standby, running all along, must be the next holder.
+  kubectl -n "$NS" annotate pod "$leader" controller.kubernetes.io/pod-deletion-cost=-1000 >/dev/null
+  sleep 1 # the ReplicaSet controller's informer sees the annotation before the scale
   t0=$SECONDS
-  kubectl -n "$NS" delete pod "$leader" --grace-period=0 --force >/dev/null 2>&1
+  kubectl -n "$NS" scale deployment/nfguard-controller --replicas=1 >/dev/null
+  wait_for 30 "the ReplicaSet to delete the leader $leader" s8_deleting "$leader"
+  kubectl -n "$NS" delete pod "$leader" --grace-period=0 --force >/dev/null 2>&1 || true
   wait_for 30 "another replica to take the Lease over from $leader" s8_holder_moved "$leader"
   took=$((SECONDS - t0))
   holder=$(s8_holder)
-  if [ "$holder" = "$standby" ]; then
-    ok "the standby $standby holds the Lease ${took} s after $leader was deleted (limit: lease 15 s + retry 2 s, allowed 30 s; leaseTransitions $transitions -> $(get lease nfguard-controller '{.spec.leaseTransitions}' -n "$NS"))"
-  else
-    ok "the replacement replica $holder holds the Lease ${took} s after $leader was deleted: it won the race for the released Lease against the standby $standby (leaseTransitions $transitions -> $(get lease nfguard-controller '{.spec.leaseTransitions}' -n "$NS"))"
-  fi
+  [ "$holder" = "$standby" ] ||
+    fail "the Lease went to $holder, not to the standby $standby (controller pods: $(s8_controller_pods | tr '\n' ';'))"
+  ok "the standby $standby holds the Lease ${took} s after $leader was deleted (limit: lease 15 s + retry 2 s, allowed 30 s; leaseTransitions $transitions -> $(get lease nfguard-controller '{.spec.leaseTransitions}' -n "$NS"))"
+  r=$(s8_controller_pods | awk '$3 == "" { print $1 }')
+  [ "$r" = "$standby" ] || fail "live controller pods besides the standby: $(tr '\n' ' ' <<<"$r")"
+  ok "no other controller pod was created: the standby won without a race"
   wait_for 30 "$holder to log that it leads" s8_logged "$holder" 'leading: reconciling nodes'
   logs=$(s8_logs "$holder")
   head=$(awk '/taking the lease/ { exit } { print }' <<<"$logs")
@@ -1287,20 +1276,17 @@ s8_leader_election() {
   if grep -q 'taking the lease from=None' <<<"$logs"; then
     say "($leader released the Lease on SIGTERM, so it was taken over at the next attempt, not after expiry)"
   fi
-  if [ "$holder" != "$standby" ]; then
-    sleep 5
-    logs=$(s8_logs "$standby")
-    if grep -E "$S8_WRITES|taking the lease" <<<"$logs"; then
-      fail "the standby $standby led or wrote although $holder holds the Lease"
-    fi
-    [ "$(s8_holder)" = "$holder" ] || fail "the Lease moved on from $holder to $(s8_holder)"
-    ok "the standby $standby still stands by and has written nothing"
-  fi
   r=$(s8_metric "$holder" nfguard_controller_leader)
   if [ -n "$r" ]; then
     [ "$r" = 1 ] || fail "$holder leads but its nfguard_controller_leader is $r"
     ok "$holder's nfguard_controller_leader is 1"
   fi
+}
+s8_deleting() { # POD: the pod is being deleted or gone
+  local pods
+  pods=$(s8_controller_pods)
+  WHY="controller pods: $(tr '\n' ';' <<<"$pods")"
+  [ "$(awk -v p="$1" '$1 == p && $3 == "" { n++ } END { print n + 0 }' <<<"$pods")" = 0 ]
 }
 s8_holder_moved() { # OLD
   local h

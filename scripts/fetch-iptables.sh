@@ -11,6 +11,9 @@ set -euo pipefail
 
 OUT=${1:-${NFGUARD_FIXTURES:-$(cd "$(dirname "$0")/.." && pwd)/target/fixtures}/iptables}
 mkdir -p "$OUT"
+# Absolute: apt reads a relative Dir:: path below /etc/apt or /var/lib/apt,
+# and each release's `run` wrapper names its own directory.
+OUT=$(cd "$OUT" && pwd)
 
 archive_uri() {
   local uri=""

@@ -288,3 +288,221 @@ fn every_ignored_test_says_why() {
     assert!(bare.is_empty(), "#[ignore] without a reason: {bare:?}");
     assert!(seen > 0, "no ignored test found: the scan is broken");
 }
+
+/// Shell words of one command line: whitespace outside quotes separates,
+/// quotes stay in the word (enough for the workflows' `docker run` lines).
+fn shell_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut quote: Option<char> = None;
+    for c in line.chars() {
+        match (quote, c) {
+            (None, c) if c.is_whitespace() => {
+                if !word.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                }
+                continue;
+            }
+            (None, '"' | '\'') => quote = Some(c),
+            (Some(q), c) if c == q => quote = None,
+            _ => {}
+        }
+        word.push(c);
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    words
+}
+
+/// A workflow step's `docker run`: where it runs, its options (flag, value)
+/// and the command after the image, as written.
+struct ContainerRun {
+    at: String,
+    options: Vec<(String, Option<String>)>,
+    command: String,
+}
+
+/// docker run's options that take a value (the workflows use these).
+const DOCKER_VALUE_FLAGS: [&str; 8] = [
+    "-v",
+    "--volume",
+    "-w",
+    "--workdir",
+    "-u",
+    "--user",
+    "-e",
+    "--env",
+];
+
+fn container_runs() -> Vec<ContainerRun> {
+    let mut all = Vec::new();
+    for (file, job, step) in steps(&workflows()) {
+        let Some(run) = step["run"].as_str() else {
+            continue;
+        };
+        let joined = run.replace("\\\n", " ");
+        for line in joined.lines() {
+            let words = shell_words(line);
+            if words.len() < 2 || words[0] != "docker" || words[1] != "run" {
+                continue;
+            }
+            let mut options = Vec::new();
+            let mut rest = words[2..].iter();
+            let image = loop {
+                let w = rest
+                    .next()
+                    .unwrap_or_else(|| panic!("{file} {job}: no image in {line}"));
+                if !w.starts_with('-') {
+                    break w;
+                }
+                let value = DOCKER_VALUE_FLAGS
+                    .contains(&w.as_str())
+                    .then(|| rest.next().cloned().expect("flag value"));
+                options.push((w.clone(), value));
+            };
+            let name = step["name"].as_str().unwrap_or("?");
+            all.push(ContainerRun {
+                at: format!("{file} job {job} step '{name}' ({image})"),
+                options,
+                command: rest.cloned().collect::<Vec<_>>().join(" "),
+            });
+        }
+    }
+    all
+}
+
+/// Issue #22: a container that writes into the mounted checkout as root left
+/// a root-owned target/ for the next step's `cargo build` (the runner user).
+/// Every `docker run` in the workflows mounts the checkout at its own path
+/// and runs as the runner's user.
+#[test]
+fn containers_write_the_checkout_as_the_runner_user() {
+    let runs = container_runs();
+    assert!(
+        runs.len() >= 2,
+        "only {} docker run lines found in the workflows: parsing broke?",
+        runs.len()
+    );
+    for r in &runs {
+        let has = |flag: &[&str], value: &str| {
+            r.options
+                .iter()
+                .any(|(f, v)| flag.contains(&f.as_str()) && v.as_deref() == Some(value))
+        };
+        assert!(
+            has(&["-u", "--user"], "\"$(id -u):$(id -g)\""),
+            "{}: runs as the image's user (root): add --user \"$(id -u):$(id -g)\"",
+            r.at
+        );
+        assert!(
+            has(&["-v", "--volume"], "\"$PWD:$PWD\"") && has(&["-w", "--workdir"], "\"$PWD\""),
+            "{}: mount the checkout at its own path and work there (-v \"$PWD:$PWD\" -w \"$PWD\")",
+            r.at
+        );
+    }
+}
+
+/// The workflows' container commands, run here as nobody in a copy of the
+/// checkout's scripts: they must succeed without root and leave nothing in
+/// the copy that nobody does not own. The iptables releases are seeded from
+/// $NFGUARD_FIXTURES (no download: traffic stays on this machine), so this
+/// runs the script's own path handling and checks, not apt.
+#[test]
+#[ignore = "privileged: setpriv to nobody needs root; NFGUARD_FIXTURES must hold the fetched releases"]
+fn container_commands_work_as_a_non_root_user() {
+    use std::os::unix::fs::MetadataExt;
+    const NOBODY: u32 = 65534;
+    let fixtures = std::env::var_os("NFGUARD_FIXTURES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("target/fixtures"))
+        .join("iptables");
+    assert!(
+        fixtures.join("1.8.7/.complete").is_file(),
+        "no fetched iptables releases in {} (scripts/fetch-iptables.sh)",
+        fixtures.display()
+    );
+    let runs = container_runs();
+    assert!(!runs.is_empty(), "no docker run in the workflows");
+    for r in &runs {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let copy = dir.path().join("checkout");
+        std::fs::create_dir_all(copy.join("target/fixtures")).expect("mkdir");
+        let cp = |from: &Path, to: &Path| {
+            let st = Command::new("cp")
+                .arg("-a")
+                .arg(from)
+                .arg(to)
+                .status()
+                .expect("cp");
+            assert!(st.success(), "cp -a {} {}", from.display(), to.display());
+        };
+        cp(&repo().join("scripts"), &copy);
+        cp(&fixtures, &copy.join("target/fixtures"));
+        let st = Command::new("chown")
+            .args(["-R", &format!("{NOBODY}:{NOBODY}")])
+            .arg(dir.path())
+            .status()
+            .expect("chown");
+        assert!(st.success());
+        let out = Command::new("setpriv")
+            .args([
+                &format!("--reuid={NOBODY}"),
+                &format!("--regid={NOBODY}"),
+                "--clear-groups",
+                "bash",
+                "-euc",
+                &r.command,
+            ])
+            .current_dir(&copy)
+            .env("PWD", &copy)
+            .output()
+            .expect("setpriv");
+        assert!(
+            out.status.success(),
+            "{}: `{}` as nobody failed: {}{}",
+            r.at,
+            r.command,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut stack = vec![copy.clone()];
+        let mut seen = 0;
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).expect("read dir").flatten() {
+                let m = std::fs::symlink_metadata(e.path()).expect("stat");
+                assert_eq!(
+                    m.uid(),
+                    NOBODY,
+                    "{}: {} is not the runner's",
+                    r.at,
+                    e.path().display()
+                );
+                seen += 1;
+                if m.is_dir() {
+                    stack.push(e.path());
+                }
+            }
+        }
+        assert!(seen > 10, "{}: the copy holds only {seen} entries", r.at);
+    }
+}
+
+#[test]
+fn shell_words_keep_quoted_spaces() {
+    assert_eq!(
+        shell_words(r#"docker run --user "$(id -u):$(id -g)" -v "$PWD:$PWD" img sh -c 'a b'"#),
+        [
+            "docker",
+            "run",
+            "--user",
+            "\"$(id -u):$(id -g)\"",
+            "-v",
+            "\"$PWD:$PWD\"",
+            "img",
+            "sh",
+            "-c",
+            "'a b'"
+        ]
+    );
+}
