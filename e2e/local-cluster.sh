@@ -679,6 +679,7 @@ print_env() {
   echo "export NFGUARD_E2E_REGISTRY_PULL=$REGISTRY_PULL"
   echo "export NFGUARD_E2E_PROVIDER=local"
   echo "export NFGUARD_E2E_AUDIT_LOG=$STATE/logs/audit.log"
+  echo "export NFGUARD_E2E_LOG_DIR=$STATE/logs"
   echo "export PATH=$BIN:\$PATH"
   echo "export NFGUARD_HELM=$(helm_bin)"
 }
