@@ -44,7 +44,8 @@
 #   2. the incident DaemonSet (iptables-nft 1.8.7, hostNetwork + NET_ADMIN) is
 #      denied by the API server, with nfguard's reason naming node and rule
 #   3. a compatible DaemonSet (1.8.11 behind iptables-wrapper) is admitted and
-#      runs Ready on every node; the writer inventory lists it
+#      runs Ready on every node with an iptables command (not on
+#      NFGUARD_E2E_NFTABLES_NODE); the writer inventory lists it
 #   4. a legacy-only image is denied where the rules are nft and admitted (and
 #      runs) with nodeSelector nfguard.io/iptables-backend=legacy
 #   5. a reporter restart keeps every profile (same uid), fresh heartbeats follow
@@ -306,9 +307,10 @@ delete_ns() {
 }
 
 # A DaemonSet whose containers can write the node's rules (hostNetwork +
-# NET_ADMIN), tolerating every taint. ds_yaml NAME IMAGE [LABEL=VALUE selector]
+# NET_ADMIN), tolerating every taint.
+# ds_yaml NAME IMAGE [LABEL=VALUE selector] [NODE kept out by node affinity]
 ds_yaml() {
-  local name=$1 image=$2 sel=${3:-}
+  local name=$1 image=$2 sel=${3:-} not=${4:-}
   cat <<YAML
 apiVersion: apps/v1
 kind: DaemonSet
@@ -324,6 +326,9 @@ spec:
 YAML
   if [ -n "$sel" ]; then
     printf '      nodeSelector: {%s: %s}\n' "${sel%%=*}" "${sel#*=}"
+  fi
+  if [ -n "$not" ]; then
+    printf '      affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: kubernetes.io/hostname, operator: NotIn, values: [%s]}]}]}}}\n' "$not"
   fi
   cat <<YAML
       containers:
@@ -560,17 +565,26 @@ writer_listed() { # NODE POD: the profile's writer inventory lists POD with ipta
 }
 
 s3_compatible_runs() {
-  local ns=nfguard-e2e-s3 out line node pod ready
+  local ns=nfguard-e2e-s3 out line node pod ready nodes=()
+  # iptables-wrapper picks its backend by kubelet's marker chains: the nodes
+  # with an iptables command (kubelet writes none where there is none:
+  # NFT_NODE, kept out by node affinity; scenario 22 covers that node).
+  for node in "${NODES[@]}"; do
+    [ "$node" = "$NFT_NODE" ] || nodes+=("$node")
+  done
   scenario_ns "$ns"
-  out=$(ds_yaml compatible "$IMG_COMPATIBLE" | kubectl -n "$ns" apply -f - 2>&1) ||
+  out=$(ds_yaml compatible "$IMG_COMPATIBLE" "" "$NFT_NODE" | kubectl -n "$ns" apply -f - 2>&1) ||
     fail "the compatible DaemonSet was not admitted: $out"
   if grep -q 'ImageUnresolved' <<<"$out"; then
     fail "admitted only because the webhook could not resolve the image in time: $out"
   fi
   ok "the compatible DaemonSet was admitted: $out"
   audit_checked daemonsets "$ns" compatible allow "$IMG_COMPATIBLE"
-  wait_for 180 "compatible pods Ready on all ${#NODES[@]} nodes" ds_running "$ns" compatible "${#NODES[@]}"
-  for node in "${NODES[@]}"; do
+  wait_for 180 "compatible pods Ready on all ${#nodes[@]} nodes with iptables" ds_running "$ns" compatible "${#nodes[@]}"
+  if [ -n "$NFT_NODE" ] && grep -q "^$NFT_NODE=" <<<"$(pods_by_node "$ns" compatible)"; then
+    fail "a compatible pod runs on $NFT_NODE, which the node affinity keeps out"
+  fi
+  for node in "${nodes[@]}"; do
     line=$(pods_by_node "$ns" compatible | grep "^$node=" || true)
     pod=${line#*=}
     pod=${pod%% *}
@@ -2524,7 +2538,7 @@ say "provider $PROVIDER, registry $REGISTRY, $(kubectl version 2>/dev/null | tr 
 
 run_scenario 1 "a NodeNetfilterProfile per node, owned by its Node, with its backend" s1_profiles
 run_scenario 2 "the incident DaemonSet (iptables-nft 1.8.7) is denied" s2_incident_denied
-run_scenario 3 "a compatible DaemonSet (1.8.11, iptables-wrapper) runs on every node" s3_compatible_runs
+run_scenario 3 "a compatible DaemonSet (1.8.11, iptables-wrapper) runs on every node with an iptables command" s3_compatible_runs
 run_scenario 4 "a legacy-only image is allowed only where the rules are legacy" s4_legacy_only
 run_scenario 5 "restarting the reporter keeps every profile" s5_reporter_restart
 run_scenario 6 "the incident for real: an old reader's save/restore on an nft node" s6_incident
