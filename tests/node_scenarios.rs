@@ -10,15 +10,15 @@ use serde_json::Value;
 
 const COMMENT: &str = "block incoming localnet connections";
 
-/// Probe with an empty host root, so only the kernel facts speak.
+/// Probe with an empty host root (a host without iptables, as on Talos), so
+/// only the kernel facts speak.
 fn inspect(ns: &Netns) -> Value {
     let root = tempfile::tempdir().expect("tempdir");
-    ns.nfguard_json(&[
-        "inspect",
-        "node",
-        "--host-root",
-        root.path().to_str().unwrap(),
-    ])
+    inspect_with_root(ns, root.path())
+}
+
+fn inspect_with_root(ns: &Netns, root: &std::path::Path) -> Value {
+    ns.nfguard_json(&["inspect", "node", "--host-root", root.to_str().unwrap()])
 }
 
 fn hazards(v: &Value, code: &str) -> Vec<Value> {
@@ -359,18 +359,25 @@ fn marker_chains_only_in_ipv6() {
 #[ignore = "needs root: network namespaces (scripts/test.sh runs it; as root: cargo test -- --include-ignored)"]
 fn no_marker_chains() {
     let ns = Netns::new("nomark");
-    let v = inspect(&ns);
+    // A host with iptables: kubelet would have written the chains.
+    let host = netns::installed_host_root("1.8.9", "nft");
+    let v = inspect_with_root(&ns, host.path());
     assert_eq!(v["activeBackend"], "none", "{v:#}");
     assert_eq!(v["wrapperBackend"], "nft", "the wrapper's default");
     assert_eq!(hazards(&v, "KubeletChainsMissing").len(), 1);
+    assert_eq!(v["kubeletMarkers"]["state"], "missing", "{v:#}");
 
     ns.iptables_ok("1.8.9", "iptables-nft", &["-A", "FORWARD", "-j", "ACCEPT"]);
-    let v = inspect(&ns);
+    let v = inspect_with_root(&ns, host.path());
     assert_eq!(
         v["activeBackend"], "nft",
         "the only backend holding rules: {v:#}"
     );
     assert_eq!(hazards(&v, "KubeletChainsMissing").len(), 1);
+    // Without an iptables command on the host, kubelet writes none on purpose.
+    let v = inspect(&ns);
+    assert!(hazards(&v, "KubeletChainsMissing").is_empty(), "{v:#}");
+    assert_eq!(v["kubeletMarkers"]["state"], "notExpected", "{v:#}");
     assert_eq!(ns.read("/proc/net/ip_tables_names").trim(), "");
 }
 
@@ -531,7 +538,11 @@ fn foreign_nft_tables_are_listed_not_counted() {
     kubelet_chains(&ns, "1.8.9", "iptables-nft");
     ns.exec_ok(&["nft", "add table inet fw; add chain inet fw input { type filter hook input priority 0; }; add rule inet fw input tcp dport 22 drop"]);
     let v = inspect(&ns);
-    assert_eq!(v["otherNftTables"], serde_json::json!(["inet/fw"]), "{v:#}");
+    assert_eq!(
+        v["nativeTables"],
+        serde_json::json!([{"family": "inet", "name": "fw", "chains": 1, "rules": 1, "sets": 0}]),
+        "{v:#}"
+    );
     assert_eq!(v["backends"]["nft"]["rules"], 0);
     assert_eq!(v["activeBackend"], "nft");
     assert!(
@@ -607,4 +618,426 @@ fn net_admin_alone_reads_both_backends() {
     assert_eq!(v["backends"]["legacy"]["rules"], 1, "{v:#}");
     assert_eq!(v["backends"]["legacy"]["canaryChain"], true, "{v:#}");
     assert_eq!(v["activeBackend"], "legacy", "{v:#}");
+}
+
+// ---- the nodes of 2026: kube-proxy in nftables mode, hosts without iptables ----
+
+/// A ClusterIP that kube-proxy's nftables table routes (kube-dns's), and one it does not.
+const DNS_IP: &str = "10.96.0.10";
+const OTHER_IP: &str = "10.96.0.99";
+
+/// What kube-proxy 1.34's nftables proxier writes for one ClusterIP Service
+/// (kube-system/kube-dns tcp/53) with one endpoint (pkg/proxy/nftables/
+/// proxier.go: its base chains, jump chains, the `service-ips` verdict map, a
+/// service chain and an endpoint chain), plus an IPv6 table with no Services.
+fn kube_proxy_ruleset() -> String {
+    let svc = "service-ULMVA6XW-kube-system/kube-dns/tcp/dns-tcp";
+    let ep = "endpoint-5OJB2KTY-kube-system/kube-dns/tcp/dns-tcp__10.244.0.2/53";
+    let mut r = String::new();
+    for (fam, addr) in [("ip", "ipv4_addr"), ("ip6", "ipv6_addr")] {
+        r += &format!(
+            r#"add table {fam} kube-proxy {{ comment "rules for kube-proxy" ; }}
+add chain {fam} kube-proxy filter-prerouting-pre-dnat {{ type filter hook prerouting priority -110 ; }}
+add chain {fam} kube-proxy filter-output-pre-dnat {{ type filter hook output priority -110 ; }}
+add chain {fam} kube-proxy filter-input {{ type filter hook input priority -110 ; }}
+add chain {fam} kube-proxy filter-forward {{ type filter hook forward priority -110 ; }}
+add chain {fam} kube-proxy filter-output {{ type filter hook output priority -110 ; }}
+add chain {fam} kube-proxy nat-prerouting {{ type nat hook prerouting priority -100 ; }}
+add chain {fam} kube-proxy nat-output {{ type nat hook output priority -100 ; }}
+add chain {fam} kube-proxy nat-postrouting {{ type nat hook postrouting priority 100 ; }}
+add chain {fam} kube-proxy services
+add chain {fam} kube-proxy masquerading
+add chain {fam} kube-proxy mark-for-masquerade
+add chain {fam} kube-proxy cluster-ips-check
+add chain {fam} kube-proxy service-endpoints-check
+add chain {fam} kube-proxy nodeport-endpoints-check
+add chain {fam} kube-proxy firewall-check
+add chain {fam} kube-proxy reject-chain
+add set {fam} kube-proxy cluster-ips {{ type {addr} ; comment "Active ClusterIPs" ; }}
+add map {fam} kube-proxy no-endpoint-services {{ type {addr} . inet_proto . inet_service : verdict ; }}
+add map {fam} kube-proxy no-endpoint-nodeports {{ type inet_proto . inet_service : verdict ; }}
+add map {fam} kube-proxy firewall-ips {{ type {addr} . inet_proto . inet_service : verdict ; }}
+add map {fam} kube-proxy service-ips {{ type {addr} . inet_proto . inet_service : verdict ; comment "ClusterIP, ExternalIP and LoadBalancer IP traffic" ; }}
+add map {fam} kube-proxy service-nodeports {{ type inet_proto . inet_service : verdict ; }}
+add rule {fam} kube-proxy filter-prerouting-pre-dnat ct state new jump firewall-check
+add rule {fam} kube-proxy filter-output-pre-dnat ct state new jump firewall-check
+add rule {fam} kube-proxy filter-input ct state new jump nodeport-endpoints-check
+add rule {fam} kube-proxy filter-input ct state new jump service-endpoints-check
+add rule {fam} kube-proxy filter-forward ct state new jump service-endpoints-check
+add rule {fam} kube-proxy filter-forward ct state new jump cluster-ips-check
+add rule {fam} kube-proxy filter-output ct state new jump service-endpoints-check
+add rule {fam} kube-proxy filter-output ct state new jump cluster-ips-check
+add rule {fam} kube-proxy nat-prerouting jump services
+add rule {fam} kube-proxy nat-output jump services
+add rule {fam} kube-proxy nat-postrouting jump masquerading
+add rule {fam} kube-proxy mark-for-masquerade meta mark set meta mark or 0x4000
+add rule {fam} kube-proxy masquerading meta mark and 0x4000 == 0 return
+add rule {fam} kube-proxy masquerading meta mark set meta mark xor 0x4000
+add rule {fam} kube-proxy masquerading masquerade fully-random
+add rule {fam} kube-proxy cluster-ips-check {fam} daddr @cluster-ips reject
+add rule {fam} kube-proxy service-endpoints-check {fam} daddr . meta l4proto . th dport vmap @no-endpoint-services
+add rule {fam} kube-proxy firewall-check {fam} daddr . meta l4proto . th dport vmap @firewall-ips
+add rule {fam} kube-proxy reject-chain reject
+add rule {fam} kube-proxy services {fam} daddr . meta l4proto . th dport vmap @service-ips
+add rule {fam} kube-proxy services fib daddr type local meta l4proto . th dport vmap @service-nodeports
+"#
+        );
+    }
+    r += &format!(
+        r#"add rule ip kube-proxy nodeport-endpoints-check ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @no-endpoint-nodeports
+add rule ip kube-proxy cluster-ips-check ip daddr {{ 10.96.0.0/16 }} drop
+add chain ip kube-proxy {svc}
+add chain ip kube-proxy {ep}
+add rule ip kube-proxy {svc} ip daddr {DNS_IP} tcp dport 53 ip saddr != 10.244.0.0/16 jump mark-for-masquerade
+add rule ip kube-proxy {svc} numgen random mod 1 vmap {{ 0 : goto {ep} }}
+add rule ip kube-proxy {ep} ip saddr 10.244.0.2 jump mark-for-masquerade
+add rule ip kube-proxy {ep} meta l4proto tcp dnat to 10.244.0.2:53
+add element ip kube-proxy cluster-ips {{ {DNS_IP} }}
+add element ip kube-proxy service-ips {{ {DNS_IP} . tcp . 53 : goto {svc} }}
+"#
+    );
+    r
+}
+
+fn load_kube_proxy_tables(ns: &Netns) {
+    netns::check(
+        ns.exec_stdin(&["nft", "-f", "-"], &kube_proxy_ruleset()),
+        "nft -f (kube-proxy tables)",
+    );
+}
+
+/// (chains, rules, named sets and maps) of one table, as `nft -j` lists it.
+fn nft_counts(ns: &Netns, family: &str, table: &str) -> (u64, u64, u64) {
+    let out = ns.exec_ok(&["nft", "-j", "list", "table", family, table]);
+    let v: Value = serde_json::from_slice(&out.stdout).expect("nft -j");
+    let objs = v["nftables"].as_array().expect("nftables array");
+    let count = |k: &str| objs.iter().filter(|o| o.get(k).is_some()).count() as u64;
+    (count("chain"), count("rule"), count("set") + count("map"))
+}
+
+/// iptables-mode kube-proxy's Service dispatch for one ClusterIP, by a real release.
+fn iptables_mode_service(ns: &Netns, release: &str, tool: &str, ip: &str) {
+    for chain in [
+        "KUBE-SERVICES",
+        "KUBE-NODEPORTS",
+        "KUBE-SVC-TCOU7JCQXEZGVUNU",
+    ] {
+        ns.iptables_ok(release, tool, &["-t", "nat", "-N", chain]);
+    }
+    ns.iptables_ok(
+        release,
+        tool,
+        &[
+            "-t",
+            "nat",
+            "-A",
+            "PREROUTING",
+            "-m",
+            "comment",
+            "--comment",
+            "kubernetes service portals",
+            "-j",
+            "KUBE-SERVICES",
+        ],
+    );
+    ns.iptables_ok(
+        release,
+        tool,
+        &[
+            "-t",
+            "nat",
+            "-A",
+            "KUBE-SERVICES",
+            "-d",
+            &format!("{ip}/32"),
+            "-p",
+            "tcp",
+            "-m",
+            "comment",
+            "--comment",
+            "kube-system/kube-dns:dns-tcp cluster IP",
+            "-m",
+            "tcp",
+            "--dport",
+            "53",
+            "-j",
+            "KUBE-SVC-TCOU7JCQXEZGVUNU",
+        ],
+    );
+    ns.iptables_ok(
+        release,
+        tool,
+        &[
+            "-t",
+            "nat",
+            "-A",
+            "KUBE-SERVICES",
+            "-m",
+            "addrtype",
+            "--dst-type",
+            "LOCAL",
+            "-j",
+            "KUBE-NODEPORTS",
+        ],
+    );
+}
+
+#[test]
+#[ignore = "needs root: network namespaces (scripts/test.sh runs it; as root: cargo test -- --include-ignored)"]
+fn kube_proxy_nftables_mode_on_a_host_without_iptables() {
+    let ns = Netns::new("kpnft");
+    load_kube_proxy_tables(&ns);
+    let v = inspect(&ns);
+    assert_eq!(v["activeBackend"], "nft", "{v:#}");
+    assert_eq!(v["kubeProxyMode"], "nftables");
+    assert_eq!(v["kubeletMarkers"]["state"], "notExpected");
+    assert!(
+        v["kubeletMarkers"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("kubernetes#129826"),
+        "{v:#}"
+    );
+    assert_eq!(codes(&v), Vec::<String>::new(), "no hazard at all: {v:#}");
+    assert_eq!(
+        v["backends"]["nft"]["tables"], 0,
+        "native tables are not iptables'"
+    );
+    // Counts as the kernel holds them, cross-checked with nft's own listing.
+    let ip = nft_counts(&ns, "ip", "kube-proxy");
+    let ip6 = nft_counts(&ns, "ip6", "kube-proxy");
+    assert_eq!(
+        ip,
+        (18, 27, 6),
+        "18 chains, 27 rules, 6 named sets/maps (anonymous ones not counted)"
+    );
+    assert_eq!(ip6, (16, 21, 6));
+    let t = v["nativeTables"].as_array().expect("nativeTables");
+    let got: Vec<(String, u64, u64, u64)> = t
+        .iter()
+        .map(|t| {
+            (
+                format!(
+                    "{}/{}",
+                    t["family"].as_str().unwrap(),
+                    t["name"].as_str().unwrap()
+                ),
+                t["chains"].as_u64().unwrap(),
+                t["rules"].as_u64().unwrap(),
+                t["sets"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("ip/kube-proxy".to_string(), ip.0, ip.1, ip.2),
+            ("ip6/kube-proxy".to_string(), ip6.0, ip6.1, ip6.2),
+        ]
+    );
+    assert!(v.get("nativeTablesNotListed").is_none());
+
+    // The text output says the same.
+    let out = netns::check(
+        ns.nfguard(&[
+            "inspect",
+            "node",
+            "--host-root",
+            tempfile::tempdir().unwrap().path().to_str().unwrap(),
+        ]),
+        "inspect node (text)",
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Active backend:    nft"), "{text}");
+    assert!(text.contains("kube-proxy mode:   nftables"), "{text}");
+    assert!(text.contains("Kubelet markers:   notExpected ("), "{text}");
+    assert!(
+        text.contains("  ip/kube-proxy        chains    18  rules      27  sets    6"),
+        "{text}"
+    );
+}
+
+#[test]
+#[ignore = "needs root: network namespaces (scripts/test.sh runs it; as root: cargo test -- --include-ignored)"]
+fn kube_proxy_mode_switch_leftovers_on_the_same_cluster_ip_are_critical() {
+    // The legacy backend's `-d` is read from the x_tables entry header.
+    let ns = Netns::new("kpsameleg");
+    load_kube_proxy_tables(&ns);
+    iptables_mode_service(&ns, "1.8.7", "iptables-legacy", DNS_IP);
+    let v = inspect(&ns);
+    let h = hazards(&v, "KubeProxyModeLeftovers");
+    assert_eq!(h.len(), 1, "{v:#}");
+    assert_eq!(h[0]["severity"], "critical", "{v:#}");
+    assert!(
+        h[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("legacy ip/nat KUBE-SERVICES")
+    );
+
+    // iptables-nft's `-d` is a payload load and an equality compare.
+    let ns = Netns::new("kpsame");
+    load_kube_proxy_tables(&ns);
+    iptables_mode_service(&ns, "1.8.9", "iptables-nft", DNS_IP);
+    let v = inspect(&ns);
+    assert_eq!(v["kubeProxyMode"], "mixed", "{v:#}");
+    let h = hazards(&v, "KubeProxyModeLeftovers");
+    assert_eq!(h.len(), 1, "{v:#}");
+    assert_eq!(h[0]["severity"], "critical");
+    let m = h[0]["message"].as_str().unwrap();
+    assert!(
+        m.contains("ip/kube-proxy") && m.contains("nft ip/nat KUBE-SERVICES"),
+        "{m}"
+    );
+    assert!(
+        m.contains(&format!("both route Service address(es) {DNS_IP};")),
+        "{m}"
+    );
+    assert!(m.contains("kube-proxy --cleanup"), "{m}");
+    // iptables-owned nft rules and native ones, no marker: one backend, nft.
+    assert_eq!(v["activeBackend"], "nft");
+}
+
+#[test]
+#[ignore = "needs root: network namespaces (scripts/test.sh runs it; as root: cargo test -- --include-ignored)"]
+fn kube_proxy_mode_switch_leftovers_on_another_ip_are_a_warning() {
+    let ns = Netns::new("kpother");
+    load_kube_proxy_tables(&ns);
+    iptables_mode_service(&ns, "1.8.7", "iptables-legacy", OTHER_IP);
+    let v = inspect(&ns);
+    assert_eq!(v["kubeProxyMode"], "mixed", "{v:#}");
+    let h = hazards(&v, "KubeProxyModeLeftovers");
+    assert_eq!(h.len(), 1, "{v:#}");
+    assert_eq!(h[0]["severity"], "warning");
+    let m = h[0]["message"].as_str().unwrap();
+    assert!(
+        m.contains("legacy ip/nat KUBE-SERVICES") && !m.contains("both route"),
+        "{m}"
+    );
+    // Native rules and legacy rules without markers: mixed.
+    assert_eq!(v["activeBackend"], "mixed");
+    assert_eq!(v["kubeletMarkers"]["state"], "notExpected");
+}
+
+// ---- IPv6 twins: the incident over ip6tables ----
+
+#[test]
+#[ignore = "needs root: network namespaces (scripts/test.sh runs it; as root: cargo test -- --include-ignored)"]
+fn ipv6_incident_old_reader_restore_makes_unconditional_drop() {
+    let ns = Netns::new("inc6");
+    kubelet_chains(&ns, "1.8.9", "ip6tables-nft");
+    kube_firewall(&ns, "1.8.9", "ip6tables-nft");
+    let v = inspect(&ns);
+    assert_eq!(
+        v["minReaderVersion"], "1.8.8",
+        "1.8.9 wrote a native IPv6 mark match: {v:#}"
+    );
+    let mark = v["nativeFeatures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["feature"] == "meta-mark")
+        .cloned()
+        .unwrap_or_else(|| panic!("no meta-mark: {v:#}"));
+    assert_eq!(mark["example"], "ip6/filter/KUBE-FIREWALL");
+    assert!(
+        codes(&v).is_empty(),
+        "the intact rule is not flagged: {v:#}"
+    );
+
+    let saved = ns.iptables_ok("1.8.7", "ip6tables-nft-save", &[]);
+    assert!(
+        saved.contains(COMMENT) && !saved.contains("--mark"),
+        "1.8.7 loses the mark match:\n{saved}"
+    );
+    netns::check(
+        ns.iptables_stdin("1.8.7", "ip6tables-nft-restore", &[], &saved),
+        "1.8.7 ip6 restore",
+    );
+    let v = inspect(&ns);
+    let h = hazards(&v, "FirewallUnconditionalDrop");
+    assert_eq!(h.len(), 1, "{v:#}");
+    assert_eq!(h[0]["severity"], "critical");
+    assert_eq!(h[0]["backend"], "nft");
+    assert_eq!(h[0]["table"], "filter");
+    assert!(
+        h[0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("nft ip6/filter chain KUBE-FIREWALL"),
+        "{h:?}"
+    );
+    assert!(h[0]["rule"].as_str().unwrap().ends_with("-j DROP"));
+    assert!(v["minReaderVersion"].is_null(), "the mark is gone: {v:#}");
+}
+
+#[test]
+#[ignore = "needs root: network namespaces (scripts/test.sh runs it; as root: cargo test -- --include-ignored)"]
+fn ipv6_port_match_loss_through_old_reader() {
+    let ns = Netns::new("port6");
+    kubelet_chains(&ns, "1.8.11", "ip6tables-nft");
+    ns.iptables_ok(
+        "1.8.11",
+        "ip6tables-nft",
+        &["-A", "INPUT", "-p", "tcp", "--dport", "80", "-j", "ACCEPT"],
+    );
+    let v = inspect(&ns);
+    assert_eq!(v["minReaderVersion"], "1.8.8", "{v:#}");
+    let old = ns.iptables_ok("1.8.7", "ip6tables-nft-save", &[]);
+    assert!(old.contains("-A INPUT -p tcp -j ACCEPT"), "{old}");
+    let new = ns.iptables_ok("1.8.9", "ip6tables-nft-save", &[]);
+    assert!(
+        new.contains("-A INPUT -p tcp -m tcp --dport 80 -j ACCEPT"),
+        "{new}"
+    );
+}
+
+#[test]
+#[ignore = "needs root: network namespaces (scripts/test.sh runs it; as root: cargo test -- --include-ignored)"]
+fn ipv6_unconditional_drop_in_legacy_is_flagged() {
+    let ns = Netns::new("inc6leg");
+    kubelet_chains(&ns, "1.8.7", "ip6tables-legacy");
+    ns.iptables_ok("1.8.7", "ip6tables-legacy", &["-N", "KUBE-FIREWALL"]);
+    ns.iptables_ok(
+        "1.8.7",
+        "ip6tables-legacy",
+        &[
+            "-A",
+            "KUBE-FIREWALL",
+            "-m",
+            "comment",
+            "--comment",
+            COMMENT,
+            "-j",
+            "DROP",
+        ],
+    );
+    ns.iptables_ok(
+        "1.8.7",
+        "ip6tables-legacy",
+        &[
+            "-A",
+            "KUBE-FIREWALL",
+            "-d",
+            "fd00::1/128",
+            "-m",
+            "comment",
+            "--comment",
+            "x",
+            "-j",
+            "DROP",
+        ],
+    );
+    let v = inspect(&ns);
+    let h = hazards(&v, "FirewallUnconditionalDrop");
+    assert_eq!(h.len(), 1, "only the rule without a real condition: {v:#}");
+    assert_eq!(h[0]["backend"], "legacy");
+    assert!(
+        h[0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("legacy ip6/filter chain KUBE-FIREWALL"),
+        "{h:?}"
+    );
+    assert_eq!(v["activeBackend"], "legacy");
 }

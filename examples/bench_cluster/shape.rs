@@ -205,7 +205,6 @@ pub fn status(
         hazards: Some(hazards),
         native_features,
         wrapper_backend: Some(f.backend),
-        other_nft_tables: None,
         last_probe_time: Some(probe_time.to_string()),
         probe_error: None,
         probe_interval_seconds: Some(probe_interval_seconds),

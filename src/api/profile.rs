@@ -66,9 +66,21 @@ pub struct NodeNetfilterProfileStatus {
     /// marker in any table, else nft); None when no rule set could be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wrapper_backend: Option<Backend>,
-    /// nf_tables tables not owned by iptables ("inet/firewalld"), not counted in `backends.nft`.
+    /// Every nf_tables table iptables does not own (kube-proxy's `ip/kube-proxy`,
+    /// `inet/firewalld`, a CNI's own), sorted by family then name, with its
+    /// counts; at most 64 are listed (`nativeTablesNotListed` says how many
+    /// more). Not counted in `backends.nft`. None when nf_tables could not be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub other_nft_tables: Option<Vec<String>>,
+    pub native_tables: Option<Vec<NativeTable>>,
+    /// Native tables beyond the 64 listed in `nativeTables`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub native_tables_not_listed: Option<u32>,
+    /// kube-proxy's mode as the live rules show it; None when no rule set could be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kube_proxy_mode: Option<KubeProxyMode>,
+    /// Whether kubelet's marker chains are there, and whether they should be.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubelet_markers: Option<KubeletMarkers>,
     /// RFC 3339 time of the last probe (the reporter's heartbeat).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_probe_time: Option<String>,
@@ -134,6 +146,80 @@ impl ActiveBackend {
             ActiveBackend::Legacy => "legacy",
             ActiveBackend::Mixed => "mixed",
             ActiveBackend::None => "none",
+        }
+    }
+}
+
+/// One nf_tables table that iptables does not own.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NativeTable {
+    /// "ip", "ip6", "inet", "bridge", "netdev", "arp".
+    pub family: String,
+    pub name: String,
+    /// Base and regular chains.
+    pub chains: u32,
+    pub rules: u32,
+    /// Named sets and maps (verdict maps included); anonymous sets are not counted.
+    pub sets: u32,
+}
+
+/// kube-proxy's mode, derived from the rules it leaves:
+/// `nftables`: a native `kube-proxy` table (ip or ip6) with chains;
+/// `ipvs`: its IPVS-mode chains (`KUBE-IPVS-FILTER`, `KUBE-IPVS-OUT-FILTER`,
+/// `KUBE-LOAD-BALANCER`) or `ip_set` matches in `KUBE-SERVICES`;
+/// `iptables`: `KUBE-SERVICES`/`KUBE-NODEPORTS` (nat) or `KUBE-PROXY-CANARY`
+/// in an iptables-owned table, without IPVS signs;
+/// `mixed`: nftables and iptables or ipvs at once; `none`: no sign of kube-proxy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum KubeProxyMode {
+    Iptables,
+    Nftables,
+    Ipvs,
+    None,
+    Mixed,
+}
+
+impl KubeProxyMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KubeProxyMode::Iptables => "iptables",
+            KubeProxyMode::Nftables => "nftables",
+            KubeProxyMode::Ipvs => "ipvs",
+            KubeProxyMode::None => "none",
+            KubeProxyMode::Mixed => "mixed",
+        }
+    }
+}
+
+/// kubelet's marker chains (KUBE-IPTABLES-HINT, KUBE-KUBELET-CANARY).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeletMarkers {
+    pub state: MarkerState,
+    /// Why, when the chains are missing or not expected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum MarkerState {
+    /// At least one marker chain exists in either backend.
+    Present,
+    /// The host has an iptables command but neither backend has a marker chain.
+    Missing,
+    /// The host has no iptables command, so kubelet creates no marker chains.
+    NotExpected,
+}
+
+impl MarkerState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MarkerState::Present => "present",
+            MarkerState::Missing => "missing",
+            MarkerState::NotExpected => "notExpected",
         }
     }
 }
@@ -213,7 +299,10 @@ impl NodeNetfilterProfileStatus {
             hazards: s.hazards.clone(),
             native_features: s.native_features.clone(),
             wrapper_backend: s.wrapper_backend,
-            other_nft_tables: s.other_nft_tables.clone(),
+            native_tables: s.native_tables.clone(),
+            native_tables_not_listed: s.native_tables_not_listed,
+            kube_proxy_mode: s.kube_proxy_mode,
+            kubelet_markers: s.kubelet_markers.clone(),
             last_probe_time: s.last_probe_time.clone(),
             probe_error: s.probe_error.clone(),
             probe_interval_seconds: s.probe_interval_seconds,

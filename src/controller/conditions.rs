@@ -161,13 +161,36 @@ fn healthy(status: &NodeNetfilterProfileStatus) -> Condition {
     )
 }
 
+/// The native tables, when nf_tables holds rules only there (kube-proxy in
+/// nftables mode on a host without iptables).
+fn native_only(status: &NodeNetfilterProfileStatus) -> Option<String> {
+    let b = status.backends.as_ref()?;
+    let tables = status.native_tables.as_ref()?;
+    if b.nft.chains > 0 || b.legacy.chains > 0 || tables.is_empty() {
+        return None;
+    }
+    Some(
+        tables
+            .iter()
+            .map(|t| format!("{}/{}", t.family, t.name))
+            .collect::<Vec<_>>()
+            .join(", "),
+    )
+}
+
 fn consistent(status: &NodeNetfilterProfileStatus) -> Condition {
     match status.active_backend {
         Some(b @ (ActiveBackend::Nft | ActiveBackend::Legacy)) => cond(
             ConditionType::Consistent,
             ConditionStatus::True,
             "SingleBackend",
-            format!("only the {} backend holds rules", b.as_str()),
+            format!(
+                "only the {} backend holds rules{}",
+                b.as_str(),
+                native_only(status).map_or(String::new(), |t| format!(
+                    ", all in native nf_tables tables ({t})"
+                ))
+            ),
         ),
         Some(ActiveBackend::Mixed) => cond(
             ConditionType::Consistent,
@@ -343,6 +366,51 @@ mod tests {
                 "{b:?}"
             );
         }
+    }
+
+    #[test]
+    fn native_only_node_is_consistent() {
+        use crate::kernel::{Chain, Family, Rule, RuleSet, Table};
+        // What the reporter makes of a node holding only kube-proxy's
+        // nftables table, on a host without iptables.
+        let nft = RuleSet {
+            tables: vec![Table {
+                family: Family::Ip,
+                name: "kube-proxy".into(),
+                chains: vec![Chain {
+                    name: "services".into(),
+                    builtin: false,
+                    rules: vec![Rule::default()],
+                }],
+                sets: vec![],
+            }],
+        };
+        let facts = crate::node::NodeFacts {
+            iptables: None,
+            host_error: None,
+            kernel_release: "6.12".into(),
+            nf_tables_supported: true,
+            ip_tables_supported: false,
+            nft: Ok(nft),
+            legacy: Ok(RuleSet::default()),
+            bridge: Default::default(),
+            ip_forward: Some(true),
+        };
+        let mut s = crate::node::status_from_facts(&facts);
+        s.last_probe_time = Some("2026-01-01T00:00:00Z".into());
+        assert_eq!(s.active_backend, Some(ActiveBackend::Nft));
+        let c = conditions(&s, &[], ts("2026-01-01T00:00:10Z"), None);
+        let c = get(&c, ConditionType::Consistent);
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("True", "SingleBackend")
+        );
+        assert!(
+            c.message
+                .contains("native nf_tables tables (ip/kube-proxy)"),
+            "{}",
+            c.message
+        );
     }
 
     #[test]

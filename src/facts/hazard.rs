@@ -13,8 +13,11 @@ pub enum HazardCode {
     FirewallUnconditionalDrop,
     /// Both backends hold non-built-in chains or rules.
     MixedBackends,
-    /// Neither backend has KUBE-IPTABLES-HINT nor KUBE-KUBELET-CANARY.
+    /// Neither backend has KUBE-IPTABLES-HINT nor KUBE-KUBELET-CANARY on a host with an iptables command.
     KubeletChainsMissing,
+    /// kube-proxy's native nftables table and iptables-mode KUBE-SERVICES/KUBE-NODEPORTS at once
+    /// (a mode switch left the old mode's rules behind).
+    KubeProxyModeLeftovers,
     /// br_netfilter absent or bridge-nf-call-iptables = 0.
     BridgeNetfilterDisabled,
     /// The host's iptables is 1.8.0 to 1.8.3.

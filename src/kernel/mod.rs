@@ -91,6 +91,17 @@ pub struct Table {
     pub family: Family,
     pub name: String,
     pub chains: Vec<Chain>,
+    /// Named sets and maps (nf_tables only; legacy tables have none).
+    pub sets: Vec<NamedSet>,
+}
+
+/// A named nf_tables set or map. Its elements are read only where a
+/// judgement needs them (see `nftables::read`); elsewhere `keys` is empty.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NamedSet {
+    pub name: String,
+    /// Raw element keys (a concatenation's fields each padded to 4 bytes).
+    pub keys: Vec<Vec<u8>>,
 }
 
 impl Table {
@@ -165,6 +176,9 @@ pub enum Expr {
     Log,
     /// Legacy only: the entry's IP header part (addresses, interfaces, protocol) has a condition.
     IpHeader,
+    /// The rule matches exactly this destination address (`-d A/32` or
+    /// `/128`, not inverted); follows the expressions that encode it.
+    Daddr(std::net::IpAddr),
     /// Any other nf_tables expression, by kernel name.
     Other(String),
 }
@@ -175,6 +189,15 @@ pub const NFT_META_OIFNAME: u32 = 7;
 pub const NFT_META_L4PROTO: u32 = 16;
 pub const NFT_PAYLOAD_NETWORK: u32 = 1;
 pub const NFT_PAYLOAD_TRANSPORT: u32 = 2;
+
+/// The IPv4 (or, when `v6`, IPv6) address at the start of `b`; None when `b` is too short.
+pub fn addr_prefix(b: &[u8], v6: bool) -> Option<std::net::IpAddr> {
+    if v6 {
+        <[u8; 16]>::try_from(b.get(..16)?).ok().map(Into::into)
+    } else {
+        <[u8; 4]>::try_from(b.get(..4)?).ok().map(Into::into)
+    }
+}
 
 /// One backend's rule set in the current network namespace.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -229,6 +252,7 @@ pub fn render_rule(chain: &str, rule: &Rule) -> String {
             )),
             Expr::Log => out.push_str(" [log]"),
             Expr::IpHeader => out.push_str(" [ip header match]"),
+            Expr::Daddr(a) => out.push_str(&format!(" -d {a}")),
             Expr::Range => out.push_str(" [range]"),
             Expr::Other(n) => out.push_str(&format!(" [{n}]")),
             Expr::Cmp | Expr::Bitwise | Expr::Counter => {}

@@ -5,20 +5,33 @@
 
 use super::netlink::{Message, Socket, attr_be32, attr_str, attrs, put_str};
 use super::{
-    Chain, Expr, Family, KernelError, MAX_CHAINS, MAX_RULES, Rule, RuleSet, Table, Verdict,
+    Chain, Expr, Family, KernelError, MAX_CHAINS, MAX_RULES, NamedSet, Rule, RuleSet, Table,
+    Verdict,
 };
 use std::collections::HashMap;
+use std::net::IpAddr;
 
 const NFT_MSG_GETTABLE: u16 = 1;
 const NFT_MSG_GETCHAIN: u16 = 4;
 const NFT_MSG_GETRULE: u16 = 7;
+const NFT_MSG_GETSET: u16 = 10;
+const NFT_MSG_GETSETELEM: u16 = 13;
 const NFT_MSG_GETGEN: u16 = 16;
+const NFT_SET_ANONYMOUS: u32 = 0x1;
+/// At most this many named sets are kept (counted beyond, never stored).
+pub const MAX_SETS: usize = 100_000;
+/// At most this many elements are read per set whose elements are read.
+pub const MAX_SET_ELEMENTS: usize = 200_000;
+/// The sets whose element keys are read, by (table, set) in the ip and ip6
+/// families: kube-proxy's nftables-mode Service map (ClusterIP . proto . port
+/// -> verdict), to compare with an iptables-mode KUBE-SERVICES left behind.
+pub const ELEMENTS_READ: [(&str, &str); 1] = [("kube-proxy", "service-ips")];
 const NFPROTO_UNSPEC: u8 = 0;
 const ATTEMPTS: usize = 5;
 
-/// Read every nf_tables table and chain of the current network namespace,
-/// and the rules of the iptables-owned tables (ip/ip6 filter, nat, mangle,
-/// raw, security); other tables are listed with their chains but no rules.
+/// Read every nf_tables table, chain, rule and named set of the current
+/// network namespace (set elements only of `ELEMENTS_READ`). Rules of every
+/// table count against `MAX_RULES`.
 /// `Err(KernelError::Netlink(..))` with EPROTONOSUPPORT/EOPNOTSUPP/ENOENT-like
 /// errors means the kernel has no nf_tables.
 pub fn read() -> Result<RuleSet, KernelError> {
@@ -92,6 +105,7 @@ fn read_once(sock: &mut Socket) -> Result<Option<RuleSet>, KernelError> {
                 family: Family::from_nfproto(m.family),
                 name,
                 chains: Vec::new(),
+                sets: Vec::new(),
             });
         }
         Ok(())
@@ -135,29 +149,22 @@ fn read_once(sock: &mut Socket) -> Result<Option<RuleSet>, KernelError> {
         return Ok(None);
     }
 
-    // Rules only of the iptables-owned tables, one filtered dump per table:
-    // the kernel serializes nothing else (a node may hold large native nft
-    // rule sets of its own), and a dump continuation only re-walks its table.
     let mut rules = 0usize;
     // Cache the last (table, chain) lookup: a dump delivers each chain's rules together.
     let mut last: Option<(u8, String, String, usize, usize)> = None;
-    // One filtered dump per chain of the iptables-owned tables. The kernel
-    // resumes a multi-part dump by re-walking every rule before the resume
-    // point, which is quadratic over one big dump; per chain it only
-    // re-walks that chain, and nothing outside iptables' tables is
-    // serialized at all (a node may hold large native nft rule sets).
-    let mut requests: Vec<(u8, String, String)> = Vec::new();
+    // One filtered dump per chain. The kernel resumes a multi-part dump by
+    // re-walking every rule before the resume point, which is quadratic over
+    // one big dump; per chain it only re-walks that chain. The iptables-owned
+    // tables come first, so their rules are read before any native ones.
+    let mut requests: Vec<(bool, u8, String, String)> = Vec::new();
     for ((family, table), &ti) in &table_idx {
-        let fam = Family::from_nfproto(*family);
-        if !(matches!(fam, Family::Ip | Family::Ip6)
-            && super::IPTABLES_TABLES.contains(&table.as_str()))
-        {
-            continue;
-        }
+        let owned = set.tables[ti].iptables_owned();
         for chain in &set.tables[ti].chains {
-            requests.push((*family, table.clone(), chain.name.clone()));
+            requests.push((!owned, *family, table.clone(), chain.name.clone()));
         }
     }
+    requests.sort();
+    let requests = requests.into_iter().map(|(_, f, t, c)| (f, t, c));
     let mut filter = Vec::with_capacity(128);
     for (family, table, chain) in requests {
         filter.clear();
@@ -182,7 +189,109 @@ fn read_once(sock: &mut Socket) -> Result<Option<RuleSet>, KernelError> {
             Err(e) => return Err(e),
         }
     }
+    if !read_sets(sock, &table_idx, &mut set)? {
+        return Ok(None);
+    }
     Ok(Some(set))
+}
+
+/// The named sets of every table, and the element keys of `ELEMENTS_READ`.
+/// Ok(false) when a dump was interrupted.
+fn read_sets(
+    sock: &mut Socket,
+    table_idx: &HashMap<(u8, String), usize>,
+    set: &mut RuleSet,
+) -> Result<bool, KernelError> {
+    let mut count = 0usize;
+    let intact = sock.request(NFT_MSG_GETSET, NFPROTO_UNSPEC, true, |m| {
+        let (mut table, mut name, mut flags) = (None, None, 0u32);
+        for (ty, p) in attrs(m.attrs) {
+            match ty {
+                1 => table = Some(attr_str(p)),
+                2 => name = Some(attr_str(p)),
+                3 => flags = attr_be32(p).unwrap_or(0),
+                _ => {}
+            }
+        }
+        let (Some(table), Some(name)) = (table, name) else {
+            return Ok(());
+        };
+        if flags & NFT_SET_ANONYMOUS != 0 {
+            return Ok(()); // `{ a, b }` inside a rule, not a set of the table
+        }
+        count += 1;
+        if count > MAX_SETS {
+            return Err(KernelError::Limit(format!(
+                "more than {MAX_SETS} named nf_tables sets"
+            )));
+        }
+        if let Some(&t) = table_idx.get(&(m.family, table)) {
+            set.tables[t].sets.push(NamedSet {
+                name,
+                keys: Vec::new(),
+            });
+        }
+        Ok(())
+    })?;
+    if !intact {
+        return Ok(false);
+    }
+    let mut filter = Vec::with_capacity(64);
+    for (&(family, ref table), &ti) in table_idx {
+        if !matches!(Family::from_nfproto(family), Family::Ip | Family::Ip6) {
+            continue;
+        }
+        for s in set.tables[ti].sets.iter_mut() {
+            if !ELEMENTS_READ.contains(&(table.as_str(), s.name.as_str())) {
+                continue;
+            }
+            filter.clear();
+            put_str(&mut filter, 1, table); // NFTA_SET_ELEM_LIST_TABLE
+            put_str(&mut filter, 2, &s.name); // NFTA_SET_ELEM_LIST_SET
+            let keys = &mut s.keys;
+            let res = sock.request_with(NFT_MSG_GETSETELEM, family, true, &filter, |m| {
+                decode_elements(m.attrs, keys)
+            });
+            match res {
+                Ok(true) => {}
+                Ok(false) => return Ok(false),
+                Err(KernelError::Netlink(e)) if e.raw_os_error() == Some(libc::ENOENT) => {
+                    return Ok(false);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// The keys of one GETSETELEM reply (NFTA_SET_ELEM_LIST_ELEMENTS ->
+/// NFTA_LIST_ELEM -> NFTA_SET_ELEM_KEY -> NFTA_DATA_VALUE), bounded.
+fn decode_elements(list: &[u8], keys: &mut Vec<Vec<u8>>) -> Result<(), KernelError> {
+    for (ty, elems) in attrs(list) {
+        if ty != 3 {
+            continue;
+        }
+        for (ety, elem) in attrs(elems) {
+            if ety != 1 {
+                continue;
+            }
+            let key = attrs(elem)
+                .filter(|(k, _)| *k == 1)
+                .flat_map(|(_, key)| attrs(key))
+                .find(|(d, _)| *d == 1)
+                .map(|(_, v)| v.to_vec());
+            if let Some(key) = key {
+                if keys.len() >= MAX_SET_ELEMENTS {
+                    return Err(KernelError::Limit(format!(
+                        "more than {MAX_SET_ELEMENTS} elements in one nf_tables set"
+                    )));
+                }
+                keys.push(key);
+            }
+        }
+    }
+    Ok(())
 }
 
 fn decode_rule(
@@ -231,12 +340,52 @@ fn decode_rule(
         for (ty, elem) in attrs(list) {
             if ty == 1 {
                 // NFTA_LIST_ELEM
-                rule.exprs.push(decode_expr(elem));
+                let e = decode_expr(elem);
+                let daddr = match (&e, rule.exprs.last()) {
+                    (Expr::Cmp, Some(Expr::Payload { base, offset, len })) => {
+                        exact_daddr(m.family, (*base, *offset, *len), elem)
+                    }
+                    _ => None,
+                };
+                rule.exprs.push(e);
+                rule.exprs.extend(daddr.map(Expr::Daddr));
             }
         }
     }
     set.tables[*ti].chains[*ci].rules.push(rule);
     Ok(())
+}
+
+/// The address of `ip daddr == A` / `ip6 daddr == A` (iptables-nft's `-d A/32`
+/// or `/128`): a network-header payload load of the destination address
+/// followed by an equality `cmp` with data of that length.
+fn exact_daddr(family: u8, (base, offset, len): (u32, u32, u32), cmp: &[u8]) -> Option<IpAddr> {
+    const NFT_CMP_EQ: u32 = 0;
+    if base != super::NFT_PAYLOAD_NETWORK {
+        return None;
+    }
+    let v6 = match (Family::from_nfproto(family), offset, len) {
+        (Family::Ip, 16, 4) => false,
+        (Family::Ip6, 24, 16) => true,
+        _ => return None,
+    };
+    let data = attrs(cmp).find(|(ty, _)| *ty == 2).map(|(_, d)| d)?; // NFTA_EXPR_DATA
+    let (mut op, mut value) = (None, None);
+    for (ty, p) in attrs(data) {
+        match ty {
+            2 => op = attr_be32(p),                                       // NFTA_CMP_OP
+            3 => value = attrs(p).find(|(d, _)| *d == 1).map(|(_, v)| v), // NFTA_CMP_DATA/VALUE
+            _ => {}
+        }
+    }
+    if op != Some(NFT_CMP_EQ) {
+        return None;
+    }
+    let value = value?;
+    // Exactly the address: a longer compare is another match.
+    (value.len() == if v6 { 16 } else { 4 })
+        .then(|| super::addr_prefix(value, v6))
+        .flatten()
 }
 
 /// A NUL-terminated attribute's bytes, without allocating.
@@ -370,6 +519,44 @@ mod tests {
                 name: "comment".into(),
                 comment: Some("hello".into())
             }
+        );
+    }
+
+    #[test]
+    fn exact_destination_from_payload_and_equality_compare() {
+        let cmp = |op: u32, value: &[u8]| {
+            let data = [
+                attr(1, &1u32.to_be_bytes()),
+                attr(2, &op.to_be_bytes()),
+                attr(3, &attr(1, value)),
+            ]
+            .concat();
+            [attr(1, b"cmp\0"), attr(2, &data)].concat()
+        };
+        let ip4: IpAddr = "10.96.0.10".parse().unwrap();
+        let e = cmp(0, &[10, 96, 0, 10]);
+        assert_eq!(exact_daddr(2, (1, 16, 4), &e), Some(ip4));
+        assert_eq!(exact_daddr(2, (1, 12, 4), &e), None, "the source address");
+        assert_eq!(
+            exact_daddr(10, (1, 16, 4), &e),
+            None,
+            "not an IPv6 destination"
+        );
+        assert_eq!(
+            exact_daddr(2, (1, 16, 4), &cmp(1, &[10, 96, 0, 10])),
+            None,
+            "!="
+        );
+        let ip6: IpAddr = "fd00::10".parse().unwrap();
+        let IpAddr::V6(v6) = ip6 else { unreachable!() };
+        assert_eq!(
+            exact_daddr(10, (1, 24, 16), &cmp(0, &v6.octets())),
+            Some(ip6)
+        );
+        assert_eq!(
+            exact_daddr(10, (1, 24, 16), &cmp(0, &[1, 2, 3])),
+            None,
+            "short data"
         );
     }
 

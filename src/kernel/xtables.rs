@@ -201,6 +201,7 @@ fn read_table(sock: &OwnedFd, layout: Layout, name: &str) -> Result<Table, Kerne
                     family,
                     name: name.to_string(),
                     chains,
+                    sets: Vec::new(),
                 });
             }
             Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => continue,
@@ -306,6 +307,7 @@ fn decode_entry(
     let (flags, has_ip_condition) = ip_conditions(e, layout);
     if has_ip_condition {
         rule.exprs.push(Expr::IpHeader);
+        rule.exprs.extend(exact_daddr(e, layout).map(Expr::Daddr));
     }
     let mut m = layout.entry_size;
     while m + 32 <= target_off {
@@ -346,6 +348,22 @@ fn decode_entry(
         });
     }
     Ok((rule, jump))
+}
+
+/// The destination of `-d A/32` (`/128`): an all-ones destination mask
+/// without the destination inversion flag in the entry's invflags.
+fn exact_daddr(e: &[u8], layout: Layout) -> Option<std::net::IpAddr> {
+    const INV_DSTIP: u8 = 0x10; // IPT_INV_DSTIP and IP6T_INV_DSTIP
+    let (dst, dmsk, inv) = if layout.v6 {
+        (16..32, 48..64, 132)
+    } else {
+        (4..8, 12..16, 83)
+    };
+    let full = e.get(dmsk)?.iter().all(|&b| b == 0xff);
+    if !full || e.get(inv).is_some_and(|&i| i & INV_DSTIP != 0) {
+        return None;
+    }
+    super::addr_prefix(e.get(dst)?, layout.v6)
 }
 
 /// (flags, whether the ipt_ip/ip6t_ip6 part matches on anything).

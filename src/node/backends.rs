@@ -1,6 +1,6 @@
 //! Per-backend counts, kubelet's marker chains and the active backend. Pure.
 
-use crate::api::{ActiveBackend, BackendFacts};
+use crate::api::{ActiveBackend, BackendFacts, KubeletMarkers, MarkerState};
 use crate::facts::Backend;
 use crate::kernel::{Family, RuleSet, Table};
 
@@ -65,10 +65,14 @@ pub fn wrapper_choice(nft: &RuleSet, legacy: &RuleSet) -> Backend {
 }
 
 /// The backend kubelet (and so the node) uses:
-/// 1. `mixed` when both backends hold rules (the MixedBackends condition);
+/// 1. `mixed` when both backends hold rules in iptables-owned tables (the
+///    MixedBackends condition);
 /// 2. else the wrappers rule on marker chains: nft mangle (v4, v6) -> nft;
 ///    any legacy table -> legacy; a marker in another nft table -> nft;
-/// 3. else, without markers, the one backend holding rules;
+/// 3. else, without markers, the one backend holding rules, where nf_tables
+///    holds rules in its iptables-owned tables or in native ones (kube-proxy's
+///    nftables mode, firewalld): native only -> nft; native and legacy ->
+///    `mixed` (a legacy writer is judged against both);
 /// 4. else `none`.
 pub fn active_backend(nft: &RuleSet, legacy: &RuleSet) -> ActiveBackend {
     let (n, l) = (holds_rules(nft), holds_rules(legacy));
@@ -84,10 +88,47 @@ pub fn active_backend(nft: &RuleSet, legacy: &RuleSet) -> ActiveBackend {
     if marker_in(nft, Family::Ip, None) || marker_in(nft, Family::Ip6, None) {
         return ActiveBackend::Nft;
     }
-    match (n, l) {
+    match (n || super::native::holds_rules(nft), l) {
+        (true, true) => ActiveBackend::Mixed,
         (true, false) => ActiveBackend::Nft,
         (false, true) => ActiveBackend::Legacy,
-        _ => ActiveBackend::None,
+        (false, false) => ActiveBackend::None,
+    }
+}
+
+/// Whether either backend has a marker chain (in an iptables-owned table).
+pub fn markers_present(nft: &RuleSet, legacy: &RuleSet) -> bool {
+    let (n, l) = (backend_facts(nft), backend_facts(legacy));
+    n.hint_chain || n.canary_chain || l.hint_chain || l.canary_chain
+}
+
+/// Why kubelet leaves no marker chains on a host without iptables.
+pub const NO_IPTABLES_REASON: &str = "the host has no iptables command, so kubelet does not create \
+    KUBE-IPTABLES-HINT or KUBE-KUBELET-CANARY (kubelet's initNetworkUtil skips them when neither \
+    `iptables` nor `ip6tables` can list nat POSTROUTING; kubernetes#129826)";
+
+/// kubelet's marker chains: present in either backend; else not expected when
+/// the host has no `iptables` command (`no_iptables`); else missing.
+pub fn kubelet_markers(nft: &RuleSet, legacy: &RuleSet, no_iptables: bool) -> KubeletMarkers {
+    if markers_present(nft, legacy) {
+        KubeletMarkers {
+            state: MarkerState::Present,
+            reason: None,
+        }
+    } else if no_iptables {
+        KubeletMarkers {
+            state: MarkerState::NotExpected,
+            reason: Some(NO_IPTABLES_REASON.into()),
+        }
+    } else {
+        KubeletMarkers {
+            state: MarkerState::Missing,
+            reason: Some(
+                "neither backend has KUBE-IPTABLES-HINT or KUBE-KUBELET-CANARY although the host has \
+                 an iptables command: kubelet has not run here, or could not write them"
+                    .into(),
+            ),
+        }
     }
 }
 
@@ -113,6 +154,7 @@ pub(crate) mod tests {
                     ],
                 })
                 .collect(),
+            sets: Vec::new(),
         }
     }
 
@@ -162,11 +204,57 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn foreign_nft_tables_are_ignored() {
+    fn native_tables_are_not_counted_but_make_a_node_nft() {
         let nft = RuleSet {
             tables: vec![table(Family::Inet, "firewalld", &[("x", false, 3)])],
         };
         assert!(!holds_rules(&nft));
         assert_eq!(backend_facts(&nft).tables, 0);
+        let e = RuleSet::default();
+        assert_eq!(active_backend(&nft, &e), ActiveBackend::Nft, "native only");
+    }
+
+    #[test]
+    fn native_and_legacy_rules_without_markers_are_mixed() {
+        let nft = RuleSet {
+            tables: vec![table(Family::Ip, "kube-proxy", &[("services", false, 1)])],
+        };
+        let legacy = RuleSet {
+            tables: vec![table(Family::Ip, "filter", &[("INPUT", true, 1)])],
+        };
+        assert_eq!(active_backend(&nft, &legacy), ActiveBackend::Mixed);
+        // A legacy marker decides as before (step 2): the native table is not iptables'.
+        let legacy = RuleSet {
+            tables: vec![table(Family::Ip, "mangle", &[(HINT_CHAIN, false, 0)])],
+        };
+        assert_eq!(active_backend(&nft, &legacy), ActiveBackend::Legacy);
+    }
+
+    #[test]
+    fn marker_state_present_missing_not_expected() {
+        let e = RuleSet::default();
+        let marked = RuleSet {
+            tables: vec![table(Family::Ip, "mangle", &[(CANARY_CHAIN, false, 0)])],
+        };
+        assert_eq!(
+            kubelet_markers(&marked, &e, true).state,
+            MarkerState::Present
+        );
+        assert_eq!(
+            kubelet_markers(&e, &marked, false).state,
+            MarkerState::Present
+        );
+        let m = kubelet_markers(&e, &e, true);
+        assert_eq!(m.state, MarkerState::NotExpected);
+        assert!(m.reason.unwrap().contains("kubernetes#129826"));
+        assert_eq!(kubelet_markers(&e, &e, false).state, MarkerState::Missing);
+        // A marker in a native table is not kubelet's.
+        let native = RuleSet {
+            tables: vec![table(Family::Inet, "x", &[(HINT_CHAIN, false, 0)])],
+        };
+        assert_eq!(
+            kubelet_markers(&native, &e, false).state,
+            MarkerState::Missing
+        );
     }
 }

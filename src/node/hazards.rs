@@ -1,7 +1,9 @@
 //! Hazard rules: pure functions over the gathered node facts.
 
 use super::NodeFacts;
-use super::backends::{backend_facts, has_kube_chains, holds_rules};
+use super::backends::{backend_facts, has_kube_chains, holds_rules, kubelet_markers};
+use super::kube_proxy;
+use crate::api::MarkerState;
 use crate::facts::version::is_known_bad;
 use crate::facts::{Backend, Hazard, HazardCode, Severity, Version};
 use crate::kernel::{Expr, Rule, RuleSet, Verdict, render_rule};
@@ -31,8 +33,13 @@ pub fn assess(facts: &NodeFacts, min_reader: Option<Version>) -> Vec<Hazard> {
     out.extend(unconditional_drops(legacy, Backend::Legacy));
     out.extend(mixed_backends(nft, legacy));
     if facts.nft.is_ok() && facts.legacy.is_ok() {
-        out.extend(kubelet_chains_missing(nft, legacy));
+        out.extend(kubelet_chains_missing(
+            nft,
+            legacy,
+            facts.no_iptables_command(),
+        ));
     }
+    out.extend(kube_proxy_mode_leftovers(nft, legacy));
     out.extend(bridge_disabled(facts));
     out.extend(known_bad(facts));
     out.extend(old_reader(facts, min_reader));
@@ -154,9 +161,9 @@ fn mixed_backends(nft: &RuleSet, legacy: &RuleSet) -> Option<Hazard> {
     ))
 }
 
-fn kubelet_chains_missing(nft: &RuleSet, legacy: &RuleSet) -> Option<Hazard> {
-    let (n, l) = (backend_facts(nft), backend_facts(legacy));
-    if n.hint_chain || n.canary_chain || l.hint_chain || l.canary_chain {
+/// Only where kubelet writes them: a host without an iptables command has none on purpose.
+fn kubelet_chains_missing(nft: &RuleSet, legacy: &RuleSet, no_iptables: bool) -> Option<Hazard> {
+    if kubelet_markers(nft, legacy, no_iptables).state != MarkerState::Missing {
         return None;
     }
     Some(hazard(
@@ -165,6 +172,57 @@ fn kubelet_chains_missing(nft: &RuleSet, legacy: &RuleSet) -> Option<Hazard> {
         "neither backend has KUBE-IPTABLES-HINT or KUBE-KUBELET-CANARY: components that detect the \
          backend from kubelet's marker chains (iptables-wrappers, azure-npm) guess nft or fail"
             .into(),
+    ))
+}
+
+/// At most this many shared Service addresses are named in a message.
+const MAX_SHARED_LISTED: usize = 5;
+
+/// kube-proxy's nftables table next to iptables-mode Service chains: a mode
+/// switch that was not finished (kubernetes#131243). Critical when both
+/// route the same Service address: which one DNATs a packet then depends on
+/// hook order, and the stale one sends it to endpoints that may be gone.
+fn kube_proxy_mode_leftovers(nft: &RuleSet, legacy: &RuleSet) -> Option<Hazard> {
+    let native: Vec<String> = kube_proxy::nft_tables(nft)
+        .map(|t| format!("{}/{}", t.family, t.name))
+        .collect();
+    let chains = kube_proxy::iptables_dispatch_chains(nft, legacy);
+    if native.is_empty() || chains.is_empty() {
+        return None;
+    }
+    let nft_addrs = kube_proxy::nft_service_addrs(nft);
+    let shared: Vec<String> = kube_proxy::iptables_service_addrs(nft, legacy)
+        .intersection(&nft_addrs)
+        .map(|a| a.to_string())
+        .collect();
+    let routes = if shared.is_empty() {
+        String::new()
+    } else {
+        let more = shared.len().saturating_sub(MAX_SHARED_LISTED);
+        format!(
+            "; both route Service address(es) {}{}",
+            shared[..shared.len().min(MAX_SHARED_LISTED)].join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        )
+    };
+    Some(hazard(
+        HazardCode::KubeProxyModeLeftovers,
+        if shared.is_empty() {
+            Severity::Warning
+        } else {
+            Severity::Critical
+        },
+        format!(
+            "kube-proxy's nftables table ({}) and iptables-mode Service chains ({}) exist at once: \
+             a kube-proxy mode switch left the old mode's rules behind (kubernetes#131243){routes}; \
+             finish the switch with `kube-proxy --cleanup` in the old mode, or reboot the node",
+            native.join(", "),
+            chains.join(", ")
+        ),
     ))
 }
 
@@ -282,6 +340,7 @@ mod tests {
                         builtin: false,
                         rules: vec![rule],
                     }],
+                    sets: Vec::new(),
                 },
                 super::super::backends::tests::table(
                     Family::Ip,
@@ -346,6 +405,7 @@ mod tests {
         let mut f = facts(RuleSet::default(), RuleSet::default());
         f.iptables = Some(IptablesFacts {
             version: Some(Version::new(1, 8, 2)),
+            backend: Some(Backend::Legacy),
             ..Default::default()
         });
         f.bridge.call_iptables = false;
@@ -366,5 +426,65 @@ mod tests {
             !codes.contains(&HazardCode::KubeletChainsMissing),
             "{codes:?}"
         );
+    }
+
+    #[test]
+    fn no_markers_expected_without_an_iptables_command() {
+        let mut f = facts(RuleSet::default(), RuleSet::default());
+        let codes =
+            |f: &NodeFacts| -> Vec<HazardCode> { assess(f, None).iter().map(|h| h.code).collect() };
+        assert!(
+            !codes(&f).contains(&HazardCode::KubeletChainsMissing),
+            "no iptables at all"
+        );
+        f.iptables = Some(IptablesFacts {
+            version: Some(Version::new(1, 8, 9)),
+            backend: None, // a package without the `iptables` command
+            ..Default::default()
+        });
+        assert!(!codes(&f).contains(&HazardCode::KubeletChainsMissing));
+        f.host_error = Some("host probe failed".into());
+        assert!(
+            codes(&f).contains(&HazardCode::KubeletChainsMissing),
+            "unknown host: the chains are expected"
+        );
+    }
+
+    #[test]
+    fn kube_proxy_leftovers_warning_and_critical_on_a_shared_address() {
+        use crate::node::kube_proxy::tests::{kube_proxy_nft, kube_services};
+        let ip = |s: &str| -> std::net::IpAddr { s.parse().unwrap() };
+        let nft = RuleSet {
+            tables: vec![kube_proxy_nft(
+                Family::Ip,
+                &[ip("10.96.0.1"), ip("10.96.0.10")],
+            )],
+        };
+        let leftovers = |legacy: &RuleSet| -> Vec<Hazard> {
+            assess(&facts(nft.clone(), legacy.clone()), None)
+                .into_iter()
+                .filter(|h| h.code == HazardCode::KubeProxyModeLeftovers)
+                .collect()
+        };
+        assert!(leftovers(&RuleSet::default()).is_empty(), "native only");
+        let other = RuleSet {
+            tables: vec![kube_services(ip("10.96.0.99"))],
+        };
+        let hs = leftovers(&other);
+        assert_eq!(hs.len(), 1, "{hs:?}");
+        assert_eq!(hs[0].severity, Severity::Warning);
+        assert!(hs[0].message.contains("ip/kube-proxy"), "{}", hs[0].message);
+        assert!(
+            hs[0].message.contains("legacy ip/nat KUBE-SERVICES"),
+            "{}",
+            hs[0].message
+        );
+        let same = RuleSet {
+            tables: vec![kube_services(ip("10.96.0.10"))],
+        };
+        let hs = leftovers(&same);
+        assert_eq!(hs[0].severity, Severity::Critical);
+        assert!(hs[0].message.contains("10.96.0.10"), "{}", hs[0].message);
+        assert!(!hs[0].message.contains("10.96.0.1,"), "{}", hs[0].message);
     }
 }

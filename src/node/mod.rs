@@ -9,7 +9,9 @@
 pub mod backends;
 pub mod cli;
 pub mod hazards;
+pub mod kube_proxy;
 pub mod min_reader;
+pub mod native;
 pub mod system;
 pub mod text;
 
@@ -55,6 +57,14 @@ pub struct NodeFacts {
     pub legacy: Result<RuleSet, String>,
     pub bridge: BridgeFacts,
     pub ip_forward: Option<bool>,
+}
+
+impl NodeFacts {
+    /// The host has no `iptables` command (and its probe did not fail):
+    /// kubelet then writes no marker chains.
+    pub fn no_iptables_command(&self) -> bool {
+        self.host_error.is_none() && self.iptables.as_ref().is_none_or(|i| i.backend.is_none())
+    }
 }
 
 /// Read everything (blocking; call from `spawn_blocking` in async code).
@@ -124,12 +134,7 @@ pub fn status_from_facts(facts: &NodeFacts) -> NodeNetfilterProfileStatus {
         .collect();
     errors.extend(facts.host_error.iter().cloned());
     let both_read = facts.nft.is_ok() && facts.legacy.is_ok();
-    let other: Vec<String> = nft
-        .tables
-        .iter()
-        .filter(|t| !t.iptables_owned())
-        .map(|t| format!("{}/{}", t.family, t.name))
-        .collect();
+    let (native_tables, not_listed) = native::native_tables(nft);
     NodeNetfilterProfileStatus {
         iptables: facts.iptables.clone(),
         kernel: Some(KernelFacts {
@@ -147,7 +152,11 @@ pub fn status_from_facts(facts: &NodeFacts) -> NodeNetfilterProfileStatus {
         min_reader_version: min,
         // Unknown, not "none", when nf_tables could not be read.
         native_features: facts.nft.is_ok().then_some(features),
-        other_nft_tables: (!other.is_empty()).then_some(other),
+        native_tables: facts.nft.is_ok().then_some(native_tables),
+        kube_proxy_mode: both_read.then(|| kube_proxy::mode(nft, legacy)),
+        kubelet_markers: both_read
+            .then(|| backends::kubelet_markers(nft, legacy, facts.no_iptables_command())),
+        native_tables_not_listed: (not_listed > 0).then_some(not_listed),
         bridge: Some(facts.bridge.clone()),
         ip_forward: facts.ip_forward,
         hazards: Some(hazards::assess(facts, min)),

@@ -20,6 +20,19 @@ pub fn render(s: &NodeNetfilterProfileStatus) -> String {
         "Active backend:    {}",
         s.active_backend.map_or("unknown", |b| b.as_str())
     );
+    if let Some(m) = s.kube_proxy_mode {
+        let _ = writeln!(o, "kube-proxy mode:   {}", m.as_str());
+    }
+    if let Some(m) = &s.kubelet_markers {
+        let _ = writeln!(
+            o,
+            "Kubelet markers:   {}{}",
+            m.state.as_str(),
+            m.reason
+                .as_deref()
+                .map_or(String::new(), |r| format!(" ({r})"))
+        );
+    }
     if let Some(w) = s.wrapper_backend {
         let _ = writeln!(o, "Wrapper would use: {w}");
     }
@@ -80,9 +93,7 @@ pub fn render(s: &NodeNetfilterProfileStatus) -> String {
             f.min_reader.map_or("any".into(), |v| v.to_string())
         );
     }
-    if let Some(t) = &s.other_nft_tables {
-        let _ = writeln!(o, "Other nft tables:  {}", t.join(", "));
-    }
+    native_tables(&mut o, s);
     if let Some(b) = &s.bridge {
         let _ = writeln!(
             o,
@@ -101,6 +112,72 @@ pub fn render(s: &NodeNetfilterProfileStatus) -> String {
     o
 }
 
+fn native_tables(o: &mut String, s: &NodeNetfilterProfileStatus) {
+    let Some(tables) = &s.native_tables else {
+        return;
+    };
+    if tables.is_empty() {
+        o.push_str("Native tables:     none\n");
+        return;
+    }
+    o.push_str("Native tables:\n");
+    for t in tables {
+        let _ = writeln!(
+            o,
+            "  {:<20} chains {:>5}  rules {:>7}  sets {:>4}",
+            format!("{}/{}", t.family, t.name),
+            t.chains,
+            t.rules,
+            t.sets
+        );
+    }
+    if let Some(n) = s.native_tables_not_listed {
+        let _ = writeln!(o, "  ... and {n} more");
+    }
+}
+
 fn yes(b: bool) -> &'static str {
     if b { "yes" } else { "no" }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{KubeProxyMode, KubeletMarkers, MarkerState, NativeTable};
+
+    #[test]
+    fn shows_native_tables_kube_proxy_mode_and_marker_state() {
+        let s = NodeNetfilterProfileStatus {
+            native_tables: Some(vec![NativeTable {
+                family: "ip".into(),
+                name: "kube-proxy".into(),
+                chains: 12,
+                rules: 30,
+                sets: 9,
+            }]),
+            native_tables_not_listed: Some(3),
+            kube_proxy_mode: Some(KubeProxyMode::Nftables),
+            kubelet_markers: Some(KubeletMarkers {
+                state: MarkerState::NotExpected,
+                reason: Some("no iptables".into()),
+            }),
+            ..Default::default()
+        };
+        let t = render(&s);
+        assert!(t.contains("kube-proxy mode:   nftables"), "{t}");
+        assert!(
+            t.contains("Kubelet markers:   notExpected (no iptables)"),
+            "{t}"
+        );
+        assert!(
+            t.contains("  ip/kube-proxy        chains    12  rules      30  sets    9"),
+            "{t}"
+        );
+        assert!(t.contains("... and 3 more"), "{t}");
+        let none = render(&NodeNetfilterProfileStatus {
+            native_tables: Some(vec![]),
+            ..Default::default()
+        });
+        assert!(none.contains("Native tables:     none"), "{none}");
+    }
 }

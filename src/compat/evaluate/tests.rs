@@ -303,6 +303,55 @@ fn row_nft_node_fixed_legacy_image_is_unsafe() {
     assert_eq!(r.decision.verdict, Verdict::Deny);
 }
 
+/// A node whose rules live only in native nf_tables tables (kube-proxy in
+/// nftables mode, no iptables command on the host): the reporter says
+/// `activeBackend: nft`, no marker chains, no live minimum reader (that is
+/// computed over iptables-owned rules only).
+fn native_only_node() -> P {
+    P {
+        host: None,
+        active: Some(ActiveBackend::Nft),
+        kernel: Some((true, true)),
+        ..P::default()
+    }
+}
+
+#[test]
+fn native_only_node_refuses_a_legacy_writer_like_any_nft_node() {
+    let r = run(
+        &host_writer("leg:1"),
+        &[("n1", native_only_node())],
+        &[("leg:1", Some("1.8.9"), Some(Backend::Legacy))],
+    );
+    let reason = r.reason(ReasonCode::BackendMismatch);
+    assert_eq!(reason.node_backend.as_deref(), Some("nft"));
+    assert_eq!(r.decision.verdict, Verdict::Deny);
+}
+
+#[test]
+fn native_only_node_allows_an_old_iptables_nft_writer() {
+    // iptables-nft 1.8.7 never lists kube-proxy's native table, so nothing it
+    // could save/restore there needs a newer reader: no minimum, no newer
+    // writer, the same backend.
+    let r = run(
+        &host_writer("nft:old"),
+        &[("n1", native_only_node())],
+        &[("nft:old", Some("1.8.7"), Some(Backend::Nft))],
+    );
+    assert!(
+        !r.codes().contains(&ReasonCode::BackendMismatch)
+            && !r.codes().contains(&ReasonCode::OldReaderNewRules),
+        "{:#?}",
+        r.decision.reasons
+    );
+    assert_eq!(
+        r.decision.verdict,
+        Verdict::Allow,
+        "{:#?}",
+        r.decision.reasons
+    );
+}
+
 #[test]
 fn row_wrapper_follows_marker_chains_then_checks_version() {
     // nft markers -> nft, versions fine -> allow.
