@@ -423,6 +423,17 @@ run_scenario() { # N TITLE FUNCTION
 }
 
 # ---- 1. profiles -----------------------------------------------------------------
+profile_rules() { # NODE BACKEND: the rules the profile counts in BACKEND
+  local rules
+  rules=$(nnp "$1" "{.status.backends.$2.rules}")
+  if [ "${rules:-0}" = 0 ] && [ "$2" = nft ]; then
+    # A node without iptables (kube-proxy in nftables mode): its rules are
+    # all in native tables, which iptables does not own.
+    rules=$(nnp "$1" '{range .status.nativeTables[*]}{.rules}{"\n"}{end}' | awk '{s += $1} END {print s + 0}')
+  fi
+  echo "${rules:-0}"
+}
+
 profile_complete() { # NODE
   local n=$1 uid owner backend label want rules
   uid=$(get node "$n" '{.metadata.uid}')
@@ -440,13 +451,8 @@ profile_complete() { # NODE
     WHY="$n: activeBackend $backend, NFGUARD_E2E_EXPECT_BACKENDS says $want"
     return 1
   fi
-  rules=$(nnp "$n" "{.status.backends.$backend.rules}")
-  if [ "${rules:-0}" = 0 ] && [ "$backend" = nft ]; then
-    # A node without iptables (kube-proxy in nftables mode): its rules are
-    # all in native tables, which iptables does not own.
-    rules=$(nnp "$n" '{range .status.nativeTables[*]}{.rules}{"\n"}{end}' | awk '{s += $1} END {print s + 0}')
-  fi
-  [ "${rules:-0}" -gt 0 ] || { WHY="$n: backends.$backend.rules (or its nativeTables' rules) is ${rules:-absent}"; return 1; }
+  rules=$(profile_rules "$n" "$backend")
+  [ "$rules" -gt 0 ] || { WHY="$n: backends.$backend.rules (or its nativeTables' rules) is ${rules:-absent}"; return 1; }
   label=$(get node "$n" '{.metadata.labels.nfguard\.io/iptables-backend}')
   [ "$label" = "$backend" ] || { WHY="$n: label nfguard.io/iptables-backend='$label', profile says $backend"; return 1; }
   [ "$(condition "$n" Fresh status)" = True ] || { WHY="$n: condition Fresh is not True"; return 1; }
@@ -466,7 +472,7 @@ s1_profiles() {
   for n in "${NODES[@]}"; do
     uid=$(get node "$n" '{.metadata.uid}')
     b=$(nnp "$n" '{.status.activeBackend}')
-    ok "$n: NodeNetfilterProfile owned by Node $n (uid $uid), lastProbeTime $(nnp "$n" '{.status.lastProbeTime}'), activeBackend $b ($(nnp "$n" "{.status.backends.$b.rules}") rules), label nfguard.io/iptables-backend=$b${EXPECT[$n]:+ (expected $b)}, Fresh and Consistent"
+    ok "$n: NodeNetfilterProfile owned by Node $n (uid $uid), lastProbeTime $(nnp "$n" '{.status.lastProbeTime}'), activeBackend $b ($(profile_rules "$n" "$b") rules), label nfguard.io/iptables-backend=$b${EXPECT[$n]:+ (expected $b)}, Fresh and Consistent"
   done
   [ "${#EXPECT[@]}" -gt 0 ] || skip "NFGUARD_E2E_EXPECT_BACKENDS is not set: each backend was checked against its label only"
   kubectl get nodenetfilterprofiles | show
