@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
 # nfguard: one image for the reporter, controller and webhook.
 #   docker build -t ghcr.io/nfguard/nfguard:dev .
+# Without Docker (the same stage, this machine's libraries): scripts/build-image.sh
 # The final image holds only the nfguard binary and the C runtime: nfguard
 # reads netfilter state through netlink/getsockopt itself and never runs or
 # ships iptables or nft (tests/install_dockerfile.rs checks this file).
@@ -33,5 +34,9 @@ COPY --from=builder /out/nfguard /usr/local/bin/nfguard
 # files it reads under /host (dpkg status, alternatives, binaries) are owned
 # by root. It never writes netfilter state.
 USER 65532:65532
+# distroless's own settings, spelled out: scripts/build-image.sh builds the
+# same stage without Docker, and tests/install_dockerfile.rs compares the two.
+WORKDIR /home/nonroot
+ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt
 EXPOSE 8443 9090
 ENTRYPOINT ["/usr/local/bin/nfguard"]

@@ -55,6 +55,7 @@ fn profiles() -> Vec<NodeNetfilterProfile> {
                     release: "6.1".into(),
                     nf_tables: true,
                     ip_tables: true,
+                    modules: None,
                 }),
                 backends: Some(BackendsFacts {
                     nft: bf(!legacy),

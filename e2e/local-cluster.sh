@@ -580,7 +580,7 @@ import_nfguard_image() {
   local node image=${NFGUARD_E2E_IMAGE_TAR:-}
   if [ -z "$image" ]; then
     image="$STATE/nfguard-image.tar"
-    [ -f "$image" ] || e2e/images/build.sh nfguard "$(nfguard_binary)" "$image" "$NFGUARD_IMAGE"
+    [ -f "$image" ] || scripts/build-image.sh --binary "$(nfguard_binary)" --out "$image" --name "$NFGUARD_IMAGE" >&2
   fi
   for node in "${NODES[@]}"; do
     ctr --address "$STATE/nodes/$node/containerd.sock" -n k8s.io images import "$image" >/dev/null

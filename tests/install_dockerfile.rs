@@ -180,6 +180,31 @@ fn manifests_use_the_image_the_dockerfile_builds() {
     assert!(dockerfile.contains("ghcr.io/nfguard/nfguard:dev"));
     assert!(kustomization.contains("name: ghcr.io/nfguard/nfguard"));
     assert!(read("e2e/run.sh").contains("ghcr.io/nfguard/nfguard:dev"));
+    // scripts/build-image.sh names its image after the controller's; every
+    // component and the chart (repository:appVersion) must name the same.
+    let image_of = |rel: &str| -> Vec<String> {
+        read(rel)
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("image: ").map(str::to_string))
+            .collect()
+    };
+    let controller = image_of("manifests/controller.yaml");
+    assert_eq!(controller, ["ghcr.io/nfguard/nfguard:dev"]);
+    for rel in ["manifests/reporter.yaml", "manifests/webhook.yaml"] {
+        assert_eq!(image_of(rel), controller, "{rel}");
+    }
+    let values = read("charts/nfguard/values.yaml");
+    let chart = read("charts/nfguard/Chart.yaml");
+    let repo = values
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("repository: "))
+        .expect("image.repository");
+    let app = chart
+        .lines()
+        .find_map(|l| l.strip_prefix("appVersion: "))
+        .expect("appVersion")
+        .trim_matches('"');
+    assert_eq!(format!("{repo}:{app}"), controller[0]);
 }
 
 #[test]
@@ -202,4 +227,157 @@ fn builder_toolchain_matches_the_crates_rust_version() {
         arg, msrv,
         "Dockerfile's RUST_VERSION must equal Cargo.toml's rust-version"
     );
+}
+
+/// The image without Docker (`scripts/build-image.sh`, which the local e2e
+/// cluster uses too) is the Dockerfile's runtime stage: the same binary
+/// path and mode, user, working directory, environment, entrypoint and
+/// ports, distroless's accounts and CA bundle, and no netfilter tools.
+#[test]
+#[ignore = "needs the image builder's tools (jq, ldd, tar); scripts/test.sh runs it"]
+fn build_image_script_builds_the_dockerfiles_runtime_stage() {
+    use std::process::Command;
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("image.tar");
+    // Any dynamically linked ELF stands in for the release binary.
+    let run = Command::new(repo.join("scripts/build-image.sh"))
+        .args([
+            "--binary",
+            "/usr/bin/true",
+            "--name",
+            "test.invalid/nfguard:recipe",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let layout = tmp.path().join("oci");
+    std::fs::create_dir(&layout).unwrap();
+    let untar = Command::new("tar")
+        .arg("-xf")
+        .arg(&out)
+        .arg("-C")
+        .arg(&layout)
+        .status()
+        .unwrap();
+    assert!(untar.success());
+    let blob = |digest: &str| {
+        layout
+            .join("blobs/sha256")
+            .join(digest.trim_start_matches("sha256:"))
+    };
+    let json = |p: PathBuf| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
+    };
+    let index = json(layout.join("index.json"));
+    assert_eq!(
+        index["manifests"][0]["annotations"]["org.opencontainers.image.ref.name"],
+        "test.invalid/nfguard:recipe"
+    );
+    let manifest = json(blob(index["manifests"][0]["digest"].as_str().unwrap()));
+    let config = json(blob(manifest["config"]["digest"].as_str().unwrap()))["config"].clone();
+
+    let st = stages(&read("Dockerfile"));
+    let last = st.last().unwrap();
+    let one = |word: &str| {
+        last.instructions
+            .iter()
+            .rev()
+            .find(|(w, _)| w == word)
+            .map(|(_, r)| r.clone())
+            .unwrap_or_else(|| panic!("the runtime stage sets {word}"))
+    };
+    assert_eq!(config["User"], one("USER"));
+    assert_eq!(config["WorkingDir"], one("WORKDIR"));
+    let entry: serde_json::Value = serde_json::from_str(&one("ENTRYPOINT")).unwrap();
+    assert_eq!(config["Entrypoint"], entry);
+    let mut ports: Vec<String> = config["ExposedPorts"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    ports.sort();
+    let mut want: Vec<String> = one("EXPOSE")
+        .split_whitespace()
+        .map(|p| format!("{p}/tcp"))
+        .collect();
+    want.sort();
+    assert_eq!(ports, want);
+    let env: Vec<&str> = config["Env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    for (w, r) in &last.instructions {
+        if w == "ENV" {
+            assert!(env.contains(&r.as_str()), "Env {env:?} lacks {r}");
+        }
+    }
+
+    // The files: the COPY destination, executable, and what distroless gives.
+    let copy = one("COPY");
+    let dest = copy
+        .split_whitespace()
+        .last()
+        .unwrap()
+        .trim_start_matches('/');
+    let layer = blob(manifest["layers"][0]["digest"].as_str().unwrap());
+    let list = Command::new("tar")
+        .arg("-tvzf")
+        .arg(&layer)
+        .output()
+        .unwrap();
+    assert!(list.status.success());
+    let list = String::from_utf8(list.stdout).unwrap();
+    let entry_of = |path: &str| {
+        list.lines()
+            .find(|l| {
+                let name = l.split(" -> ").next().unwrap_or(l);
+                name.split_whitespace()
+                    .last()
+                    .map(|n| n.trim_end_matches('/'))
+                    == Some(path)
+            })
+            .unwrap_or_else(|| panic!("{path} missing from the image:\n{list}"))
+            .to_string()
+    };
+    assert!(
+        entry_of(dest).starts_with("-rwxr-xr-x"),
+        "{}",
+        entry_of(dest)
+    );
+    entry_of("etc/ssl/certs/ca-certificates.crt");
+    assert!(entry_of("tmp").starts_with("drwxrwxrwt"));
+    assert!(entry_of("home/nonroot").contains("65532/65532"));
+    let passwd = Command::new("tar")
+        .arg("-xOzf")
+        .arg(&layer)
+        .arg("etc/passwd")
+        .output()
+        .unwrap();
+    let passwd = String::from_utf8(passwd.stdout).unwrap();
+    let uid = one("USER");
+    let uid = uid.split(':').next().unwrap();
+    assert!(
+        passwd.lines().any(|l| l.split(':').nth(2) == Some(uid)),
+        "USER {uid} has no account in /etc/passwd: {passwd}"
+    );
+    for banned in ["iptables", "ip6tables", "nft", "xtables-nft-multi"] {
+        assert!(
+            !list.lines().any(|l| l
+                .split(" -> ")
+                .next()
+                .unwrap_or(l)
+                .ends_with(&format!("/{banned}"))),
+            "{banned} in the image"
+        );
+    }
 }

@@ -39,6 +39,13 @@ fn codes(v: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The two address families: (tool prefix, nf_tables family, a source network).
+/// The incident tests run in both (the IPv6 rules are written by ip6tables).
+const FAMILIES: [(&str, &str, &str); 2] = [
+    ("iptables", "ip", "10.0.0.0/8"),
+    ("ip6tables", "ip6", "fd00::/8"),
+];
+
 /// What kubelet creates at start: the hint chain and the canaries.
 fn kubelet_chains(ns: &Netns, release: &str, tool: &str) {
     ns.iptables_ok(release, tool, &["-t", "mangle", "-N", "KUBE-IPTABLES-HINT"]);
@@ -111,129 +118,153 @@ fn clean_nft_node_with_kubelet_chains() {
 #[test]
 #[ignore = "needs root: network namespaces (scripts/test.sh runs it; as root: cargo test -- --include-ignored)"]
 fn incident_old_reader_restore_makes_unconditional_drop() {
-    let ns = Netns::new("incident");
-    kubelet_chains(&ns, "1.8.9", "iptables-nft");
-    kube_firewall(&ns, "1.8.9", "iptables-nft");
-    // kube-router/kube-proxy with 1.8.7 does save | restore.
-    let saved = ns.iptables_ok("1.8.7", "iptables-nft-save", &[]);
-    assert!(
-        saved.contains(COMMENT) && !saved.contains("--mark"),
-        "1.8.7 loses the mark match:\n{saved}"
-    );
-    netns::check(
-        ns.iptables_stdin("1.8.7", "iptables-nft-restore", &[], &saved),
-        "1.8.7 restore",
-    );
+    for (tool, family, _) in FAMILIES {
+        let (nft, save, restore) = (
+            format!("{tool}-nft"),
+            format!("{tool}-nft-save"),
+            format!("{tool}-nft-restore"),
+        );
+        let ns = Netns::new(&format!("incident{family}"));
+        kubelet_chains(&ns, "1.8.9", &nft);
+        kube_firewall(&ns, "1.8.9", &nft);
+        let v = inspect(&ns);
+        assert_eq!(
+            v["minReaderVersion"], "1.8.8",
+            "1.8.9 wrote a native mark match: {v:#}"
+        );
+        let mark = v["nativeFeatures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["feature"] == "meta-mark")
+            .cloned()
+            .unwrap_or_else(|| panic!("no meta-mark: {v:#}"));
+        assert_eq!(mark["example"], format!("{family}/filter/KUBE-FIREWALL"));
+        assert!(
+            codes(&v).is_empty(),
+            "the intact rule is not flagged: {v:#}"
+        );
 
-    let v = inspect(&ns);
-    let h = hazards(&v, "FirewallUnconditionalDrop");
-    assert_eq!(h.len(), 1, "{v:#}");
-    assert_eq!(h[0]["severity"], "critical");
-    assert_eq!(h[0]["backend"], "nft");
-    assert_eq!(h[0]["table"], "filter");
-    assert_eq!(h[0]["chain"], "KUBE-FIREWALL");
-    let rule = h[0]["rule"].as_str().unwrap();
-    assert!(
-        rule.contains(COMMENT) && rule.ends_with("-j DROP"),
-        "{rule}"
-    );
-    assert_eq!(
-        codes(&v)[0],
-        "FirewallUnconditionalDrop",
-        "critical hazards come first"
-    );
-    assert_eq!(
-        v["minReaderVersion"],
-        Value::Null,
-        "only xt-compat left after 1.8.7's restore"
-    );
+        // kube-router/kube-proxy with 1.8.7 does save | restore.
+        let saved = ns.iptables_ok("1.8.7", &save, &[]);
+        assert!(
+            saved.contains(COMMENT) && !saved.contains("--mark"),
+            "1.8.7 loses the mark match:\n{saved}"
+        );
+        netns::check(
+            ns.iptables_stdin("1.8.7", &restore, &[], &saved),
+            "1.8.7 restore",
+        );
 
-    // Text output leads with the hazard.
-    let root = tempfile::tempdir().unwrap();
-    let out = ns.nfguard(&[
-        "inspect",
-        "node",
-        "--host-root",
-        root.path().to_str().unwrap(),
-    ]);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        text.starts_with("Hazards (1):\n  [Critical] FirewallUnconditionalDrop"),
-        "{text}"
-    );
+        let v = inspect(&ns);
+        let h = hazards(&v, "FirewallUnconditionalDrop");
+        assert_eq!(h.len(), 1, "{v:#}");
+        assert_eq!(h[0]["severity"], "critical");
+        assert_eq!(h[0]["backend"], "nft");
+        assert_eq!(h[0]["table"], "filter");
+        assert_eq!(h[0]["chain"], "KUBE-FIREWALL");
+        let message = h[0]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with(&format!("nft {family}/filter chain KUBE-FIREWALL")),
+            "{message}"
+        );
+        let rule = h[0]["rule"].as_str().unwrap();
+        assert!(
+            rule.contains(COMMENT) && rule.ends_with("-j DROP"),
+            "{rule}"
+        );
+        assert_eq!(
+            codes(&v)[0],
+            "FirewallUnconditionalDrop",
+            "critical hazards come first"
+        );
+        assert_eq!(
+            v["minReaderVersion"],
+            Value::Null,
+            "only xt-compat left after 1.8.7's restore"
+        );
+
+        // Text output leads with the hazard.
+        let root = tempfile::tempdir().unwrap();
+        let out = ns.nfguard(&[
+            "inspect",
+            "node",
+            "--host-root",
+            root.path().to_str().unwrap(),
+        ]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.starts_with("Hazards (1):\n  [Critical] FirewallUnconditionalDrop"),
+            "{text}"
+        );
+    }
 }
 
 #[test]
 #[ignore = "needs root: network namespaces (scripts/test.sh runs it; as root: cargo test -- --include-ignored)"]
 fn incident_in_legacy_backend_is_flagged_too() {
-    let ns = Netns::new("incleg");
-    kubelet_chains(&ns, "1.8.7", "iptables-legacy");
-    ns.iptables_ok("1.8.7", "iptables-legacy", &["-N", "KUBE-FIREWALL"]);
-    ns.iptables_ok(
-        "1.8.7",
-        "iptables-legacy",
-        &[
-            "-A",
-            "KUBE-FIREWALL",
-            "-m",
-            "comment",
-            "--comment",
-            COMMENT,
-            "-j",
-            "REJECT",
-        ],
-    );
-    ns.iptables_ok(
-        "1.8.7",
-        "iptables-legacy",
-        &[
+    for (tool, family, net) in FAMILIES {
+        let legacy = format!("{tool}-legacy");
+        let ns = Netns::new(&format!("incleg{family}"));
+        kubelet_chains(&ns, "1.8.7", &legacy);
+        ns.iptables_ok("1.8.7", &legacy, &["-N", "KUBE-FIREWALL"]);
+        let rule = ["-A", "KUBE-FIREWALL", "-m", "comment", "--comment", COMMENT];
+        ns.iptables_ok("1.8.7", &legacy, &[&rule[..], &["-j", "REJECT"]].concat());
+        let cond = [
             "-A",
             "KUBE-FIREWALL",
             "-s",
-            "10.0.0.0/8",
+            net,
             "-m",
             "comment",
             "--comment",
             "x",
-            "-j",
-            "DROP",
-        ],
-    );
-    let v = inspect(&ns);
-    let h = hazards(&v, "FirewallUnconditionalDrop");
-    assert_eq!(h.len(), 1, "only the rule without a real condition: {v:#}");
-    assert_eq!(h[0]["backend"], "legacy");
-    assert!(h[0]["rule"].as_str().unwrap().ends_with("-j REJECT"));
-    assert_eq!(v["activeBackend"], "legacy");
+        ];
+        ns.iptables_ok("1.8.7", &legacy, &[&cond[..], &["-j", "DROP"]].concat());
+        let v = inspect(&ns);
+        let h = hazards(&v, "FirewallUnconditionalDrop");
+        assert_eq!(h.len(), 1, "only the rule without a real condition: {v:#}");
+        assert_eq!(h[0]["backend"], "legacy");
+        assert!(h[0]["rule"].as_str().unwrap().ends_with("-j REJECT"));
+        let message = h[0]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with(&format!("legacy {family}/filter chain KUBE-FIREWALL")),
+            "{message}"
+        );
+        assert_eq!(v["activeBackend"], "legacy");
+    }
 }
 
 #[test]
 #[ignore = "needs root: network namespaces (scripts/test.sh runs it; as root: cargo test -- --include-ignored)"]
 fn port_match_loss_through_old_reader() {
-    let ns = Netns::new("portloss");
-    kubelet_chains(&ns, "1.8.11", "iptables-nft");
-    ns.iptables_ok(
-        "1.8.11",
-        "iptables-nft",
-        &["-A", "INPUT", "-p", "tcp", "--dport", "80", "-j", "ACCEPT"],
-    );
-    let v = inspect(&ns);
-    assert_eq!(v["minReaderVersion"], "1.8.8", "{v:#}");
-    let features: Vec<&str> = v["nativeFeatures"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["feature"].as_str().unwrap())
-        .collect();
-    assert!(features.contains(&"transport-ports"), "{features:?}");
-    // Proof of the mapping: 1.8.7 (< 1.8.8) loses the port, 1.8.9 keeps it.
-    let old = ns.iptables_ok("1.8.7", "iptables-nft-save", &[]);
-    assert!(old.contains("-A INPUT -p tcp -j ACCEPT"), "{old}");
-    let new = ns.iptables_ok("1.8.9", "iptables-nft-save", &[]);
-    assert!(
-        new.contains("-A INPUT -p tcp -m tcp --dport 80 -j ACCEPT"),
-        "{new}"
-    );
+    for (tool, family, _) in FAMILIES {
+        let (nft, save) = (format!("{tool}-nft"), format!("{tool}-nft-save"));
+        let ns = Netns::new(&format!("portloss{family}"));
+        kubelet_chains(&ns, "1.8.11", &nft);
+        ns.iptables_ok(
+            "1.8.11",
+            &nft,
+            &["-A", "INPUT", "-p", "tcp", "--dport", "80", "-j", "ACCEPT"],
+        );
+        let v = inspect(&ns);
+        assert_eq!(v["minReaderVersion"], "1.8.8", "{v:#}");
+        let features: Vec<&str> = v["nativeFeatures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["feature"].as_str().unwrap())
+            .collect();
+        assert!(features.contains(&"transport-ports"), "{features:?}");
+        // Proof of the mapping: 1.8.7 (< 1.8.8) loses the port, 1.8.9 keeps it.
+        let old = ns.iptables_ok("1.8.7", &save, &[]);
+        assert!(old.contains("-A INPUT -p tcp -j ACCEPT"), "{old}");
+        let new = ns.iptables_ok("1.8.9", &save, &[]);
+        assert!(
+            new.contains("-A INPUT -p tcp -m tcp --dport 80 -j ACCEPT"),
+            "{new}"
+        );
+    }
 }
 
 #[test]
@@ -715,70 +746,24 @@ fn nft_counts(ns: &Netns, family: &str, table: &str) -> (u64, u64, u64) {
     (count("chain"), count("rule"), count("set") + count("map"))
 }
 
-/// iptables-mode kube-proxy's Service dispatch for one ClusterIP, by a real release.
+/// iptables-mode kube-proxy's Service dispatch for one ClusterIP, written
+/// the way kube-proxy writes it (`iptables-restore --noflush`) by a real release.
 fn iptables_mode_service(ns: &Netns, release: &str, tool: &str, ip: &str) {
-    for chain in [
-        "KUBE-SERVICES",
-        "KUBE-NODEPORTS",
-        "KUBE-SVC-TCOU7JCQXEZGVUNU",
-    ] {
-        ns.iptables_ok(release, tool, &["-t", "nat", "-N", chain]);
-    }
-    ns.iptables_ok(
-        release,
-        tool,
-        &[
-            "-t",
-            "nat",
-            "-A",
-            "PREROUTING",
-            "-m",
-            "comment",
-            "--comment",
-            "kubernetes service portals",
-            "-j",
-            "KUBE-SERVICES",
-        ],
+    let svc = "KUBE-SVC-TCOU7JCQXEZGVUNU";
+    let rules = format!(
+        r#"*nat
+:KUBE-SERVICES - [0:0]
+:KUBE-NODEPORTS - [0:0]
+:{svc} - [0:0]
+-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-A KUBE-SERVICES -d {ip}/32 -p tcp -m comment --comment "kube-system/kube-dns:dns-tcp cluster IP" -m tcp --dport 53 -j {svc}
+-A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS
+COMMIT
+"#
     );
-    ns.iptables_ok(
-        release,
-        tool,
-        &[
-            "-t",
-            "nat",
-            "-A",
-            "KUBE-SERVICES",
-            "-d",
-            &format!("{ip}/32"),
-            "-p",
-            "tcp",
-            "-m",
-            "comment",
-            "--comment",
-            "kube-system/kube-dns:dns-tcp cluster IP",
-            "-m",
-            "tcp",
-            "--dport",
-            "53",
-            "-j",
-            "KUBE-SVC-TCOU7JCQXEZGVUNU",
-        ],
-    );
-    ns.iptables_ok(
-        release,
-        tool,
-        &[
-            "-t",
-            "nat",
-            "-A",
-            "KUBE-SERVICES",
-            "-m",
-            "addrtype",
-            "--dst-type",
-            "LOCAL",
-            "-j",
-            "KUBE-NODEPORTS",
-        ],
+    netns::check(
+        ns.iptables_stdin(release, &format!("{tool}-restore"), &["--noflush"], &rules),
+        "iptables-mode KUBE-SERVICES",
     );
 }
 
@@ -857,43 +842,44 @@ fn kube_proxy_nftables_mode_on_a_host_without_iptables() {
     );
 }
 
-#[test]
-#[ignore = "needs root: network namespaces (scripts/test.sh runs it; as root: cargo test -- --include-ignored)"]
-fn kube_proxy_mode_switch_leftovers_on_the_same_cluster_ip_are_critical() {
-    // The legacy backend's `-d` is read from the x_tables entry header.
-    let ns = Netns::new("kpsameleg");
+/// kube-proxy's nftables tables plus an iptables-mode Service for `ip`
+/// written by a real release: the profile and its one leftovers hazard.
+fn with_leftovers(tag: &str, release: &str, tool: &str, ip: &str) -> (Value, String, String) {
+    let ns = Netns::new(tag);
     load_kube_proxy_tables(&ns);
-    iptables_mode_service(&ns, "1.8.7", "iptables-legacy", DNS_IP);
-    let v = inspect(&ns);
-    let h = hazards(&v, "KubeProxyModeLeftovers");
-    assert_eq!(h.len(), 1, "{v:#}");
-    assert_eq!(h[0]["severity"], "critical", "{v:#}");
-    assert!(
-        h[0]["message"]
-            .as_str()
-            .unwrap()
-            .contains("legacy ip/nat KUBE-SERVICES")
-    );
-
-    // iptables-nft's `-d` is a payload load and an equality compare.
-    let ns = Netns::new("kpsame");
-    load_kube_proxy_tables(&ns);
-    iptables_mode_service(&ns, "1.8.9", "iptables-nft", DNS_IP);
+    iptables_mode_service(&ns, release, tool, ip);
     let v = inspect(&ns);
     assert_eq!(v["kubeProxyMode"], "mixed", "{v:#}");
     let h = hazards(&v, "KubeProxyModeLeftovers");
     assert_eq!(h.len(), 1, "{v:#}");
-    assert_eq!(h[0]["severity"], "critical");
-    let m = h[0]["message"].as_str().unwrap();
+    let severity = h[0]["severity"].as_str().unwrap().to_string();
+    let message = h[0]["message"].as_str().unwrap().to_string();
     assert!(
-        m.contains("ip/kube-proxy") && m.contains("nft ip/nat KUBE-SERVICES"),
+        message.contains("ip/kube-proxy") && message.contains("kube-proxy --cleanup"),
+        "{message}"
+    );
+    (v, severity, message)
+}
+
+#[test]
+#[ignore = "needs root: network namespaces (scripts/test.sh runs it; as root: cargo test -- --include-ignored)"]
+fn kube_proxy_mode_switch_leftovers_on_the_same_cluster_ip_are_critical() {
+    let shared = format!("both route Service address(es) {DNS_IP};");
+    // The legacy backend's `-d` is read from the x_tables entry header.
+    let (_, severity, m) = with_leftovers("kpsameleg", "1.8.7", "iptables-legacy", DNS_IP);
+    assert_eq!(severity, "critical", "{m}");
+    assert!(
+        m.contains("legacy ip/nat KUBE-SERVICES") && m.contains(&shared),
         "{m}"
     );
+
+    // iptables-nft's `-d` is a payload load and an equality compare.
+    let (v, severity, m) = with_leftovers("kpsame", "1.8.9", "iptables-nft", DNS_IP);
+    assert_eq!(severity, "critical", "{m}");
     assert!(
-        m.contains(&format!("both route Service address(es) {DNS_IP};")),
+        m.contains("nft ip/nat KUBE-SERVICES") && m.contains(&shared),
         "{m}"
     );
-    assert!(m.contains("kube-proxy --cleanup"), "{m}");
     // iptables-owned nft rules and native ones, no marker: one backend, nft.
     assert_eq!(v["activeBackend"], "nft");
 }
@@ -901,15 +887,8 @@ fn kube_proxy_mode_switch_leftovers_on_the_same_cluster_ip_are_critical() {
 #[test]
 #[ignore = "needs root: network namespaces (scripts/test.sh runs it; as root: cargo test -- --include-ignored)"]
 fn kube_proxy_mode_switch_leftovers_on_another_ip_are_a_warning() {
-    let ns = Netns::new("kpother");
-    load_kube_proxy_tables(&ns);
-    iptables_mode_service(&ns, "1.8.7", "iptables-legacy", OTHER_IP);
-    let v = inspect(&ns);
-    assert_eq!(v["kubeProxyMode"], "mixed", "{v:#}");
-    let h = hazards(&v, "KubeProxyModeLeftovers");
-    assert_eq!(h.len(), 1, "{v:#}");
-    assert_eq!(h[0]["severity"], "warning");
-    let m = h[0]["message"].as_str().unwrap();
+    let (v, severity, m) = with_leftovers("kpother", "1.8.7", "iptables-legacy", OTHER_IP);
+    assert_eq!(severity, "warning", "{m}");
     assert!(
         m.contains("legacy ip/nat KUBE-SERVICES") && !m.contains("both route"),
         "{m}"
@@ -917,127 +896,4 @@ fn kube_proxy_mode_switch_leftovers_on_another_ip_are_a_warning() {
     // Native rules and legacy rules without markers: mixed.
     assert_eq!(v["activeBackend"], "mixed");
     assert_eq!(v["kubeletMarkers"]["state"], "notExpected");
-}
-
-// ---- IPv6 twins: the incident over ip6tables ----
-
-#[test]
-#[ignore = "needs root: network namespaces (scripts/test.sh runs it; as root: cargo test -- --include-ignored)"]
-fn ipv6_incident_old_reader_restore_makes_unconditional_drop() {
-    let ns = Netns::new("inc6");
-    kubelet_chains(&ns, "1.8.9", "ip6tables-nft");
-    kube_firewall(&ns, "1.8.9", "ip6tables-nft");
-    let v = inspect(&ns);
-    assert_eq!(
-        v["minReaderVersion"], "1.8.8",
-        "1.8.9 wrote a native IPv6 mark match: {v:#}"
-    );
-    let mark = v["nativeFeatures"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["feature"] == "meta-mark")
-        .cloned()
-        .unwrap_or_else(|| panic!("no meta-mark: {v:#}"));
-    assert_eq!(mark["example"], "ip6/filter/KUBE-FIREWALL");
-    assert!(
-        codes(&v).is_empty(),
-        "the intact rule is not flagged: {v:#}"
-    );
-
-    let saved = ns.iptables_ok("1.8.7", "ip6tables-nft-save", &[]);
-    assert!(
-        saved.contains(COMMENT) && !saved.contains("--mark"),
-        "1.8.7 loses the mark match:\n{saved}"
-    );
-    netns::check(
-        ns.iptables_stdin("1.8.7", "ip6tables-nft-restore", &[], &saved),
-        "1.8.7 ip6 restore",
-    );
-    let v = inspect(&ns);
-    let h = hazards(&v, "FirewallUnconditionalDrop");
-    assert_eq!(h.len(), 1, "{v:#}");
-    assert_eq!(h[0]["severity"], "critical");
-    assert_eq!(h[0]["backend"], "nft");
-    assert_eq!(h[0]["table"], "filter");
-    assert!(
-        h[0]["message"]
-            .as_str()
-            .unwrap()
-            .starts_with("nft ip6/filter chain KUBE-FIREWALL"),
-        "{h:?}"
-    );
-    assert!(h[0]["rule"].as_str().unwrap().ends_with("-j DROP"));
-    assert!(v["minReaderVersion"].is_null(), "the mark is gone: {v:#}");
-}
-
-#[test]
-#[ignore = "needs root: network namespaces (scripts/test.sh runs it; as root: cargo test -- --include-ignored)"]
-fn ipv6_port_match_loss_through_old_reader() {
-    let ns = Netns::new("port6");
-    kubelet_chains(&ns, "1.8.11", "ip6tables-nft");
-    ns.iptables_ok(
-        "1.8.11",
-        "ip6tables-nft",
-        &["-A", "INPUT", "-p", "tcp", "--dport", "80", "-j", "ACCEPT"],
-    );
-    let v = inspect(&ns);
-    assert_eq!(v["minReaderVersion"], "1.8.8", "{v:#}");
-    let old = ns.iptables_ok("1.8.7", "ip6tables-nft-save", &[]);
-    assert!(old.contains("-A INPUT -p tcp -j ACCEPT"), "{old}");
-    let new = ns.iptables_ok("1.8.9", "ip6tables-nft-save", &[]);
-    assert!(
-        new.contains("-A INPUT -p tcp -m tcp --dport 80 -j ACCEPT"),
-        "{new}"
-    );
-}
-
-#[test]
-#[ignore = "needs root: network namespaces (scripts/test.sh runs it; as root: cargo test -- --include-ignored)"]
-fn ipv6_unconditional_drop_in_legacy_is_flagged() {
-    let ns = Netns::new("inc6leg");
-    kubelet_chains(&ns, "1.8.7", "ip6tables-legacy");
-    ns.iptables_ok("1.8.7", "ip6tables-legacy", &["-N", "KUBE-FIREWALL"]);
-    ns.iptables_ok(
-        "1.8.7",
-        "ip6tables-legacy",
-        &[
-            "-A",
-            "KUBE-FIREWALL",
-            "-m",
-            "comment",
-            "--comment",
-            COMMENT,
-            "-j",
-            "DROP",
-        ],
-    );
-    ns.iptables_ok(
-        "1.8.7",
-        "ip6tables-legacy",
-        &[
-            "-A",
-            "KUBE-FIREWALL",
-            "-d",
-            "fd00::1/128",
-            "-m",
-            "comment",
-            "--comment",
-            "x",
-            "-j",
-            "DROP",
-        ],
-    );
-    let v = inspect(&ns);
-    let h = hazards(&v, "FirewallUnconditionalDrop");
-    assert_eq!(h.len(), 1, "only the rule without a real condition: {v:#}");
-    assert_eq!(h[0]["backend"], "legacy");
-    assert!(
-        h[0]["message"]
-            .as_str()
-            .unwrap()
-            .starts_with("legacy ip6/filter chain KUBE-FIREWALL"),
-        "{h:?}"
-    );
-    assert_eq!(v["activeBackend"], "legacy");
 }

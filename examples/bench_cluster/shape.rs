@@ -9,8 +9,8 @@
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use nfguard::api::{
-    ActiveBackend, BackendFacts, BackendsFacts, BridgeFacts, KernelFacts, NativeFeature,
-    NodeNetfilterProfileStatus,
+    ActiveBackend, BackendFacts, BackendsFacts, BridgeFacts, KernelFacts, KernelModules,
+    ModuleState, NativeFeature, NodeNetfilterProfileStatus,
 };
 use nfguard::facts::{
     Backend, Evidence, EvidenceSource, Hazard, HazardCode, IptablesFacts, Severity, Version,
@@ -185,6 +185,13 @@ pub fn status(
             release: "6.1.0-28-cloud-amd64".into(),
             nf_tables: true,
             ip_tables: true,
+            // What a reporter writes: the profile's real size.
+            modules: Some(KernelModules {
+                ip_tables: ModuleState::Loaded,
+                ip6_tables: ModuleState::Loaded,
+                nf_tables: ModuleState::Loaded,
+                nft_compat: ModuleState::Module,
+            }),
         }),
         backends: Some(BackendsFacts {
             nft: backend_facts(if nft { rules } else { 0 }, nft),

@@ -7,9 +7,9 @@ pub use policy::{
     NetfilterPolicy, NetfilterPolicySpec, NetfilterPolicyStatus, PolicyAction, UnresolvedAction,
 };
 pub use profile::{
-    ActiveBackend, BackendFacts, BackendsFacts, BridgeFacts, Condition, KernelFacts, KubeProxyMode,
-    KubeletMarkers, MarkerState, NativeFeature, NativeTable, NodeNetfilterProfile,
-    NodeNetfilterProfileSpec, NodeNetfilterProfileStatus, Writer,
+    ActiveBackend, BackendFacts, BackendsFacts, BridgeFacts, Condition, KernelFacts, KernelModules,
+    KubeProxyMode, KubeletMarkers, MarkerState, ModuleState, NativeFeature, NativeTable,
+    NodeNetfilterProfile, NodeNetfilterProfileSpec, NodeNetfilterProfileStatus, Writer,
 };
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

@@ -75,10 +75,11 @@ pub struct NodeNetfilterProfileStatus {
     /// Native tables beyond the 64 listed in `nativeTables`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub native_tables_not_listed: Option<u32>,
-    /// kube-proxy's mode as the live rules show it; None when no rule set could be read.
+    /// kube-proxy's mode as the live rules show it; None when either rule set could not be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kube_proxy_mode: Option<KubeProxyMode>,
-    /// Whether kubelet's marker chains are there, and whether they should be.
+    /// Whether kubelet's marker chains are there, and whether they should be; None when
+    /// either rule set could not be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubelet_markers: Option<KubeletMarkers>,
     /// RFC 3339 time of the last probe (the reporter's heartbeat).
@@ -107,8 +108,56 @@ pub struct NodeNetfilterProfileStatus {
 #[serde(rename_all = "camelCase")]
 pub struct KernelFacts {
     pub release: String,
+    /// nf_tables is available: loaded, built in or loadable (see `modules`).
     pub nf_tables: bool,
+    /// Legacy ip_tables is available: loaded, built in, loadable, or unknown
+    /// (never refused on a guess). False only when the kernel lacks it.
     pub ip_tables: bool,
+    /// How the kernel offers each netfilter module; absent from reporters
+    /// older than this field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modules: Option<KernelModules>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KernelModules {
+    pub ip_tables: ModuleState,
+    pub ip6_tables: ModuleState,
+    pub nf_tables: ModuleState,
+    pub nft_compat: ModuleState,
+}
+
+/// How the running kernel offers a module: `loaded` now, `builtin`,
+/// `module` (installed for this kernel, loads on first use), `absent`, or
+/// `unknown` (nothing readable says).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ModuleState {
+    Loaded,
+    Builtin,
+    Module,
+    Absent,
+    #[default]
+    Unknown,
+}
+
+impl ModuleState {
+    /// Whether rules through it can work; `unknown` counts, so nfguard never
+    /// refuses on a guess.
+    pub fn available(self) -> bool {
+        self != ModuleState::Absent
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModuleState::Loaded => "loaded",
+            ModuleState::Builtin => "builtin",
+            ModuleState::Module => "module",
+            ModuleState::Absent => "absent",
+            ModuleState::Unknown => "unknown",
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

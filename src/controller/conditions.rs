@@ -2,7 +2,8 @@
 //! - `Fresh`: the reporter's heartbeat (`lastProbeTime`) is within
 //!   3 x `probeIntervalSeconds` (default 60) -> True, else Unknown.
 //! - `Healthy`: no critical hazard -> True; a critical hazard -> False.
-//! - `Consistent`: exactly one backend holds rules -> True; both -> False.
+//! - `Consistent`: `activeBackend` nft or legacy -> True (native nf_tables
+//!   tables alone make a node nft); mixed -> False.
 //!
 //! `lastTransitionTime` changes only when a condition's status changes.
 
@@ -391,6 +392,7 @@ mod tests {
             kernel_release: "6.12".into(),
             nf_tables_supported: true,
             ip_tables_supported: false,
+            kernel_modules: Default::default(),
             nft: Ok(nft),
             legacy: Ok(RuleSet::default()),
             bridge: Default::default(),

@@ -1,7 +1,7 @@
-//! nf_tables, read over netlink: three dumps (tables, chains, rules) for all
-//! families at once (NFPROTO_UNSPEC), bracketed by the ruleset generation so
-//! a change in between is noticed and the read repeated. Only the attributes
-//! the probe uses are decoded.
+//! nf_tables, read over netlink: dumps of tables, chains, rules and sets for
+//! all families at once (NFPROTO_UNSPEC; rules per chain), bracketed by the
+//! ruleset generation so a change in between is noticed and the read
+//! repeated. Only the attributes the probe uses are decoded.
 
 use super::netlink::{Message, Socket, attr_be32, attr_str, attrs, put_str};
 use super::{
@@ -30,8 +30,9 @@ const NFPROTO_UNSPEC: u8 = 0;
 const ATTEMPTS: usize = 5;
 
 /// Read every nf_tables table, chain, rule and named set of the current
-/// network namespace (set elements only of `ELEMENTS_READ`). Rules of every
-/// table count against `MAX_RULES`.
+/// network namespace (set elements only of `ELEMENTS_READ`). The rules of
+/// tables iptables does not own are counted with empty expression lists.
+/// Rules of every table count against `MAX_RULES`.
 /// `Err(KernelError::Netlink(..))` with EPROTONOSUPPORT/EOPNOTSUPP/ENOENT-like
 /// errors means the kernel has no nf_tables.
 pub fn read() -> Result<RuleSet, KernelError> {
@@ -333,10 +334,12 @@ fn decode_rule(
     let Some((_, _, _, ti, ci)) = last else {
         return Ok(());
     };
+    // A native table's rules are counted, not decoded: no judgement reads them.
+    let owned = set.tables[*ti].iptables_owned();
     let mut rule = Rule {
-        exprs: Vec::with_capacity(8),
+        exprs: Vec::with_capacity(if owned { 8 } else { 0 }),
     };
-    if let Some(list) = exprs_raw {
+    if let Some(list) = exprs_raw.filter(|_| owned) {
         for (ty, elem) in attrs(list) {
             if ty == 1 {
                 // NFTA_LIST_ELEM

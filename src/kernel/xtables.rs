@@ -50,9 +50,15 @@ fn names_path(v6: bool) -> &'static str {
     }
 }
 
-/// Whether the kernel offers x_tables for IPv4 (the procfs list exists).
+/// Whether x_tables for IPv4 is loaded in this namespace (the procfs list
+/// exists); a modular kernel loads it on first use (see node::kmod).
 pub fn available() -> bool {
     std::path::Path::new(names_path(false)).exists()
+}
+
+/// The same for IPv6 (ip6_tables).
+pub fn available_v6() -> bool {
+    std::path::Path::new(names_path(true)).exists()
 }
 
 /// The legacy tables that exist, per `/proc/net/ip{,6}_tables_names`; None

@@ -104,8 +104,8 @@ pub fn markers_present(nft: &RuleSet, legacy: &RuleSet) -> bool {
 
 /// Why kubelet leaves no marker chains on a host without iptables.
 pub const NO_IPTABLES_REASON: &str = "the host has no iptables command, so kubelet does not create \
-    KUBE-IPTABLES-HINT or KUBE-KUBELET-CANARY (kubelet's initNetworkUtil skips them when neither \
-    `iptables` nor `ip6tables` can list nat POSTROUTING; kubernetes#129826)";
+    KUBE-IPTABLES-HINT or KUBE-KUBELET-CANARY: its initNetworkUtil skips them when neither \
+    `iptables` nor `ip6tables` can list nat POSTROUTING, kubernetes#129826";
 
 /// kubelet's marker chains: present in either backend; else not expected when
 /// the host has no `iptables` command (`no_iptables`); else missing.

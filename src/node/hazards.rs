@@ -217,7 +217,7 @@ fn kube_proxy_mode_leftovers(nft: &RuleSet, legacy: &RuleSet) -> Option<Hazard> 
             Severity::Critical
         },
         format!(
-            "kube-proxy's nftables table ({}) and iptables-mode Service chains ({}) exist at once: \
+            "kube-proxy's nftables rules ({}) and iptables-mode Service chains ({}) exist at once: \
              a kube-proxy mode switch left the old mode's rules behind (kubernetes#131243){routes}; \
              finish the switch with `kube-proxy --cleanup` in the old mode, or reboot the node",
             native.join(", "),
@@ -318,6 +318,7 @@ mod tests {
             kernel_release: "6.1".into(),
             nf_tables_supported: true,
             ip_tables_supported: true,
+            kernel_modules: Default::default(),
             nft: Ok(nft),
             legacy: Ok(legacy),
             bridge: BridgeFacts {

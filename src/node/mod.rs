@@ -9,13 +9,16 @@
 pub mod backends;
 pub mod cli;
 pub mod hazards;
+pub mod kmod;
 pub mod kube_proxy;
 pub mod min_reader;
 pub mod native;
 pub mod system;
 pub mod text;
 
-use crate::api::{BackendsFacts, BridgeFacts, KernelFacts, NodeNetfilterProfileStatus};
+use crate::api::{
+    BackendsFacts, BridgeFacts, KernelFacts, KernelModules, ModuleState, NodeNetfilterProfileStatus,
+};
 use crate::facts::IptablesFacts;
 use crate::kernel::{self, RuleSet};
 use std::collections::BTreeMap;
@@ -51,8 +54,12 @@ pub struct NodeFacts {
     /// Why the host's iptables could not be determined, when it could not.
     pub host_error: Option<String>,
     pub kernel_release: String,
+    /// nf_tables answered (loaded now).
     pub nf_tables_supported: bool,
+    /// Legacy ip_tables is loaded in this namespace (its tables can be read).
     pub ip_tables_supported: bool,
+    /// Whether each module is loaded, built in, loadable or absent.
+    pub kernel_modules: KernelModules,
     pub nft: Result<RuleSet, String>,
     pub legacy: Result<RuleSet, String>,
     pub bridge: BridgeFacts,
@@ -69,17 +76,23 @@ impl NodeFacts {
 
 /// Read everything (blocking; call from `spawn_blocking` in async code).
 pub fn gather(cfg: &ProbeConfig) -> NodeFacts {
-    gather_with_host(cfg, host_iptables(&cfg.host_root))
+    gather_with_host(cfg, host_facts(cfg))
 }
 
-/// The host's iptables facts (or the error that replaced them), as
-/// `host_iptables` returns them; the reporter caches these between heartbeats.
-pub type HostFacts = (Option<IptablesFacts>, Option<String>);
+/// What the node's files say (its iptables package, the kernel's module
+/// lists), or the error that replaced the iptables facts. These change on
+/// package upgrades, not with rules: the reporter caches them between
+/// heartbeats.
+#[derive(Clone, Debug, Default)]
+pub struct HostFacts {
+    pub iptables: Option<IptablesFacts>,
+    pub error: Option<String>,
+    pub modules: kmod::Installed,
+}
 
-/// Everything but the host's iptables, which the caller passes in: the
-/// kernel and sysctls change often, the host's package rarely.
+/// Everything but the host's files, which the caller passes in: the kernel
+/// and sysctls change often, the host's packages rarely.
 pub fn gather_with_host(cfg: &ProbeConfig, host: HostFacts) -> NodeFacts {
-    let (iptables, host_error) = host;
     let mut nft = kernel::nftables::read().map_err(|e| e.to_string());
     // nf_tables is supported when a read worked, or failed for another reason
     // than absence; a kernel without it simply holds no nf_tables rules.
@@ -89,12 +102,14 @@ pub fn gather_with_host(cfg: &ProbeConfig, host: HostFacts) -> NodeFacts {
     }
     let ip_tables_supported = kernel::xtables::available();
     let legacy = kernel::xtables::read().map_err(|e| e.to_string());
+    let loaded = kmod::loaded(&cfg.sys_dir, nf_tables_supported);
     NodeFacts {
-        iptables,
-        host_error,
+        iptables: host.iptables,
+        host_error: host.error,
         kernel_release: system::kernel_release(),
         nf_tables_supported,
         ip_tables_supported,
+        kernel_modules: kmod::assess(loaded, &host.modules),
         nft,
         legacy,
         bridge: system::bridge(&cfg.proc_dir, &cfg.sys_dir),
@@ -102,9 +117,19 @@ pub fn gather_with_host(cfg: &ProbeConfig, host: HostFacts) -> NodeFacts {
     }
 }
 
+/// The host's iptables and the running kernel's module lists.
+pub fn host_facts(cfg: &ProbeConfig) -> HostFacts {
+    let (iptables, error) = host_iptables(&cfg.host_root);
+    HostFacts {
+        iptables,
+        error,
+        modules: kmod::read_installed(&cfg.host_root, &cfg.proc_dir, &system::kernel_release()),
+    }
+}
+
 /// The host's iptables, by the same probes as images. A probe bug must not
 /// take the reporter down with it, so a panic becomes a reported error.
-pub fn host_iptables(host_root: &Path) -> HostFacts {
+pub fn host_iptables(host_root: &Path) -> (Option<IptablesFacts>, Option<String>) {
     let root = crate::rootfs::HostRoot::new(host_root.to_path_buf());
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         crate::rootfs::collect(&root, &BTreeMap::new())
@@ -137,11 +162,7 @@ pub fn status_from_facts(facts: &NodeFacts) -> NodeNetfilterProfileStatus {
     let (native_tables, not_listed) = native::native_tables(nft);
     NodeNetfilterProfileStatus {
         iptables: facts.iptables.clone(),
-        kernel: Some(KernelFacts {
-            release: facts.kernel_release.clone(),
-            nf_tables: facts.nf_tables_supported,
-            ip_tables: facts.ip_tables_supported,
-        }),
+        kernel: Some(kernel_facts(facts)),
         backends: Some(BackendsFacts {
             nft: backends::backend_facts(nft),
             legacy: backends::backend_facts(legacy),
@@ -165,9 +186,59 @@ pub fn status_from_facts(facts: &NodeFacts) -> NodeNetfilterProfileStatus {
     }
 }
 
+/// Availability, not "loaded": legacy loads on first use on a modular
+/// kernel. nf_tables is asked over netlink, which loads it when it can, so
+/// a failed answer is only overruled by a module list that names it.
+fn kernel_facts(facts: &NodeFacts) -> KernelFacts {
+    let m = &facts.kernel_modules;
+    KernelFacts {
+        release: facts.kernel_release.clone(),
+        nf_tables: facts.nf_tables_supported
+            || matches!(m.nf_tables, ModuleState::Builtin | ModuleState::Module),
+        ip_tables: facts.ip_tables_supported || m.ip_tables.available(),
+        modules: Some(m.clone()),
+    }
+}
+
 /// Probe the current network namespace and the node root at `cfg.host_root`.
 /// Never fails: unreadable parts are reported in `probe_error` and as
 /// `ProbeFailed` hazards.
 pub fn probe(cfg: &ProbeConfig) -> NodeNetfilterProfileStatus {
     status_from_facts(&gather(cfg))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(ip_tables_loaded: bool, modules: KernelModules) -> NodeFacts {
+        NodeFacts {
+            iptables: None,
+            host_error: None,
+            kernel_release: "6.12.0".into(),
+            nf_tables_supported: true,
+            ip_tables_supported: ip_tables_loaded,
+            kernel_modules: modules,
+            nft: Ok(RuleSet::default()),
+            legacy: Ok(RuleSet::default()),
+            bridge: BridgeFacts::default(),
+            ip_forward: None,
+        }
+    }
+
+    #[test]
+    fn ip_tables_not_loaded_but_installed_is_available_and_absent_is_not() {
+        let mut m = KernelModules {
+            ip_tables: ModuleState::Module,
+            ..Default::default()
+        };
+        let k = kernel_facts(&facts(false, m.clone()));
+        assert!(k.ip_tables, "a loadable module is available");
+        assert_eq!(k.modules.as_ref().unwrap().ip_tables, ModuleState::Module);
+        m.ip_tables = ModuleState::Absent;
+        assert!(!kernel_facts(&facts(false, m.clone())).ip_tables);
+        // Unknown (nothing readable) never refuses.
+        m.ip_tables = ModuleState::Unknown;
+        assert!(kernel_facts(&facts(false, m)).ip_tables);
+    }
 }

@@ -56,13 +56,24 @@ pub fn render(s: &NodeNetfilterProfileStatus) -> String {
         None => o.push_str("Host iptables:     not found in the host root\n"),
     }
     if let Some(k) = &s.kernel {
-        let _ = writeln!(
-            o,
-            "Kernel:            {} (nf_tables: {}, ip_tables: {})",
-            k.release,
-            yes(k.nf_tables),
-            yes(k.ip_tables)
-        );
+        let _ = match &k.modules {
+            Some(m) => writeln!(
+                o,
+                "Kernel:            {} (nf_tables: {}, nft_compat: {}, ip_tables: {}, ip6_tables: {})",
+                k.release,
+                m.nf_tables.as_str(),
+                m.nft_compat.as_str(),
+                m.ip_tables.as_str(),
+                m.ip6_tables.as_str()
+            ),
+            None => writeln!(
+                o,
+                "Kernel:            {} (nf_tables: {}, ip_tables: {})",
+                k.release,
+                yes(k.nf_tables),
+                yes(k.ip_tables)
+            ),
+        };
     }
     if let Some(b) = &s.backends {
         o.push_str("Backends:\n");

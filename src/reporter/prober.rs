@@ -4,7 +4,7 @@
 
 use crate::api::{BridgeFacts, NodeNetfilterProfileStatus};
 use crate::kernel::{self, RuleSet};
-use crate::node::{self, HostFacts, ProbeConfig, gather_with_host, host_iptables};
+use crate::node::{self, HostFacts, ProbeConfig, gather_with_host, host_facts};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -37,8 +37,9 @@ pub trait Prober: Send + Sync {
 
 /// The real node: the node helper's kernel readers and pure judgement
 /// (`node::status_from_facts`) on a blocking thread (netlink and getsockopt
-/// calls block). The host's iptables package (a walk of the node root that
-/// reads binaries) changes only on upgrades, so it is re-probed at most every
+/// calls block). The host's files (its iptables package, a walk of the node
+/// root that reads binaries, and the kernel's module lists) change only on
+/// upgrades, so they are re-read at most every
 /// `host_refresh` instead of on every rule change; this keeps a burst of
 /// kube-proxy syncs cheap.
 pub struct NodeProber {
@@ -69,7 +70,7 @@ impl Prober for NodeProber {
                 match &*guard {
                     Some((at, facts)) if at.elapsed() < refresh => facts.clone(),
                     _ => {
-                        let facts = host_iptables(&cfg.host_root);
+                        let facts = host_facts(&cfg);
                         *guard = Some((Instant::now(), facts.clone()));
                         facts
                     }
@@ -103,7 +104,7 @@ mod tests {
     #[test]
     fn gather_matches_node_gather() {
         let cfg = ProbeConfig::new("/");
-        let ours = node::status_from_facts(&gather_with_host(&cfg, host_iptables(&cfg.host_root)));
+        let ours = node::status_from_facts(&gather_with_host(&cfg, host_facts(&cfg)));
         let theirs = node::probe(&cfg);
         assert_eq!(ours.iptables, theirs.iptables);
         assert_eq!(ours.native_features, theirs.native_features);

@@ -117,7 +117,10 @@ pub(super) fn reason(f: &Finding<'_>, nodes: Vec<&str>, containers: &[ContainerF
             )),
         ),
         ReasonCode::KernelLacksBackend => (
-            format!("image writes through iptables-{eb} but the node's kernel does not support it"),
+            format!(
+                "image writes through iptables-{eb} but the node's kernel does not offer {}: not loaded, not built in, and no module for it is installed",
+                if eb == "legacy" { "ip_tables" } else { "nf_tables" }
+            ),
             Some(
                 "use an image with the other backend or iptables-wrapper, or keep it off these nodes"
                     .into(),

@@ -157,6 +157,7 @@ fn profile(name: &str, p: &P) -> NodeNetfilterProfile {
             release: "6.1".into(),
             nf_tables: nf,
             ip_tables: ip,
+            modules: None,
         }),
         writers: (!p.writers.is_empty()).then(|| {
             p.writers
