@@ -29,6 +29,9 @@
 #                             containerd, kubelet, kube-proxy; iptables -> nft
 #   netns nfguard-e2e-legacy  node e2e-legacy, 10.77.0.3, pods 10.88.2.0/24:
 #                             the same with iptables -> legacy
+#   netns nfguard-e2e-nftables  node e2e-nftables, 10.77.0.4, pods 10.88.3.0/24:
+#                             no iptables command at all (hidden in its mount
+#                             namespace), kube-proxy in nftables mode
 # Each node also has its own mount namespace, where /etc/alternatives (what
 # the reporter reads under /host), /var/log, /run/containerd and the sysctls
 # kubelet would otherwise set on the whole machine are the node's own.
@@ -71,10 +74,17 @@ BRIDGE=e2ebr0
 CP_IP=10.77.0.1
 SERVICE_CIDR=10.0.0.0/24
 CLUSTER_CIDR=10.88.0.0/16
-NODES=(e2e-nft e2e-legacy)
-declare -A NODE_IP=([e2e-nft]=10.77.0.2 [e2e-legacy]=10.77.0.3)
-declare -A NODE_PODS=([e2e-nft]=10.88.1.0/24 [e2e-legacy]=10.88.2.0/24)
-declare -A NODE_BACKEND=([e2e-nft]=nft [e2e-legacy]=legacy)
+NODES=(e2e-nft e2e-legacy e2e-nftables)
+declare -A NODE_IP=([e2e-nft]=10.77.0.2 [e2e-legacy]=10.77.0.3 [e2e-nftables]=10.77.0.4)
+declare -A NODE_PODS=([e2e-nft]=10.88.1.0/24 [e2e-legacy]=10.88.2.0/24 [e2e-nftables]=10.88.3.0/24)
+# The node's iptables: what its alternatives select, or none: no iptables,
+# ip6tables, arptables, ebtables or xtables binary exists in its mount
+# namespace (a Talos or SLE Micro like host; kubelet then skips its marker
+# chains, kubernetes#129826).
+declare -A NODE_BACKEND=([e2e-nft]=nft [e2e-legacy]=legacy [e2e-nftables]=none)
+# kube-proxy's mode (KubeProxyConfiguration.mode); nftables needs only the
+# nft command (>= 1.0.1) and a kernel >= 5.13.
+declare -A NODE_PROXY_MODE=([e2e-nft]=iptables [e2e-legacy]=iptables [e2e-nftables]=nftables)
 REGISTRY_PULL=$CP_IP:5000
 NFGUARD_IMAGE=${NFGUARD_E2E_IMAGE:-ghcr.io/nfguard/nfguard:e2e}
 SRC=${NFGUARD_E2E_SOURCE:-$REPO}
@@ -377,11 +387,17 @@ make_node_mounts() { # node
   mkdir -p "$dir/alternatives" "$dir/log" "$dir/sysctl" "$dir/cni/net.d" "$dir/cni/data"
   # The node's iptables backend, the way Debian's update-alternatives sets it.
   cp -a /etc/alternatives/. "$dir/alternatives/"
-  for t in iptables ip6tables; do
-    ln -sfn "/usr/sbin/$t-$backend" "$dir/alternatives/$t"
-    ln -sfn "/usr/sbin/$t-$backend-restore" "$dir/alternatives/$t-restore"
-    ln -sfn "/usr/sbin/$t-$backend-save" "$dir/alternatives/$t-save"
-  done
+  if [ "$backend" = none ]; then
+    # A host without the iptables package has none of its alternatives.
+    rm -f "$dir/alternatives/"{ip,ip6,arp,eb}tables*
+    hide_iptables "$dir/hide"
+  else
+    for t in iptables ip6tables; do
+      ln -sfn "/usr/sbin/$t-$backend" "$dir/alternatives/$t"
+      ln -sfn "/usr/sbin/$t-$backend-restore" "$dir/alternatives/$t-restore"
+      ln -sfn "/usr/sbin/$t-$backend-save" "$dir/alternatives/$t-save"
+    done
+  fi
   # kubelet sets these on start; the node's copies keep the machine's own.
   echo 1 >"$dir/sysctl/overcommit_memory"
   echo 0 >"$dir/sysctl/panic_on_oom"
@@ -410,7 +426,32 @@ make_node_mounts() { # node
       mount --bind "$dir/sysctl/panic_on_oops" /proc/sys/kernel/panic_on_oops
       mount --bind "$dir/sysctl/root_maxkeys" /proc/sys/kernel/keys/root_maxkeys
       mount --bind "$dir/sysctl/root_maxbytes" /proc/sys/kernel/keys/root_maxbytes
+      # No iptables (hide_iptables): the directory becomes a read-only
+      # overlay whose top layer holds only whiteouts of the iptables binaries.
+      for d in /usr/sbin /usr/bin; do
+        [ -d "$dir/hide$d" ] || continue
+        mount -t overlay overlay -o "ro,lowerdir=$dir/hide$d:$d" "$d"
+      done
     ' sh "$dir"
+}
+
+# hide_iptables DIR: DIR/usr/sbin and DIR/usr/bin get an overlay whiteout (a
+# 0/0 character device) for every iptables, ip6tables, arptables, ebtables
+# and xtables binary of this machine; make_node_mounts lays them over the
+# node's /usr/sbin and /usr/bin. /sbin and /bin are links to those (merged
+# /usr). nft stays.
+hide_iptables() {
+  local hide=$1 d f
+  for d in /sbin /bin; do
+    [ "$(readlink "$d")" = "usr$d" ] || die "$d is not a link to usr$d: iptables there would stay visible"
+  done
+  for d in /usr/sbin /usr/bin; do
+    mkdir -p "$hide$d"
+    for f in "$d"/iptables* "$d"/ip6tables* "$d"/arptables* "$d"/ebtables* "$d"/xtables-*; do
+      [ -e "$f" ] || [ -L "$f" ] || continue
+      mknod "$hide$d/${f##*/}" c 0 0
+    done
+  done
 }
 
 start_node() { # node
@@ -451,6 +492,11 @@ state = "/run/containerd"
   [plugins."io.containerd.grpc.v1.cri".registry]
     config_path = "$dir/certs.d"
 EOF
+  # portmap writes iptables rules: a node without iptables does without it
+  # (bridge with ipMasq false writes no netfilter rule).
+  local portmap=',
+    {"type": "portmap", "capabilities": {"portMappings": true}}'
+  [ "${NODE_BACKEND[$node]}" != none ] || portmap=""
   cat >"$dir/cni/net.d/10-e2e.conflist" <<EOF
 {
   "cniVersion": "1.0.0",
@@ -458,8 +504,7 @@ EOF
   "plugins": [
     {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
      "ipam": {"type": "host-local", "dataDir": "$dir/cni/data",
-              "ranges": [[{"subnet": "${NODE_PODS[$node]}"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
-    {"type": "portmap", "capabilities": {"portMappings": true}}
+              "ranges": [[{"subnet": "${NODE_PODS[$node]}"}]], "routes": [{"dst": "0.0.0.0/0"}]}}$portmap
   ]
 }
 EOF
@@ -505,7 +550,7 @@ apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 clientConnection: {kubeconfig: $STATE/kube-proxy.kubeconfig}
 hostnameOverride: $node
-mode: iptables
+mode: ${NODE_PROXY_MODE[$node]}
 clusterCIDR: $CLUSTER_CIDR
 metricsBindAddress: 127.0.0.1:10249
 healthzBindAddress: 127.0.0.1:10256
@@ -662,6 +707,7 @@ print_env() {
   echo "export NFGUARD_E2E_REGISTRY_PULL=$REGISTRY_PULL"
   echo "export NFGUARD_E2E_PROVIDER=local"
   echo "export NFGUARD_E2E_AUDIT_LOG=$STATE/logs/audit.log"
+  echo "export NFGUARD_E2E_LOG_DIR=$STATE/logs"
   echo "export PATH=$BIN:\$PATH"
   echo "export NFGUARD_HELM=$(helm_bin)"
 }

@@ -66,7 +66,9 @@ log "cluster and nfguard ready in $((SECONDS - start)) s"
 # the loopback address; nodes and nfguard pull them as $NFGUARD_E2E_REGISTRY_PULL.
 e2e/push-images.sh
 
-export NFGUARD_E2E_EXPECT_BACKENDS="e2e-nft=nft e2e-legacy=legacy"
+export NFGUARD_E2E_EXPECT_BACKENDS="e2e-nft=nft e2e-legacy=legacy e2e-nftables=nft"
+# The node without iptables, kube-proxy in nftables mode: scenarios 19-22.
+export NFGUARD_E2E_NFTABLES_NODE=e2e-nftables
 e2e/scenarios.sh
 log "scenarios done after $((SECONDS - start)) s"
 e2e/plugin-status.sh

@@ -3,20 +3,23 @@
 # kubectl plugin (a copy named kubectl-nfguard in a temporary directory put
 # first on PATH), then checks through kubectl itself: `kubectl plugin list`
 # finds it; `kubectl nfguard status` and `-o json` list every Ready node with
-# the backend its NodeNetfilterProfile states; `-o wide` works; `kubectl
-# nfguard check` reads the cluster of the current context by default: a pod
-# that writes no rules is allowed, and the incident DaemonSet (iptables-nft
-# 1.8.7, hostNetwork + NET_ADMIN; e2e scenario 2) is denied with exit status
-# 1 and [OldReaderNewRules] naming exactly the Ready nft nodes whose profiles
-# need a reader >= 1.8.8.
+# the host iptables backend its NodeNetfilterProfile states ("-" / null on a
+# node without iptables); `-o wide` works; `kubectl nfguard check` reads the
+# cluster of the current context by default: a pod that writes no rules is
+# allowed, and the incident DaemonSet (iptables-nft 1.8.7, hostNetwork +
+# NET_ADMIN; e2e scenario 2) is denied with exit status 1 and
+# [OldReaderNewRules] naming exactly the Ready nft nodes whose profiles need a
+# reader >= 1.8.8.
 # Provider-agnostic: needs KUBECONFIG, kubectl and jq on PATH (e2e/local-cluster.sh up
 # exports KUBECONFIG and its kubectl).
 # Env: NFGUARD_BIN         the binary (default target/release/nfguard)
 #      NFGUARD_E2E_REGISTRY the test registry as this machine reaches it
 #                          (loopback, plain HTTP), holding nfguard-e2e/incident:1.8.7-nft
-#      NFGUARD_E2E_EXPECT_BACKENDS "node=backend ..." that must show; the local
-#                          cluster's (e2e-nft=nft e2e-legacy=legacy) by default
-#                          when NFGUARD_E2E_PROVIDER=local
+#      NFGUARD_E2E_EXPECT_BACKENDS "node=backend ..." whose active backend
+#                          (where the rules live) -o json must show; the local
+#                          cluster's (e2e-nft=nft e2e-legacy=legacy
+#                          e2e-nftables=nft) by default when
+#                          NFGUARD_E2E_PROVIDER=local
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # incident_ds (its own log and fail below).
@@ -35,7 +38,7 @@ registry="${NFGUARD_E2E_REGISTRY:-}"
 [ -n "$registry" ] || fail "NFGUARD_E2E_REGISTRY is not set (the test registry holding nfguard-e2e/incident:1.8.7-nft)"
 expected="${NFGUARD_E2E_EXPECT_BACKENDS:-}"
 if [ -z "$expected" ] && [ "${NFGUARD_E2E_PROVIDER:-}" = local ]; then
-  expected="e2e-nft=nft e2e-legacy=legacy"
+  expected="e2e-nft=nft e2e-legacy=legacy e2e-nftables=nft"
 fi
 
 plugins="$(mktemp -d)"
@@ -63,12 +66,15 @@ total="$(kubectl get nodes -o name | wc -l)"
 profile_backend() {
   kubectl get nodenetfilterprofile "$1" -o jsonpath='{.status.iptables.backend}' 2>/dev/null || true
 }
+profile_probed() {
+  kubectl get nodenetfilterprofile "$1" -o jsonpath='{.status.lastProbeTime}' 2>/dev/null || true
+}
 for node in "${ready[@]}"; do
   for _ in $(seq 60); do
-    [ -n "$(profile_backend "$node")" ] && break
+    [ -n "$(profile_probed "$node")" ] && break
     sleep 1
   done
-  [ -n "$(profile_backend "$node")" ] || fail "no NodeNetfilterProfile with a backend for Ready node $node after 60 s"
+  [ -n "$(profile_probed "$node")" ] || fail "no probed NodeNetfilterProfile for Ready node $node after 60 s"
 done
 
 kubectl nfguard status >"$work/table" || fail "kubectl nfguard status exited $?"
@@ -89,19 +95,20 @@ grep -Eq "^$total nodes?, [0-9]+ degraded, [0-9]+ stale, [0-9]+ without profile$
 [ "$(jq '.summary.nodes' "$work/json")" = "$total" ] || fail "-o json counts $(jq '.summary.nodes' "$work/json") nodes, the cluster has $total"
 
 for node in "${ready[@]}"; do
+  # A node without an iptables command has no host backend: "-" and null.
   want="$(profile_backend "$node")"
   in_table="$(awk -v n="$node" '$1 == n {print $2}' "$work/table")"
   in_json="$(jq -r --arg n "$node" '.nodes[] | select(.name == $n) | .backend' "$work/json")"
-  [ "$in_table" = "$want" ] || fail "table shows $node with backend '$in_table', its profile says '$want'"
-  [ "$in_json" = "$want" ] || fail "-o json shows $node with backend '$in_json', its profile says '$want'"
+  [ "$in_table" = "${want:--}" ] || fail "table shows $node with backend '$in_table', its profile says '${want:-none}'"
+  [ "$in_json" = "${want:-null}" ] || fail "-o json shows $node with backend '$in_json', its profile says '${want:-none}'"
 done
 for pair in $expected; do
   node="${pair%%=*}"
   want="${pair#*=}"
-  got="$(awk -v n="$node" '$1 == n {print $2}' "$work/table")"
-  [ "$got" = "$want" ] || fail "$node should show backend $want, shows '$got'"
+  got="$(jq -r --arg n "$node" '.nodes[] | select(.name == $n) | .activeBackend' "$work/json")"
+  [ "$got" = "$want" ] || fail "$node should show active backend $want, -o json shows '$got'"
 done
-log "every Ready node (${ready[*]}) shows its profile's backend${expected:+ ($expected)}"
+log "every Ready node (${ready[*]}) shows its profile's backend${expected:+; active backends $expected}"
 
 # check, in plugin mode, reads the current context's cluster by default: a
 # pod that writes no netfilter rules is allowed against the live profiles.

@@ -18,6 +18,12 @@
 #                              each named node's profile and its
 #                              nfguard.io/iptables-backend label must say so
 #   NFGUARD_E2E_ONLY           optional, e.g. "1 2 5": run only these scenarios
+#   NFGUARD_E2E_NFTABLES_NODE  optional (local: e2e-nftables): a node with no
+#                              iptables command and kube-proxy in nftables
+#                              mode; scenarios 19-22 run only when it is set
+#                              (asking for one of them without it fails)
+#   NFGUARD_E2E_LOG_DIR        local only: the components' logs, kubelet's as
+#                              kubelet-NODE.log (kind: journalctl in the node)
 #   node_exec NODE CMD...      (below) runs CMD in the node's network and mount
 #                              namespace: local `e2e/local-cluster.sh node`,
 #                              kind `docker exec`; the node has its own iptables
@@ -42,7 +48,8 @@
 #   2. the incident DaemonSet (iptables-nft 1.8.7, hostNetwork + NET_ADMIN) is
 #      denied by the API server, with nfguard's reason naming node and rule
 #   3. a compatible DaemonSet (1.8.11 behind iptables-wrapper) is admitted and
-#      runs Ready on every node; the writer inventory lists it
+#      runs Ready on every node with an iptables command (not on
+#      NFGUARD_E2E_NFTABLES_NODE); the writer inventory lists it
 #   4. a legacy-only image is denied where the rules are nft and admitted (and
 #      runs) with nodeSelector nfguard.io/iptables-backend=legacy
 #   5. a reporter restart keeps every profile (same uid), fresh heartbeats follow
@@ -96,6 +103,20 @@
 #      annotated nfguard.io/exempt is denied in an ordinary namespace (the
 #      annotation ignored, and said) and admitted with its reason in a
 #      labelled one
+#  19. the node without iptables (NFGUARD_E2E_NFTABLES_NODE): its profile
+#      says activeBackend nft, kubeProxyMode nftables, ip/kube-proxy among
+#      nativeTables, kubeletMarkers notExpected, no KubeletChainsMissing,
+#      Consistent=True; its kubelet logs that it skips the marker chains;
+#      its reporter sees nft and no iptables binary
+#  20. there, a ClusterIP Service backed by a pod on that node is reached
+#      from the node and from a pod through kube-proxy's nftables rules (its
+#      element and chain in table ip kube-proxy, conntrack's translation; no
+#      other table, no KUBE-SERVICES)
+#  21. a legacy hostNetwork + NET_ADMIN writer pinned to that node is denied
+#      as [BackendMismatch] naming it
+#  22. an iptables-nft 1.8.7 hostNetwork + NET_ADMIN writer that only adds a
+#      chain of its own, pinned to that node, is admitted (no iptables-owned
+#      rule there needs a newer reader) and writes its chain
 set -euo pipefail
 set -E
 cd "$(dirname "$0")/.."
@@ -108,6 +129,9 @@ IMG_INCIDENT=$REGISTRY/nfguard-e2e/incident:1.8.7-nft
 IMG_COMPATIBLE=$REGISTRY/nfguard-e2e/compatible:1.8.11-wrapper
 IMG_LEGACY=$REGISTRY/nfguard-e2e/legacy:1.8.9-legacy
 ALL_SCENARIOS="1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18"
+NFT_SCENARIOS="19 20 21 22"
+NFT_NODE=${NFGUARD_E2E_NFTABLES_NODE:-}
+[ -z "$NFT_NODE" ] || ALL_SCENARIOS+=" $NFT_SCENARIOS"
 
 PASSED=0
 FAILED=""
@@ -301,9 +325,10 @@ delete_ns() {
 }
 
 # A DaemonSet whose containers can write the node's rules (hostNetwork +
-# NET_ADMIN), tolerating every taint. ds_yaml NAME IMAGE [LABEL=VALUE selector]
+# NET_ADMIN), tolerating every taint.
+# ds_yaml NAME IMAGE [LABEL=VALUE selector] [NODE kept out by node affinity]
 ds_yaml() {
-  local name=$1 image=$2 sel=${3:-}
+  local name=$1 image=$2 sel=${3:-} not=${4:-}
   cat <<YAML
 apiVersion: apps/v1
 kind: DaemonSet
@@ -319,6 +344,9 @@ spec:
 YAML
   if [ -n "$sel" ]; then
     printf '      nodeSelector: {%s: %s}\n' "${sel%%=*}" "${sel#*=}"
+  fi
+  if [ -n "$not" ]; then
+    printf '      affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: kubernetes.io/hostname, operator: NotIn, values: [%s]}]}]}}}\n' "$not"
   fi
   cat <<YAML
       containers:
@@ -413,6 +441,17 @@ run_scenario() { # N TITLE FUNCTION
 }
 
 # ---- 1. profiles -----------------------------------------------------------------
+profile_rules() { # NODE BACKEND: the rules the profile counts in BACKEND
+  local rules
+  rules=$(nnp "$1" "{.status.backends.$2.rules}")
+  if [ "${rules:-0}" = 0 ] && [ "$2" = nft ]; then
+    # A node without iptables (kube-proxy in nftables mode): its rules are
+    # all in native tables, which iptables does not own.
+    rules=$(nnp "$1" '{range .status.nativeTables[*]}{.rules}{"\n"}{end}' | awk '{s += $1} END {print s + 0}')
+  fi
+  echo "${rules:-0}"
+}
+
 profile_complete() { # NODE
   local n=$1 uid owner backend label want rules
   uid=$(get node "$n" '{.metadata.uid}')
@@ -430,8 +469,8 @@ profile_complete() { # NODE
     WHY="$n: activeBackend $backend, NFGUARD_E2E_EXPECT_BACKENDS says $want"
     return 1
   fi
-  rules=$(nnp "$n" "{.status.backends.$backend.rules}")
-  [ "${rules:-0}" -gt 0 ] || { WHY="$n: backends.$backend.rules is ${rules:-absent}"; return 1; }
+  rules=$(profile_rules "$n" "$backend")
+  [ "$rules" -gt 0 ] || { WHY="$n: backends.$backend.rules (or its nativeTables' rules) is ${rules:-absent}"; return 1; }
   label=$(get node "$n" '{.metadata.labels.nfguard\.io/iptables-backend}')
   [ "$label" = "$backend" ] || { WHY="$n: label nfguard.io/iptables-backend='$label', profile says $backend"; return 1; }
   [ "$(condition "$n" Fresh status)" = True ] || { WHY="$n: condition Fresh is not True"; return 1; }
@@ -451,7 +490,7 @@ s1_profiles() {
   for n in "${NODES[@]}"; do
     uid=$(get node "$n" '{.metadata.uid}')
     b=$(nnp "$n" '{.status.activeBackend}')
-    ok "$n: NodeNetfilterProfile owned by Node $n (uid $uid), lastProbeTime $(nnp "$n" '{.status.lastProbeTime}'), activeBackend $b ($(nnp "$n" "{.status.backends.$b.rules}") rules), label nfguard.io/iptables-backend=$b${EXPECT[$n]:+ (expected $b)}, Fresh and Consistent"
+    ok "$n: NodeNetfilterProfile owned by Node $n (uid $uid), lastProbeTime $(nnp "$n" '{.status.lastProbeTime}'), activeBackend $b ($(profile_rules "$n" "$b") rules), label nfguard.io/iptables-backend=$b${EXPECT[$n]:+ (expected $b)}, Fresh and Consistent"
   done
   [ "${#EXPECT[@]}" -gt 0 ] || skip "NFGUARD_E2E_EXPECT_BACKENDS is not set: each backend was checked against its label only"
   kubectl get nodenetfilterprofiles | show
@@ -550,17 +589,26 @@ writer_listed() { # NODE POD: the profile's writer inventory lists POD with ipta
 }
 
 s3_compatible_runs() {
-  local ns=nfguard-e2e-s3 out line node pod ready
+  local ns=nfguard-e2e-s3 out line node pod ready nodes=()
+  # iptables-wrapper picks its backend by kubelet's marker chains: the nodes
+  # with an iptables command (kubelet writes none where there is none:
+  # NFT_NODE, kept out by node affinity; scenario 22 covers that node).
+  for node in "${NODES[@]}"; do
+    [ "$node" = "$NFT_NODE" ] || nodes+=("$node")
+  done
   scenario_ns "$ns"
-  out=$(ds_yaml compatible "$IMG_COMPATIBLE" | kubectl -n "$ns" apply -f - 2>&1) ||
+  out=$(ds_yaml compatible "$IMG_COMPATIBLE" "" "$NFT_NODE" | kubectl -n "$ns" apply -f - 2>&1) ||
     fail "the compatible DaemonSet was not admitted: $out"
   if grep -q 'ImageUnresolved' <<<"$out"; then
     fail "admitted only because the webhook could not resolve the image in time: $out"
   fi
   ok "the compatible DaemonSet was admitted: $out"
   audit_checked daemonsets "$ns" compatible allow "$IMG_COMPATIBLE"
-  wait_for 180 "compatible pods Ready on all ${#NODES[@]} nodes" ds_running "$ns" compatible "${#NODES[@]}"
-  for node in "${NODES[@]}"; do
+  wait_for 180 "compatible pods Ready on all ${#nodes[@]} nodes with iptables" ds_running "$ns" compatible "${#nodes[@]}"
+  if [ -n "$NFT_NODE" ] && grep -q "^$NFT_NODE=" <<<"$(pods_by_node "$ns" compatible)"; then
+    fail "a compatible pod runs on $NFT_NODE, which the node affinity keeps out"
+  fi
+  for node in "${nodes[@]}"; do
     line=$(pods_by_node "$ns" compatible | grep "^$node=" || true)
     pod=${line#*=}
     pod=${pod%% *}
@@ -880,13 +928,15 @@ s6_incident() {
   local ns=nfguard-e2e-s6 n hb_before out traffic t0 repaired input reconnected labels
   for n in "${NODES[@]}"; do
     [ "$(nnp "$n" '{.status.activeBackend}')" = nft ] || continue
+    # The seed and the repair use the node's own iptables: not a node without one.
+    [ -n "$(nnp "$n" '{.status.iptables.version}')" ] || continue
     if [ "${EXPECT[$n]:-}" = nft ]; then S6_NODE=$n; break; fi
     labels=$(get node "$n" '{.metadata.labels}')
     if [ -z "$S6_NODE" ] && [[ $labels != *'"node-role.kubernetes.io/control-plane"'* ]]; then
       S6_NODE=$n
     fi
   done
-  [ -n "$S6_NODE" ] || fail "no worker node whose rules live in nft"
+  [ -n "$S6_NODE" ] || fail "no worker node with an iptables command whose rules live in nft"
   say "the nft node: $S6_NODE"
   on_dump s6_filter
   S6_API=("$(get service kubernetes '{.spec.clusterIP}' -n default)"
@@ -2228,6 +2278,235 @@ s16_reporter_blast_radius() {
   s16_control_plane
 }
 
+# ---- 19-22. the node without iptables, kube-proxy in nftables mode ---------------------------
+# NFT_NODE (NFGUARD_E2E_NFTABLES_NODE; local: e2e-nftables) has no iptables
+# command at all and runs kube-proxy in nftables mode: its Service rules
+# live only in the native tables ip/ip6 kube-proxy, which iptables never
+# lists. Each scenario first checks that premise (nftables_node).
+
+# kubelet_log NODE: the node's kubelet log, whole.
+kubelet_log() {
+  case "$PROVIDER" in
+    local) cat "${NFGUARD_E2E_LOG_DIR:?the local cluster exports NFGUARD_E2E_LOG_DIR}/kubelet-$1.log" ;;
+    kind) docker exec "$1" journalctl -u kubelet --no-pager </dev/null ;;
+  esac
+}
+
+# The premise: NFT_NODE is a worker node without any iptables command, and
+# its kube-proxy table exists.
+nftables_node() {
+  local found tables
+  [[ " ${NODES[*]} " == *" $NFT_NODE "* ]] ||
+    fail "NFGUARD_E2E_NFTABLES_NODE=$NFT_NODE is not a worker node (${NODES[*]})"
+  # shellcheck disable=SC2016 # expanded by the node's shell
+  found=$(node_exec "$NFT_NODE" sh -c 'for c in iptables ip6tables iptables-nft iptables-legacy \
+    iptables-save iptables-restore xtables-nft-multi xtables-legacy-multi; do command -v "$c"; done; true')
+  [ -z "$found" ] || fail "$NFT_NODE has iptables commands: $(tr '\n' ' ' <<<"$found")"
+  tables=$(node_exec "$NFT_NODE" nft list tables) || fail "nft list tables failed on $NFT_NODE"
+  grep -qxF 'table ip kube-proxy' <<<"$tables" ||
+    fail "$NFT_NODE has no table ip kube-proxy (is kube-proxy in nftables mode?): $(tr '\n' ' ' <<<"$tables")"
+}
+
+# ---- 19. the profile of a node without iptables ------------------------------------------
+S19_PROFILE=""
+s19_profile_native() { # NFT_NODE's profile says nft, nftables, notExpected (WHY otherwise)
+  local j v
+  j=$(kubectl get nodenetfilterprofile "$NFT_NODE" -o json 2>/dev/null) || { WHY="no profile"; return 1; }
+  S19_PROFILE=$j
+  v=$(jq -r '.status.activeBackend // "absent"' <<<"$j")
+  [ "$v" = nft ] || { WHY="activeBackend $v"; return 1; }
+  v=$(jq -r '.status.kubeProxyMode // "absent"' <<<"$j")
+  [ "$v" = nftables ] || { WHY="kubeProxyMode $v"; return 1; }
+  v=$(jq -r '[.status.nativeTables[]? | select(.family == "ip" and .name == "kube-proxy") | .chains] | first // 0' <<<"$j")
+  [ "$v" -gt 0 ] ||
+    { WHY="nativeTables has no ip/kube-proxy with chains: $(jq -c '.status.nativeTables' <<<"$j")"; return 1; }
+  v=$(jq -r '.status.kubeletMarkers.state // "absent"' <<<"$j")
+  [ "$v" = notExpected ] || { WHY="kubeletMarkers.state $v"; return 1; }
+  v=$(jq -r '[.status.hazards[]?.code] | join(" ")' <<<"$j")
+  [[ " $v " != *" KubeletChainsMissing "* ]] || { WHY="hazards: $v"; return 1; }
+  v=$(jq -r '.status.conditions[]? | select(.type == "Consistent") | "\(.status) \(.reason)"' <<<"$j")
+  [ "${v%% *}" = True ] || { WHY="Consistent ${v:-absent}"; return 1; }
+}
+
+s19_nftables_profile() {
+  local log pid listing
+  nftables_node
+  wait_for 150 "$NFT_NODE's profile: activeBackend nft, kubeProxyMode nftables, ip/kube-proxy in nativeTables, kubeletMarkers notExpected, no KubeletChainsMissing, Consistent=True" s19_profile_native
+  ok "$NFT_NODE: activeBackend nft, kubeProxyMode nftables, kubeletMarkers $(jq -c '.status.kubeletMarkers' <<<"$S19_PROFILE"), hazards [$(jq -r '[.status.hazards[]?.code] | join(", ")' <<<"$S19_PROFILE")], Consistent=True ($(jq -r '.status.conditions[] | select(.type == "Consistent") | .reason' <<<"$S19_PROFILE"))"
+  jq -r '.status.nativeTables[] | "\(.family)/\(.name): \(.chains) chains, \(.rules) rules, \(.sets) sets"' <<<"$S19_PROFILE" | show
+  # kubelet's own account (pkg/kubelet/kubelet_network_linux.go): no
+  # iptables command for either family, so no marker chains on purpose.
+  log=$(kubelet_log "$NFT_NODE") || fail "cannot read $NFT_NODE's kubelet log"
+  grep -qF '"No iptables support on this system; not creating the KUBE-IPTABLES-HINT chain"' <<<"$log" ||
+    fail "$NFT_NODE's kubelet did not log that it skips the KUBE-IPTABLES-HINT chain"
+  if grep -qF 'Initialized iptables rules' <<<"$log"; then
+    fail "$NFT_NODE's kubelet initialized iptables rules: $(grep -F 'Initialized iptables rules' <<<"$log")"
+  fi
+  ok "$NFT_NODE's kubelet log: $(grep -F 'No iptables support on this system' <<<"$log" | sed -n 1p)"
+  # The reporter reads the node's binaries through its /host mounts: it
+  # must see the same host (nft, no iptables).
+  pid=$(s16_pid "$NFT_NODE") || fail "no reporter process found on $NFT_NODE"
+  listing=$(node_exec "$NFT_NODE" ls -A "/proc/$pid/root/host/usr/sbin") || fail "cannot list the reporter's /host/usr/sbin"
+  if grep -E '^(ip6?|arp|eb)tables|^xtables-' <<<"$listing"; then
+    fail "the reporter on $NFT_NODE sees iptables binaries under /host/usr/sbin"
+  fi
+  grep -qx nft <<<"$listing" || fail "the reporter on $NFT_NODE does not see nft under /host/usr/sbin"
+  ok "the reporter (pid $pid on $NFT_NODE) sees /host/usr/sbin/nft and no iptables, ip6tables, arptables, ebtables or xtables binary"
+}
+
+# ---- 20. Service traffic through kube-proxy's nftables rules -----------------------------
+S20_BODY="nfguard-e2e-s20: served on the node without iptables"
+s20_pod() { # NAME COMMAND (YAML flow): an ordinary pod on NFT_NODE
+  cat <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: $1, labels: {app: $1, app.kubernetes.io/part-of: nfguard-e2e}}
+spec:
+  nodeName: $NFT_NODE
+  terminationGracePeriodSeconds: 1
+  containers:
+    - name: app
+      image: $IMG_COMPATIBLE
+      command: $2
+YAML
+}
+S20_CHAIN=""
+s20_programmed() { # IP PODIP: the ClusterIP's element and the endpoint chain are in ip kube-proxy
+  local table
+  table=$(node_exec "$NFT_NODE" nft list table ip kube-proxy) || { WHY="nft list table ip kube-proxy failed"; return 1; }
+  S20_CHAIN=$(grep -oE "${1//./\\.} \. tcp \. 80 : goto service-[A-Z0-9]+-$S20_NS/web/tcp/http" <<<"$table" | sed 's/.* goto //') || true
+  WHY="no element '$1 . tcp . 80 : goto service-...-$S20_NS/web/tcp/http' in map service-ips"
+  [ -n "$S20_CHAIN" ] || return 1
+  WHY="no endpoint chain dnat to $2:8080"
+  grep -qF "dnat to $2:8080" <<<"$table"
+}
+
+S20_NS=nfguard-e2e-s20
+s20_service_nftables() {
+  local ns=$S20_NS ip podip out tables ruleset ct chain
+  nftables_node
+  scenario_ns "$ns"
+  s20_pod web "[\"sh\", \"-c\", \"mkdir -p /tmp/www && echo '$S20_BODY' >/tmp/www/index.html && exec busybox httpd -f -p 8080 -h /tmp/www\"]" |
+    kubectl -n "$ns" apply -f - >/dev/null
+  s20_pod client '["sleep", "infinity"]' | kubectl -n "$ns" apply -f - >/dev/null
+  kubectl -n "$ns" apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Service
+metadata: {name: web, labels: {app.kubernetes.io/part-of: nfguard-e2e}}
+spec:
+  selector: {app: web}
+  ports: [{name: http, port: 80, targetPort: 8080, protocol: TCP}]
+YAML
+  kubectl -n "$ns" wait --for=condition=Ready pod/web pod/client --timeout=120s >/dev/null ||
+    fail "the pods web and client are not Ready on $NFT_NODE"
+  ip=$(get service web '{.spec.clusterIP}' -n "$ns")
+  podip=$(get pod web '{.status.podIP}' -n "$ns")
+  if [ -z "$ip" ] || [ -z "$podip" ]; then fail "Service web has ClusterIP '$ip', pod web IP '$podip'"; fi
+  wait_for 60 "kube-proxy on $NFT_NODE to program $ip:80 -> $podip:8080 in table ip kube-proxy" s20_programmed "$ip" "$podip"
+  chain=$S20_CHAIN
+  ok "table ip kube-proxy on $NFT_NODE: map service-ips has '$ip . tcp . 80 : goto $chain', an endpoint chain does dnat to $podip:8080"
+  node_exec "$NFT_NODE" nft list chain ip kube-proxy "$chain" | show
+
+  # No other rule set on the node: only kube-proxy's native tables exist,
+  # no iptables-owned table of either backend, no KUBE-SERVICES anywhere.
+  tables=$(node_exec "$NFT_NODE" nft list tables)
+  [ "$tables" = $'table ip kube-proxy\ntable ip6 kube-proxy' ] ||
+    fail "$NFT_NODE holds nftables tables besides kube-proxy's: $(tr '\n' ' ' <<<"$tables")"
+  ruleset=$(node_exec "$NFT_NODE" nft list ruleset)
+  if grep -q 'KUBE-SERVICES' <<<"$ruleset"; then fail "$NFT_NODE has a KUBE-SERVICES chain"; fi
+  out=$(node_exec "$NFT_NODE" cat /proc/net/ip_tables_names 2>/dev/null || true)
+  [ -z "$out" ] || fail "$NFT_NODE's network namespace has legacy xtables tables: $out"
+  ok "$NFT_NODE's only tables are ip/ip6 kube-proxy (no iptables-nft table, no legacy table, no KUBE-SERVICES chain, no iptables command)"
+
+  out=$(node_exec "$NFT_NODE" curl -sS --max-time 10 "http://$ip/") || fail "the node could not reach http://$ip/: $out"
+  [ "$out" = "$S20_BODY" ] || fail "the node got '$out' from http://$ip/"
+  ok "from $NFT_NODE's network namespace: http://$ip/ answers '$out'"
+  # busybox nc: the image's busybox wget crashes (SIGSEGV) on any URL.
+  out=$(kubectl -n "$ns" exec client -- sh -c "printf 'GET / HTTP/1.0\r\n\r\n' | busybox nc -w 10 $ip 80" 2>&1) ||
+    fail "pod client could not reach $ip:80: $out"
+  out=${out//$'\r'/}
+  if [[ "$(sed -n 1p <<<"$out")" != "HTTP/1."?" 200 OK" ]] || ! grep -qxF "$S20_BODY" <<<"$out"; then
+    fail "pod client got from http://$ip/: $out"
+  fi
+  ok "from pod client ($(get pod client '{.status.podIP}' -n "$ns")) on $NFT_NODE: http://$ip/ answers $(sed -n 1p <<<"$out"), '$S20_BODY'"
+  # The connections were translated to the pod: the node's conntrack entries
+  # for the ClusterIP reply from the pod's address (only kube-proxy's table
+  # has a dnat rule on this node).
+  ct=$(node_exec "$NFT_NODE" conntrack -L -p tcp --orig-dst "$ip" 2>/dev/null) || true
+  grep -qE "dst=$ip sport=[0-9]+ dport=80 .*src=$podip " <<<"$ct" ||
+    fail "no conntrack entry of $NFT_NODE translates $ip:80 to $podip: $ct"
+  ok "conntrack on $NFT_NODE: $ip:80 translated to $podip:8080 ($(grep -cE "dst=$ip .*src=$podip " <<<"$ct") connection(s))"
+}
+
+# ---- 21. a legacy hostNetwork writer on the node without iptables ------------------------
+s21_legacy_denied() {
+  local ns=nfguard-e2e-s21 out part
+  nftables_node
+  scenario_ns "$ns"
+  defer kubectl -n "$ns" delete pod legacy-writer --ignore-not-found --grace-period=0 --force --wait=false
+  if out=$(pod_yaml legacy-writer "$IMG_LEGACY" | sed "s/^spec:$/spec:\n  nodeName: $NFT_NODE/" |
+    kubectl -n "$ns" create -f - 2>&1); then
+    fail "the legacy hostNetwork + NET_ADMIN pod was admitted on $NFT_NODE: $out"
+  fi
+  grep -qF 'admission webhook "validate.nfguard.io" denied the request' <<<"$out" ||
+    fail "the legacy pod failed, but not by nfguard's webhook: $out"
+  part=$(reason_part "$out" BackendMismatch)
+  [ -n "$part" ] || fail "the denial has no [BackendMismatch] reason: $out"
+  names_node "$part" "$NFT_NODE" || fail "the [BackendMismatch] reason does not name $NFT_NODE: $part"
+  grep -qF "image writes through iptables-legacy but the node's rules live in nft" <<<"$part" ||
+    fail "the [BackendMismatch] reason does not say legacy image against nft rules: $part"
+  if kubectl -n "$ns" get pod legacy-writer >/dev/null 2>&1; then fail "the pod legacy-writer exists after the denial"; fi
+  ok "the legacy writer pinned to $NFT_NODE (whose rules live only in kube-proxy's native tables) is denied:"
+  show <<<"$out"
+}
+
+# ---- 22. an iptables-nft 1.8.7 writer of its own rules on the node without iptables -----
+# Expected verdict: allowed. The minimum reader is computed over
+# iptables-owned rules only, and the node has none: kube-proxy's rules are
+# in its native table ip kube-proxy, which iptables-nft never lists (its
+# save and restore read and write only the tables filter, nat, mangle, raw
+# and security), so a 1.8.7 reader cannot mangle them; and the image's
+# backend (nft) is the node's. The pod adds a chain of its own, jumped to
+# from nowhere, and nothing else.
+S22_CHAIN=NFGUARD-E2E-OWN
+s22_written() {
+  local t
+  t=$(node_exec "$NFT_NODE" nft list table ip filter 2>&1) || { WHY="no table ip filter: $t"; return 1; }
+  WHY="table ip filter: $(tr '\n' ' ' <<<"$t")"
+  grep -qF "chain $S22_CHAIN {" <<<"$t" && grep -qE 'ip saddr 127\.0\.0\.2 .*return' <<<"$t"
+}
+s22_drop_table() { # the table the pod's iptables-nft made (the node had none)
+  node_exec "$NFT_NODE" nft delete table ip filter 2>/dev/null || true
+}
+
+s22_own_rules_allowed() {
+  local ns=nfguard-e2e-s22 out tables code
+  nftables_node
+  tables=$(node_exec "$NFT_NODE" nft list tables)
+  if grep -qxF 'table ip filter' <<<"$tables"; then
+    fail "$NFT_NODE already has table ip filter: the scenario could not remove what it adds"
+  fi
+  scenario_ns "$ns"
+  defer s22_drop_table
+  defer kubectl -n "$ns" delete pod own-rules --ignore-not-found --grace-period=0 --force --wait=true --timeout=60s
+  out=$(incident_pod own-rules "$NFT_NODE" '{}' \
+    "[\"sh\", \"-c\", \"iptables-nft -N $S22_CHAIN && iptables-nft -A $S22_CHAIN -s 127.0.0.2/32 -j RETURN && echo written; sleep infinity\"]" |
+    kubectl -n "$ns" create -f - 2>&1) ||
+    fail "the iptables-nft 1.8.7 writer of its own rules was denied on $NFT_NODE: $out"
+  for code in OldReaderNewRules BackendMismatch; do
+    if grep -qF "[$code]" <<<"$out"; then fail "admitted, but with a [$code] warning: $out"; fi
+  done
+  ok "the iptables-nft 1.8.7 hostNetwork + NET_ADMIN pod pinned to $NFT_NODE is admitted: $out"
+  audit_checked pods "$ns" own-rules allow "$IMG_INCIDENT"
+  kubectl -n "$ns" wait --for=condition=Ready pod/own-rules --timeout=120s >/dev/null || fail "pod own-rules is not Ready"
+  wait_for 60 "iptables-nft 1.8.7's chain $S22_CHAIN in $NFT_NODE's table ip filter" s22_written
+  out=$(node_exec "$NFT_NODE" nft list tables)
+  [ "$(sort <<<"$out")" = "$(printf '%s\ntable ip filter\n' "$tables" | sort)" ] ||
+    fail "the tables of $NFT_NODE went from '$(tr '\n' ' ' <<<"$tables")' to '$(tr '\n' ' ' <<<"$out")'"
+  ok "it wrote its own chain in table ip filter, the only table added beside kube-proxy's:"
+  node_exec "$NFT_NODE" nft list table ip filter | show
+}
+
 # ---- main --------------------------------------------------------------------------------
 case "$PROVIDER" in
   kind) command -v docker >/dev/null || fail "NFGUARD_E2E_PROVIDER=kind needs docker" ;;
@@ -2238,6 +2517,9 @@ esac
 [ -n "${KUBECONFIG:-}" ] || fail "KUBECONFIG is not set"
 command -v kubectl >/dev/null || fail "kubectl is not on PATH"
 for n in ${NFGUARD_E2E_ONLY:-}; do
+  if [ -z "$NFT_NODE" ] && [[ " $NFT_SCENARIOS " == *" $n "* ]]; then
+    fail "NFGUARD_E2E_ONLY: scenario $n needs NFGUARD_E2E_NFTABLES_NODE (a node without iptables, kube-proxy in nftables mode)"
+  fi
   [[ " $ALL_SCENARIOS " == *" $n "* ]] || fail "NFGUARD_E2E_ONLY: no scenario $n ($ALL_SCENARIOS)"
 done
 for e in ${NFGUARD_E2E_EXPECT_BACKENDS:-}; do
@@ -2248,7 +2530,7 @@ say "provider $PROVIDER, registry $REGISTRY, $(kubectl version 2>/dev/null | tr 
 
 run_scenario 1 "a NodeNetfilterProfile per node, owned by its Node, with its backend" s1_profiles
 run_scenario 2 "the incident DaemonSet (iptables-nft 1.8.7) is denied" s2_incident_denied
-run_scenario 3 "a compatible DaemonSet (1.8.11, iptables-wrapper) runs on every node" s3_compatible_runs
+run_scenario 3 "a compatible DaemonSet (1.8.11, iptables-wrapper) runs on every node with an iptables command" s3_compatible_runs
 run_scenario 4 "a legacy-only image is allowed only where the rules are legacy" s4_legacy_only
 run_scenario 5 "restarting the reporter keeps every profile" s5_reporter_restart
 run_scenario 6 "the incident for real: an old reader's save/restore on an nft node" s6_incident
@@ -2264,6 +2546,10 @@ run_scenario 15 "a forged AdmissionReview from a pod is refused (no client certi
 run_scenario 16 "the reporter's blast radius: only the probed host paths, read-only; /metrics for allowed tokens only; control-plane nodes by opt-in" s16_reporter_blast_radius
 run_scenario 17 "a controller token may write only nfguard.io/ labels and NoSchedule taints of a Node; the controller's own writes pass" s17_controller_node_writes
 run_scenario 18 "nfguard.io/exempt counts only in a namespace a NetfilterPolicy's exemptionNamespaceSelector selects" s18_exemptions
+run_scenario 19 "the node without iptables: profile nft, kube-proxy mode nftables, kube-proxy's native table, marker chains not expected, no KubeletChainsMissing, Consistent; kubelet logs that it skips them; its reporter sees no iptables" s19_nftables_profile
+run_scenario 20 "the node without iptables: a ClusterIP Service is reached from the node and from a pod through kube-proxy's nftables rules, the only rules there" s20_service_nftables
+run_scenario 21 "the node without iptables: a legacy hostNetwork + NET_ADMIN writer pinned to it is denied as [BackendMismatch] naming it" s21_legacy_denied
+run_scenario 22 "the node without iptables: an iptables-nft 1.8.7 writer of its own chain pinned to it is admitted and adds that chain in table ip filter, the only table beside kube-proxy's" s22_own_rules_allowed
 
 CURRENT=finished
 echo "$PASSED passed, 0 failed"

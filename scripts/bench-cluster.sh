@@ -76,7 +76,7 @@ trap finish EXIT
 cluster_env=$(NFGUARD_E2E_BENCH=1 e2e/local-cluster.sh up) || die "e2e/local-cluster.sh up failed"
 eval "$cluster_env"
 # The in-cluster controller leaves the field to the host one; reporters run
-# on the two real nodes only, with a day's heartbeat so they stay quiet
+# on the real nodes only (e2e/local-cluster.sh's three), with a day's heartbeat so they stay quiet
 # (the hollow nodes' profiles come from the generator).
 kubectl -n nfguard-system scale deployment/nfguard-controller --replicas=0 >&2
 kubectl -n nfguard-system patch daemonset nfguard-reporter --type=strategic -p '
@@ -96,7 +96,9 @@ t=$SECONDS
 "$GEN" load --nodes "$NODES" --pods-per-node "$PODS" --registry "$NFGUARD_E2E_REGISTRY"
 load_s=$((SECONDS - t))
 log "generated $NODES nodes x $PODS pods in $load_s s"
-total_nodes=$((NODES + 2))
+# The hollow nodes and the cluster's real ones (those the generator did not make).
+real_nodes=$(kubectl get nodes -l '!bench.nfguard.io/hollow' -o name | wc -l)
+total_nodes=$((NODES + real_nodes))
 
 now_ms() { date +%s%3N; }
 start_controller() {
