@@ -2,7 +2,7 @@
 //! the node's rules live in, the newest writer and the oldest reader of its
 //! nft rules (host tools + writer pods), and the live minimum reader.
 
-use crate::api::{ActiveBackend, NodeNetfilterProfileStatus};
+use crate::api::{ActiveBackend, MarkerState, NodeNetfilterProfileStatus};
 use crate::facts::{Backend, HazardCode, Severity, Version};
 
 /// Who wrote (or reads) a node's rules.
@@ -104,6 +104,9 @@ pub struct NodeView<'a> {
     /// Marker chains per backend; None when the reporter gave no backend facts.
     pub nft_markers: Option<bool>,
     pub legacy_markers: Option<bool>,
+    /// False where kubelet writes no marker chains on purpose (a host
+    /// without iptables): their absence is then no sign of trouble.
+    pub markers_expected: bool,
     pub kernel_nf_tables: Option<bool>,
     pub kernel_ip_tables: Option<bool>,
     pub min_reader: Option<Version>,
@@ -215,6 +218,10 @@ pub fn view(status: &NodeNetfilterProfileStatus) -> Option<NodeView<'_>> {
         rules,
         nft_markers,
         legacy_markers,
+        markers_expected: status
+            .kubelet_markers
+            .as_ref()
+            .is_none_or(|m| m.state != MarkerState::NotExpected),
         kernel_nf_tables: status.kernel.as_ref().map(|k| k.nf_tables),
         kernel_ip_tables: status.kernel.as_ref().map(|k| k.ip_tables),
         min_reader: status.min_reader_version,
@@ -233,12 +240,15 @@ pub fn view(status: &NodeNetfilterProfileStatus) -> Option<NodeView<'_>> {
 
 impl NodeView<'_> {
     /// What an `iptables-wrapper` picks on this node: nft markers -> nft,
-    /// legacy markers -> legacy, neither -> nft (and `false`: no markers).
+    /// legacy markers -> legacy, neither -> nft; and whether that choice is
+    /// settled (`false`: the markers kubelet should have written are
+    /// missing, so the wrapper guesses). Where kubelet writes none on purpose
+    /// the nft default is no guess: the node's backend is judged as usual.
     pub fn wrapper_choice(&self) -> (Backend, bool) {
         match (self.nft_markers, self.legacy_markers) {
             (Some(true), _) => (Backend::Nft, true),
             (_, Some(true)) => (Backend::Legacy, true),
-            _ => (Backend::Nft, false),
+            _ => (Backend::Nft, !self.markers_expected),
         }
     }
 }

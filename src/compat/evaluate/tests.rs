@@ -3,9 +3,9 @@
 
 use super::*;
 use crate::api::{
-    ActiveBackend, BackendFacts, BackendsFacts, KernelFacts, NetfilterPolicy, NetfilterPolicySpec,
-    NodeNetfilterProfile, NodeNetfilterProfileSpec, NodeNetfilterProfileStatus, PolicyAction,
-    UnresolvedAction, Writer,
+    ActiveBackend, BackendFacts, BackendsFacts, KernelFacts, KubeletMarkers, MarkerState,
+    NetfilterPolicy, NetfilterPolicySpec, NodeNetfilterProfile, NodeNetfilterProfileSpec,
+    NodeNetfilterProfileStatus, PolicyAction, UnresolvedAction, Writer,
 };
 use crate::facts::{Hazard, HazardCode, ImageProfile, IptablesFacts, Severity};
 use k8s_openapi::api::core::v1::Node;
@@ -106,6 +106,8 @@ struct P {
     writers: Vec<(&'static str, Backend)>,
     kernel: Option<(bool, bool)>,
     hazards: Vec<HazardCode>,
+    /// The reporter's `kubeletMarkers: notExpected` (a host without iptables).
+    markers_not_expected: bool,
 }
 
 fn nft_node(host: &'static str) -> P {
@@ -148,6 +150,10 @@ fn profile(name: &str, p: &P) -> NodeNetfilterProfile {
             ..Default::default()
         }),
         active_backend: p.active,
+        kubelet_markers: p.markers_not_expected.then(|| KubeletMarkers {
+            state: MarkerState::NotExpected,
+            reason: Some("the host has no iptables command".into()),
+        }),
         min_reader_version: p.min_reader.map(v),
         backends: Some(BackendsFacts {
             nft: bf(p.nft_markers),
@@ -313,8 +319,36 @@ fn native_only_node() -> P {
         host: None,
         active: Some(ActiveBackend::Nft),
         kernel: Some((true, true)),
+        markers_not_expected: true,
         ..P::default()
     }
+}
+
+#[test]
+fn wrapper_on_a_host_without_iptables_is_judged_not_warned_about_markers() {
+    // kubelet writes no marker chains there on purpose: the wrapper's nft
+    // default is no guess, and the node's rules are nft.
+    let r = run(
+        &host_writer("wrap:1"),
+        &[("n1", native_only_node())],
+        &[("wrap:1", Some("1.8.9"), Some(Backend::Wrapper))],
+    );
+    assert_eq!(r.codes(), vec![], "{:#?}", r.decision.reasons);
+    assert_eq!(r.decision.verdict, Verdict::Allow);
+    // The same node with legacy rules: the nft default is judged, and wrong.
+    let mut node = native_only_node();
+    node.active = Some(ActiveBackend::Legacy);
+    let r = run(
+        &host_writer("wrap:1"),
+        &[("n1", node)],
+        &[("wrap:1", Some("1.8.9"), Some(Backend::Wrapper))],
+    );
+    assert!(
+        r.codes().contains(&ReasonCode::BackendMismatch),
+        "{:?}",
+        r.codes()
+    );
+    assert!(!r.codes().contains(&ReasonCode::WrapperNoMarkerChains));
 }
 
 #[test]
