@@ -23,7 +23,15 @@
 #    not denied by nfguard (admitted under failurePolicy Ignore, or an error)
 #    is listed, and the longest time between two nfguard denials is
 #    reported; it must stay within the rollout.
+# 5. A node without iptables (NFGUARD_E2E_NFTABLES_NODE; local: e2e-nftables)
+#    is one the earlier version cannot describe: its CRD refuses the
+#    reporter's `iptables.backend: null` (422, so that reporter never turns
+#    Ready there). That node carries a NoSchedule taint of the test's own
+#    while the earlier version runs and during the upgrade, so steps 2-4 cover
+#    the other nodes; then the taint goes and the new reporter must describe
+#    it (a Fresh profile, its backend label).
 # Env: NFGUARD_E2E_UPGRADE_FROM (the earlier commit; default below),
+# NFGUARD_E2E_NFTABLES_NODE (optional, see 5),
 # KUBECONFIG, NFGUARD_E2E_REGISTRY_PULL, kubectl and jq on PATH (what
 # `e2e/local-cluster.sh env` exports). A clone without that commit fails
 # (e2e/build-old-nfguard.sh says what to fetch): never a skip.
@@ -42,6 +50,9 @@ NS=nfguard-system
 LOG=e2e-upgrade
 POLICY=nfguard-e2e-upgrade
 IMG_INCIDENT=${NFGUARD_E2E_REGISTRY_PULL:?NFGUARD_E2E_REGISTRY_PULL is not set}/nfguard-e2e/incident:1.8.7-nft
+# Keeps the earlier reporter off the node it cannot describe (5).
+UNSUPPORTED_NODE=${NFGUARD_E2E_NFTABLES_NODE:-}
+UNSUPPORTED_TAINT=nfguard-e2e/earlier-version-cannot-describe
 
 # wait_until SECONDS WHAT CMD...: CMD retried every 2 s, at most SECONDS.
 wait_until() {
@@ -57,7 +68,8 @@ wait_until() {
 profiles_filled() {
   local json
   json=$(kubectl get nodes,nodenetfilterprofiles -o json 2>/dev/null) || return 1
-  jq -e '[.items[] | select(.kind == "Node") | .metadata] as $nodes
+  jq -e --arg skip "$UNSUPPORTED_NODE" '[.items[] | select(.kind == "Node") | .metadata
+      | select(.name != $skip)] as $nodes
     | [.items[] | select(.kind == "NodeNetfilterProfile")
        | select(.status.lastProbeTime != null and .status.activeBackend != null) | .metadata.name] as $probed
     | ($nodes | length) > 0
@@ -120,8 +132,11 @@ main() {
   local method=${1:-} bin objects marks spec after stored t0 t1 took prober lines bad gap out last
   case "$method" in kustomize | helm) ;; *) echo "usage: $0 kustomize|helm" >&2; exit 2 ;; esac
 
-  # 1. the earlier nfguard, from its own tree.
+  # 1. the earlier nfguard, from its own tree (not on the node it cannot describe).
   bin=$(e2e/build-old-nfguard.sh "$FROM")
+  if [ -n "$UNSUPPORTED_NODE" ]; then
+    kubectl taint nodes "$UNSUPPORTED_NODE" "$UNSUPPORTED_TAINT=true:NoSchedule" --overwrite >/dev/null
+  fi
   mkdir -p "$work/old"
   git archive "$FROM" manifests crds charts | tar -x -C "$work/old"
   t0=$SECONDS
@@ -199,9 +214,29 @@ $(diff <(echo "$objects") <(echo "$stored") || true)"
   [ "$after" = "$marks" ] || fail "the nodes' nfguard.io/ labels or taints changed in the upgrade:
 $(diff <(echo "$marks") <(echo "$after") || true)"
   ok "every node's nfguard.io/ labels and taints are as before ($(grep -c . <<<"$marks"))"
+
+  # 5. the node the earlier version could not describe, described now.
+  if [ -n "$UNSUPPORTED_NODE" ]; then
+    kubectl taint nodes "$UNSUPPORTED_NODE" "$UNSUPPORTED_TAINT-" >/dev/null
+    wait_until 120 "the new reporter's profile of $UNSUPPORTED_NODE" unsupported_described "${t1%.*}"
+    ok "$UNSUPPORTED_NODE (no iptables: the earlier version's CRD refuses its profile) described by the upgraded reporter: Fresh, backend label set"
+  fi
+}
+
+# The profile of UNSUPPORTED_NODE probed after EPOCH, Fresh, and its label.
+unsupported_described() {
+  local json
+  json=$(kubectl get "nodenetfilterprofile/$UNSUPPORTED_NODE" "node/$UNSUPPORTED_NODE" -o json 2>/dev/null) || return 1
+  jq -e --argjson since "$1" '[.items[] | select(.kind == "NodeNetfilterProfile")][0] as $p
+    | [.items[] | select(.kind == "Node")][0] as $n
+    | ($p.status.lastProbeTime | fromdateiso8601) >= $since
+      and any($p.status.conditions[]?; .type == "Fresh" and .status == "True")
+      and $n.metadata.labels["nfguard.io/iptables-backend"] != null' <<<"$json" >/dev/null
 }
 
 # The prober stops, the policy goes and the work directory too, also on failure.
 work=$(mktemp -d)
-trap 'touch "$work/stop"; kubectl delete netfilterpolicy "$POLICY" --ignore-not-found >/dev/null; rm -rf "$work"' EXIT
+trap 'touch "$work/stop"; kubectl delete netfilterpolicy "$POLICY" --ignore-not-found >/dev/null
+  [ -z "$UNSUPPORTED_NODE" ] || kubectl taint nodes "$UNSUPPORTED_NODE" "$UNSUPPORTED_TAINT-" >/dev/null 2>&1 || true
+  rm -rf "$work"' EXIT
 main "$@"
