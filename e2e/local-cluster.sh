@@ -51,7 +51,9 @@
 # through an overlay, or charts/nfguard with values; default kustomize),
 # NFGUARD_E2E_SOURCE (where install reads manifests/, crds/ and charts/
 # from; default this repository: e2e/upgrade.sh points it at an earlier
-# commit), NFGUARD_E2E_IMAGE (the nfguard image's name; default
+# commit), NFGUARD_E2E_REPORTER_UNREADY_NODE (install waits for the reporter
+# on every node but this one: e2e/upgrade.sh's earlier version cannot
+# describe a host without iptables), NFGUARD_E2E_IMAGE (the nfguard image's name; default
 # ghcr.io/nfguard/nfguard:e2e),
 # NFGUARD_E2E_BENCH=1 (scripts/bench-cluster.sh: kube-controller-manager
 # without the node-lifecycle and ttl controllers, which would mark the
@@ -685,6 +687,19 @@ EOF
   fi
 }
 
+# reporters_ready_except NODE: a Ready reporter pod on every node but NODE.
+reporters_ready_except() {
+  local nodes pods
+  nodes=$(kctl get nodes -o json) || return 1
+  pods=$(kctl -n nfguard-system get pods -o json) || return 1
+  jq -e --arg skip "$1" --argjson pods "$pods" '
+    [.items[].metadata.name | select(. != $skip)] as $nodes
+    | [$pods.items[] | select(.metadata.name | startswith("nfguard-reporter-"))
+       | select(any(.status.conditions[]?; .type == "Ready" and .status == "True"))
+       | .spec.nodeName] as $ready
+    | ($nodes | length) > 0 and all($nodes[]; . as $n | $ready | index($n) != null)' <<<"$nodes"
+}
+
 # install_nfguard [kustomize|helm]: default $NFGUARD_E2E_INSTALL, else kustomize.
 install_nfguard() {
   local method=${1:-${NFGUARD_E2E_INSTALL:-kustomize}}
@@ -694,7 +709,12 @@ install_nfguard() {
   esac
   import_nfguard_image
   "install_$method"
-  kctl -n nfguard-system rollout status daemonset/nfguard-reporter --timeout=180s >&2
+  if [ -n "${NFGUARD_E2E_REPORTER_UNREADY_NODE:-}" ]; then
+    wait_for 180 "the reporter Ready on every node but $NFGUARD_E2E_REPORTER_UNREADY_NODE" \
+      reporters_ready_except "$NFGUARD_E2E_REPORTER_UNREADY_NODE"
+  else
+    kctl -n nfguard-system rollout status daemonset/nfguard-reporter --timeout=180s >&2
+  fi
   kctl -n nfguard-system rollout status deployment/nfguard-controller --timeout=180s >&2
   kctl -n nfguard-system rollout status deployment/nfguard-webhook --timeout=180s >&2
   wait_for 120 "the webhook's caBundle" ca_bundle_set
