@@ -165,11 +165,12 @@ fn config_value(cfg: &str, symbol: &str) -> Option<char> {
 }
 
 /// The loaded signs of the calling thread's network namespace;
-/// `nf_tables_loaded` is the caller's netlink answer.
-pub fn loaded(sys_dir: &Path, nf_tables_loaded: bool) -> [Option<bool>; 4] {
+/// `ip_tables_loaded` and `nf_tables_loaded` are what the caller already
+/// asked the kernel (the probe reads each once).
+pub fn loaded(sys_dir: &Path, ip_tables_loaded: bool, nf_tables_loaded: bool) -> [Option<bool>; 4] {
     let sysfs = |name: &str| sys_dir.join("module").join(name).exists();
     [
-        Some(crate::kernel::xtables::available()),
+        Some(ip_tables_loaded),
         Some(crate::kernel::xtables::available_v6()),
         Some(nf_tables_loaded || sysfs("nf_tables")),
         sysfs("nft_compat").then_some(true),

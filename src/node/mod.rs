@@ -102,7 +102,7 @@ pub fn gather_with_host(cfg: &ProbeConfig, host: HostFacts) -> NodeFacts {
     }
     let ip_tables_supported = kernel::xtables::available();
     let legacy = kernel::xtables::read().map_err(|e| e.to_string());
-    let loaded = kmod::loaded(&cfg.sys_dir, nf_tables_supported);
+    let loaded = kmod::loaded(&cfg.sys_dir, ip_tables_supported, nf_tables_supported);
     NodeFacts {
         iptables: host.iptables,
         host_error: host.error,
