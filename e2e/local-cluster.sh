@@ -121,8 +121,20 @@ start() {
   local name=$1
   shift
   mkdir -p "$STATE/logs" "$RUN/pids"
-  setsid "$@" >>"$STATE/logs/$name.log" 2>&1 </dev/null &
+  # The daemons outlive this script (KEEP_CLUSTER=1): they must not inherit
+  # its other open files, above all the lock of `flock
+  # /tmp/nfguard-cluster.lock e2e/local.sh`, which they would hold until
+  # `down`, and `flock ... down` would wait for itself.
+  (close_inherited_fds; exec setsid "$@") >>"$STATE/logs/$name.log" 2>&1 </dev/null &
   echo $! >"$RUN/pids/$name.pid"
+}
+close_inherited_fds() {
+  local fd
+  for fd in "/proc/$BASHPID/fd"/*; do
+    fd=${fd##*/}
+    [ "$fd" -gt 2 ] || continue
+    eval "exec $fd>&-" 2>/dev/null || true
+  done
 }
 running() { [ -f "$RUN/pids/$1.pid" ] && kill -0 "$(cat "$RUN/pids/$1.pid")" 2>/dev/null; }
 
@@ -299,6 +311,14 @@ made_dir() {
   [ -d "$1" ] && return 0
   mkdir -p "$1"
   echo "$1" >>"$RUN/made-dirs"
+}
+
+# The minor version of the Kubernetes binaries in $BIN (30 for v1.30.14).
+kube_minor() {
+  local v
+  v=$("$BIN/kubelet" --version)
+  [[ $v =~ v1\.([0-9]+)\. ]] || die "cannot read the version of $BIN/kubelet: $v"
+  echo "${BASH_REMATCH[1]}"
 }
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -547,12 +567,18 @@ EOF
     "$BIN/kubelet" --config="$dir/kubelet.yaml" --kubeconfig="$STATE/kubelet-$node.kubeconfig" \
     --hostname-override="$node" --node-ip="${NODE_IP[$node]}"
 
+  # nftables mode is beta (on by default) from 1.31; 1.30 needs its gate.
+  local proxy_gates=""
+  if [ "${NODE_PROXY_MODE[$node]}" = nftables ] && [ "$(kube_minor)" -lt 31 ]; then
+    proxy_gates="featureGates: {NFTablesProxyMode: true}"
+  fi
   cat >"$dir/kube-proxy.yaml" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 clientConnection: {kubeconfig: $STATE/kube-proxy.kubeconfig}
 hostnameOverride: $node
 mode: ${NODE_PROXY_MODE[$node]}
+$proxy_gates
 clusterCIDR: $CLUSTER_CIDR
 metricsBindAddress: 127.0.0.1:10249
 healthzBindAddress: 127.0.0.1:10256
@@ -807,7 +833,8 @@ our_pids() {
 kill_all() {
   local pids f tries=0
   for f in "$RUN"/pids/*.pid; do
-    [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null
+    # A daemon that died already (e.g. of a full disk) is no reason to stop here.
+    if [ -f "$f" ]; then kill "$(cat "$f")" 2>/dev/null || true; fi
   done
   sleep 1
   while pids=$(our_pids | sort -u) && [ -n "$pids" ]; do
