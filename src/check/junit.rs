@@ -16,18 +16,12 @@
 
 use super::classes::{self, NodeClass};
 use super::{ObjectResult, Report};
-use crate::compat::evaluate::{Reason, ReasonCode, Verdict};
+use crate::compat::evaluate::{Reason, ReasonClass, ReasonCode, Verdict};
 use std::fmt::Write;
 
 /// Codes meaning "could not judge", reported as errors rather than failures.
 pub fn cannot_evaluate(code: ReasonCode) -> bool {
-    matches!(
-        code,
-        ReasonCode::ImageUnresolved
-            | ReasonCode::ImageVersionUnknown
-            | ReasonCode::NodeProfileIncomplete
-            | ReasonCode::NodeProfileMissing
-    )
+    code.meta().class == ReasonClass::CannotEvaluate
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

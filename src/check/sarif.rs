@@ -11,52 +11,9 @@ use std::collections::BTreeSet;
 const SCHEMA: &str =
     "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json";
 
-/// One sentence per code (the docs' table), shown by code-scanning views.
+/// One sentence per code, shown by code-scanning views.
 fn describe(code: ReasonCode) -> &'static str {
-    use ReasonCode::*;
-    match code {
-        KnownBadIptables => {
-            "The image's iptables is 1.8.0-1.8.3 (broken -C, endless duplicate rules)."
-        }
-        BackendMismatch => {
-            "The image writes through the other iptables backend than the node's rules."
-        }
-        KernelLacksBackend => "The node's kernel lacks the backend the image writes through.",
-        OldReaderNewRules => {
-            "The image's iptables-nft (<= 1.8.7) cannot read the native expressions the node's rules hold or its writers emit."
-        }
-        NewWriterOldReader => {
-            "The image (>= 1.8.8) writes native expressions an older reader on the node misreads."
-        }
-        ReaderOlderThanWriter => {
-            "The image's iptables is older than the newest writer of the node's rules."
-        }
-        WrapperNoMarkerChains => {
-            "iptables-wrapper on a node without kubelet's marker chains defaults to nft."
-        }
-        PodBackendMismatch => "Containers of one pod use different iptables backends.",
-        PodOldReaderNewWriter => {
-            "In one pod, an iptables-nft <= 1.8.7 reads what a >= 1.8.8 one writes."
-        }
-        PodReaderOlderThanWriter => "In one pod, two different iptables-nft >= 1.8.8.",
-        ImageUnresolved => "The image could not be inspected.",
-        ImageVersionUnknown => "The image's iptables release could not be determined.",
-        NoIptables => "The image has no iptables command.",
-        NodeProfileIncomplete => "The node's NodeNetfilterProfile has no usable status.",
-        NodeProfileMissing => "A candidate node has no NodeNetfilterProfile.",
-        NodeHazard => "The node has a netfilter hazard of its own.",
-        HostNetworkWithoutNetAdmin => {
-            "hostNetwork without NET_ADMIN cannot write the node's rules."
-        }
-        Exempt => "The workload is exempt (nfguard.io/exempt).",
-        ImageExempt => "The image matches a policy exemptImages pattern.",
-        NamespaceNotSelected => "No NetfilterPolicy selects the namespace.",
-        NoCandidateNodes => "No node profile matches the pod's scheduling constraints.",
-        InvalidPolicyIgnored => "An invalid NetfilterPolicy selecting the namespace was ignored.",
-        ExemptionNotAllowed => {
-            "nfguard.io/exempt was ignored: no NetfilterPolicy allows exemptions in the namespace."
-        }
-    }
+    code.meta().summary
 }
 
 /// A path as a relative URI reference: bytes outside RFC 3986's unreserved

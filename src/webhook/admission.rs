@@ -20,8 +20,8 @@ use super::pod_update::images_changed;
 pub use super::review::{API_VERSION, Request, ReviewError, parse_review};
 use super::review::{Prepared, error_body, judged_images, response};
 use crate::compat::evaluate::{
-    Decision, EXEMPTION_HINT, ImageKey, ImageResolutions, NodeIndex, Reason, ReasonCode, Verdict,
-    Workload, WorkloadKind,
+    Decision, EXEMPTION_HINT, ImageKey, ImageResolutions, NodeIndex, Reason, ReasonClass,
+    ReasonCode, Verdict, Workload, WorkloadKind,
 };
 use crate::facts::Platform;
 use crate::judgement::{JudgeError, ResolveImages, Scene, Subject};
@@ -153,11 +153,8 @@ pub fn render_decision(
         .reasons
         .iter()
         .filter(|r| {
-            r.effect == Verdict::Warn
-                || matches!(
-                    r.code,
-                    ReasonCode::Exempt | ReasonCode::ImageExempt | ReasonCode::ExemptionNotAllowed
-                )
+            // An override asked for is shown whatever became of it.
+            r.effect == Verdict::Warn || r.code.meta().class == ReasonClass::Exemption
         })
         .take(MAX_WARNINGS)
         .map(|r| format!("nfguard: {}", r.line(max_nodes)))

@@ -17,6 +17,7 @@ mod images;
 mod node_index;
 mod nodeview;
 mod policy;
+mod reason_meta;
 mod render;
 mod rules;
 mod selector;
@@ -31,6 +32,7 @@ pub use candidates::{
 pub use images::{ImageKey, ImageResolution, ImageResolutions, images_to_resolve};
 pub use node_index::NodeIndex;
 pub use policy::{EffectivePolicy, InvalidPolicy, PolicyError, validate_policy};
+pub use reason_meta::{ReasonClass, ReasonMeta, docs_table as reason_docs_table};
 pub use render::EXEMPTION_HINT;
 pub use selector::{label_selector_matches, node_selector_requirement_matches};
 pub use workload::{
@@ -205,12 +207,13 @@ impl Decision {
         self.reasons.iter().filter(move |r| r.effect >= at_least)
     }
 
-    /// The reasons that make the workload unsafe where it runs: critical,
-    /// and not the node's own hazard (what the controller taints for).
+    /// The reasons that make the workload unsafe where it runs: critical
+    /// findings of the [`ReasonClass::Unsafe`] class (what the controller
+    /// taints for; a node's own hazard is never the workload's).
     pub fn unsafe_reasons(&self) -> impl Iterator<Item = &Reason> {
-        self.reasons
-            .iter()
-            .filter(|r| r.severity == Severity::Critical && r.code != ReasonCode::NodeHazard)
+        self.reasons.iter().filter(|r| {
+            r.severity == Severity::Critical && r.code.meta().class == ReasonClass::Unsafe
+        })
     }
 
     /// The codes of [`Decision::unsafe_reasons`], sorted, each once.
