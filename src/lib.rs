@@ -19,3 +19,4 @@ pub mod rootfs;
 pub mod runtime;
 pub mod status;
 pub mod webhook;
+pub mod wellknown;

@@ -80,19 +80,12 @@ pub fn object_outline<'o>(
     (same_kind && same_name).then_some(o)
 }
 
-/// The path from an object to its pod spec, per kind.
-fn pod_spec_path(kind: WorkloadKind) -> &'static [&'static str] {
-    match kind {
-        WorkloadKind::Pod => &["spec"],
-        WorkloadKind::CronJob => &["spec", "jobTemplate", "spec", "template", "spec"],
-        _ => &["spec", "template", "spec"],
-    }
-}
-
 /// The object's line and its container entries.
 pub fn locate(object: &Outline, kind: WorkloadKind) -> (usize, Vec<ContainerLine>) {
     let mut containers = Vec::new();
-    let spec = pod_spec_path(kind)
+    let spec = kind
+        .pod_template()
+        .spec
         .iter()
         .try_fold(object, |o, key| o.get(key));
     if let Some(spec) = spec {

@@ -8,11 +8,7 @@ use crate::api::NodeNetfilterProfileStatus;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
-pub const LABEL_BACKEND: &str = "nfguard.io/iptables-backend";
-pub const LABEL_VERSION: &str = "nfguard.io/iptables-version";
-pub const LABEL_MIN_READER: &str = "nfguard.io/min-reader";
-/// Every label key this controller manages.
-pub const MANAGED_LABELS: [&str; 3] = [LABEL_BACKEND, LABEL_VERSION, LABEL_MIN_READER];
+use crate::wellknown::{LABEL_BACKEND, LABEL_MIN_READER, LABEL_VERSION, MANAGED_LABELS};
 
 /// The labels a node should carry for its profile status (None: no profile,
 /// so none of nfguard's labels). A fact the profile does not state is absent.

@@ -393,7 +393,7 @@ pub fn plan_node(facts: &NodeFacts<'_>) -> NodePlan {
         },
     );
     let why = |key: &str| -> String {
-        if key == super::taints::TAINT_INCOMPATIBLE {
+        if key == crate::wellknown::TAINT_INCOMPATIBLE {
             violations
                 .iter()
                 .map(|v| {

@@ -19,9 +19,9 @@ use super::namespaces::{Labels, NamespaceMeta, labels_in};
 use super::plan::{pod_can_write, profile_node};
 use super::predicates::{self, Changes, Touched};
 use crate::api::{NetfilterPolicy, NodeNetfilterProfile};
-use crate::compat::evaluate::EXEMPT_ANNOTATION;
 use crate::judgement::PolicyBook;
 use crate::runtime::watch::is_listed;
+use crate::wellknown::ANNOTATION_EXEMPT;
 use k8s_openapi::api::core::v1::{Container, EphemeralContainer, Node, Pod, PodSpec, PodStatus};
 use kube::Resource;
 use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
@@ -215,7 +215,7 @@ pub fn slim_pod(pod: Pod) -> Pod {
     let annotations = m
         .annotations
         .map(|mut a| {
-            a.retain(|k, _| k == EXEMPT_ANNOTATION);
+            a.retain(|k, _| k == ANNOTATION_EXEMPT);
             a
         })
         .filter(|a| !a.is_empty());

@@ -14,8 +14,7 @@ use crate::api::NetfilterPolicy;
 use crate::facts::HazardCode;
 use k8s_openapi::api::core::v1::Taint;
 
-pub const TAINT_DEGRADED: &str = "nfguard.io/netfilter-degraded";
-pub const TAINT_INCOMPATIBLE: &str = "nfguard.io/iptables-incompatible";
+use crate::wellknown::{TAINT_DEGRADED, TAINT_INCOMPATIBLE};
 pub const TAINT_EFFECT: &str = "NoSchedule";
 pub const DEFAULT_MAX_TAINTED_PERCENT: u32 = 10;
 

@@ -4,6 +4,7 @@
 
 use crate::compat::evaluate::{ReasonCode, Verdict};
 use crate::runtime::admin::Exposition;
+use crate::wellknown::WorkloadKind;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -17,18 +18,18 @@ type Labels1 = [Label; 1];
 type Labels2 = [Label; 2];
 
 /// Label values with a cached handle (the rest still work, uncached).
-const KINDS: [&str; 10] = [
-    "Pod",
-    "DaemonSet",
-    "Deployment",
-    "StatefulSet",
-    "ReplicaSet",
-    "ReplicationController",
-    "Job",
-    "CronJob",
-    "other",
-    "invalid",
-];
+/// Every judged kind, then "other" (a kind nfguard does not judge) and
+/// "invalid" (a review that could not be read).
+const KINDS: [&str; WorkloadKind::ALL.len() + 2] = {
+    let mut k = ["other"; WorkloadKind::ALL.len() + 2];
+    let mut i = 0;
+    while i < WorkloadKind::ALL.len() {
+        k[i] = WorkloadKind::ALL[i].as_str();
+        i += 1;
+    }
+    k[i + 1] = "invalid";
+    k
+};
 const VERDICTS: [&str; 4] = [
     Verdict::Allow.as_str(),
     Verdict::Warn.as_str(),

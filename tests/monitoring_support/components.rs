@@ -14,8 +14,9 @@ use nfguard::controller::metrics::{
     TaintLabel,
 };
 use nfguard::controller::plan::{NodeFacts, plan_node};
-use nfguard::controller::taints::{TAINT_DEGRADED, TAINT_INCOMPATIBLE, TaintSettings};
+use nfguard::controller::taints::TaintSettings;
 use nfguard::judgement::PolicyBook;
+use nfguard::wellknown::{TAINT_DEGRADED, TAINT_INCOMPATIBLE};
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;

@@ -36,9 +36,9 @@ pub use reason_meta::{ReasonClass, ReasonMeta, docs_table as reason_docs_table};
 pub use render::EXEMPTION_HINT;
 pub use selector::{label_selector_matches, node_selector_requirement_matches};
 pub use workload::{
-    ContainerFacts, ContainerKind, ContainerRef, EXEMPT_ANNOTATION, Scope, Workload, WorkloadError,
-    WorkloadKind, container_refs, exempt_annotation, has_net_admin, pod_containers,
-    pod_spec_can_write, pod_spec_reaches_gate, security_context_can_write,
+    ContainerFacts, ContainerKind, ContainerRef, Scope, Workload, WorkloadError, WorkloadKind,
+    container_refs, exempt_annotation, has_net_admin, pod_containers, pod_spec_can_write,
+    pod_spec_reaches_gate, security_context_can_write,
 };
 
 use crate::facts::{Backend, Severity, Version};

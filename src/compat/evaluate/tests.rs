@@ -1284,7 +1284,7 @@ fn an_ignored_policy_warns_writers_only() {
     let mut exempt = host_writer("new:1");
     exempt
         .annotations
-        .insert(EXEMPT_ANNOTATION.into(), "vendor".into());
+        .insert(crate::wellknown::ANNOTATION_EXEMPT.into(), "vendor".into());
     assert_eq!(
         run_with(&exempt, &nodes, &safe, &e).codes(),
         vec![ReasonCode::Exempt]

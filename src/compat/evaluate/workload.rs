@@ -5,12 +5,12 @@ use k8s_openapi::api::core::v1::{Container, EphemeralContainer, PodSpec, Securit
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-/// `nfguard.io/exempt: "<reason>"` on the workload (or its pod template).
-pub const EXEMPT_ANNOTATION: &str = "nfguard.io/exempt";
+use crate::wellknown::ANNOTATION_EXEMPT;
+pub use crate::wellknown::WorkloadKind;
 
 /// The exempt reason in `annotations`, if any.
 pub fn exempt_annotation(annotations: &BTreeMap<String, String>) -> Option<&str> {
-    annotations.get(EXEMPT_ANNOTATION).map(String::as_str)
+    annotations.get(ANNOTATION_EXEMPT).map(String::as_str)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -35,60 +35,6 @@ pub enum WorkloadError {
         name: String,
         error: serde_json::Error,
     },
-}
-
-/// The kinds whose pods nfguard judges.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-pub enum WorkloadKind {
-    Pod,
-    DaemonSet,
-    Deployment,
-    StatefulSet,
-    ReplicaSet,
-    ReplicationController,
-    Job,
-    CronJob,
-}
-
-impl WorkloadKind {
-    pub fn parse(kind: &str) -> Option<Self> {
-        Some(match kind {
-            "Pod" => Self::Pod,
-            "DaemonSet" => Self::DaemonSet,
-            "Deployment" => Self::Deployment,
-            "StatefulSet" => Self::StatefulSet,
-            "ReplicaSet" => Self::ReplicaSet,
-            "ReplicationController" => Self::ReplicationController,
-            "Job" => Self::Job,
-            "CronJob" => Self::CronJob,
-            _ => return None,
-        })
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pod => "Pod",
-            Self::DaemonSet => "DaemonSet",
-            Self::Deployment => "Deployment",
-            Self::StatefulSet => "StatefulSet",
-            Self::ReplicaSet => "ReplicaSet",
-            Self::ReplicationController => "ReplicationController",
-            Self::Job => "Job",
-            Self::CronJob => "CronJob",
-        }
-    }
-
-    /// JSON pointers to the pod template's spec and metadata.
-    fn pointers(self) -> (&'static str, &'static str) {
-        match self {
-            Self::Pod => ("/spec", "/metadata"),
-            Self::CronJob => (
-                "/spec/jobTemplate/spec/template/spec",
-                "/spec/jobTemplate/spec/template/metadata",
-            ),
-            _ => ("/spec/template/spec", "/spec/template/metadata"),
-        }
-    }
 }
 
 /// One object that runs pods: its identity and its pod spec.
@@ -175,7 +121,8 @@ impl Workload {
                 name: name_hint.clone(),
                 error,
             })?;
-        let (spec_ptr, meta_ptr) = kind.pointers();
+        let template = kind.pod_template();
+        let (spec_ptr, meta_ptr) = (template.spec_pointer, template.metadata_pointer);
         let spec = obj
             .pointer(spec_ptr)
             .ok_or_else(|| WorkloadError::MissingPodSpec {
