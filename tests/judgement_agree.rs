@@ -358,6 +358,7 @@ async fn by_check(f: &Facts3, lookup: Arc<dyn ImageLookup>) -> Result<Decision, 
     };
     let opts = ResolveOptions {
         lookup,
+        credentials: Arc::new(nfguard::registry::Anonymous),
         timeout: Duration::from_secs(5),
         concurrency: 4,
     };
