@@ -627,6 +627,13 @@ async fn by_controller(
     (codes, plan.status)
 }
 
+/// `d` says `image` could not be inspected.
+fn unresolved(d: &Decision, image: &str) -> bool {
+    d.reasons
+        .iter()
+        .any(|r| r.code == ReasonCode::ImageUnresolved && r.image.as_deref() == Some(image))
+}
+
 async fn agree(c: Cluster) -> Result<(), TestCaseError> {
     let registry = registry();
     let mut f = Facts3::new(&c);
@@ -648,11 +655,6 @@ async fn agree(c: Cluster) -> Result<(), TestCaseError> {
     // A private image the pod's secret reads is judged by its iptables; an
     // anonymous caller (or a wrong secret) finds it unresolved.
     let anonymous = without_node_index(&f, registry.clone(), None).await;
-    let unresolved = |d: &Decision, image: &str| {
-        d.reasons
-            .iter()
-            .any(|r| r.code == ReasonCode::ImageUnresolved && r.image.as_deref() == Some(image))
-    };
     let readable = matches!(c.pull_secret, PullSecret::Pod | PullSecret::ServiceAccount);
     for (image, _) in IMAGES.iter().filter(|(i, _)| is_private(i)) {
         if unresolved(&anonymous, image) {
@@ -781,10 +783,8 @@ async fn a_namespace_label_selected_taint_policy_finds_an_old_reader() {
 /// unresolved and the controller does not taint.
 #[tokio::test]
 async fn a_private_old_reader_taints_with_the_pods_pull_secret_only() {
-    let private = IMAGES
-        .iter()
-        .position(|(i, _)| *i == "private.registry.test/cni:1.8.7")
-        .unwrap();
+    let image = "private.registry.test/cni:1.8.7";
+    let private = IMAGES.iter().position(|(i, _)| *i == image).unwrap();
     for (secret, taints) in [
         (PullSecret::Pod, true),
         (PullSecret::ServiceAccount, true),
@@ -807,19 +807,9 @@ async fn a_private_old_reader_taints_with_the_pods_pull_secret_only() {
         assert_eq!(violations, expected, "{secret:?}");
         // An anonymous caller cannot read it.
         let anonymous = without_node_index(&f, registry(), None).await;
-        assert!(
-            anonymous
-                .reasons
-                .iter()
-                .any(|r| r.code == ReasonCode::ImageUnresolved),
-            "{:?}",
-            anonymous.reasons
-        );
+        assert!(unresolved(&anonymous, image), "{:?}", anonymous.reasons);
         assert_eq!(
-            admitted
-                .reasons
-                .iter()
-                .any(|r| r.code == ReasonCode::ImageUnresolved),
+            unresolved(&admitted, image),
             !taints,
             "{secret:?}: {:?}",
             admitted.reasons

@@ -241,12 +241,18 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_docker_config_is_read_once_and_again_only_when_it_changes() {
+    /// A required docker config in a new directory granting `user`.
+    fn config_file(user: &str) -> (tempfile::TempDir, PathBuf, DockerConfigFile) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("config.json");
-        std::fs::write(&path, config("ann")).unwrap();
+        std::fs::write(&path, config(user)).unwrap();
         let file = DockerConfigFile::at(&path, true);
+        (dir, path, file)
+    }
+
+    #[test]
+    fn the_docker_config_is_read_once_and_again_only_when_it_changes() {
+        let (dir, path, file) = config_file("ann");
         for _ in 0..5 {
             assert_eq!(user(&file).as_deref(), Some("ann"));
         }
@@ -318,10 +324,7 @@ mod tests {
 
     #[test]
     fn the_chain_asks_the_pods_secrets_first_then_the_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("config.json");
-        std::fs::write(&path, config("file")).unwrap();
-        let file = DockerConfigFile::at(&path, true);
+        let (_dir, _, file) = config_file("file");
         let b64 = base64::engine::general_purpose::STANDARD.encode("pod:pw");
         let json = format!(r#"{{"auths":{{"reg.example":{{"auth":"{b64}"}}}}}}"#);
         let pod = PullSecrets::new(vec![
