@@ -2,7 +2,8 @@
 //! on loopback, htpasswd): a private image is read with the running pod's
 //! own pull secret (read through the API: a fake API server behind a real
 //! kube client), unresolved without it; another pod's secret is not used for
-//! it; the docker config is read once, and a rewrite on disk is picked up
+//! it; pods sharing a ServiceAccount and secret names share one read; the
+//! docker config is read once, and a rewrite on disk is picked up
 //! without a restart.
 
 #[path = "support/images.rs"]
@@ -130,6 +131,14 @@ async fn the_controller_reads_a_private_image_with_the_pods_own_pull_secret() {
         "{:?}",
         api.asked()
     );
+
+    // Another pod with the same namespace, ServiceAccount and secret names
+    // (a DaemonSet's next pod) shares that read: no request to the API.
+    let read = api.asked().len();
+    let sibling = pod("owner-2", &image, &["regcred"]);
+    let out = resolve(&images, &[&sibling], &image).await;
+    assert_eq!(version(&out, &image).as_deref(), Ok("1.8.11"));
+    assert_eq!(api.asked().len(), read, "{:?}", api.asked());
 
     // Without it: unresolved, though the owner's answer is cached.
     let stranger = pod("stranger", &image, &[]);
