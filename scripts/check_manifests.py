@@ -332,6 +332,7 @@ def check_rbac(objs):
           | {(None, "", "nodes", v, ()) for v in ("list", "watch", "patch")}
           | {(None, "", "pods", v, ()) for v in ("list", "watch")}
           | {(None, "", "namespaces", v, ()) for v in ("list", "watch")}
+          | {(None, "", r, "get", ()) for r in ("serviceaccounts", "secrets")}
           | {(None, "events.k8s.io", "events", v, ()) for v in ("create", "patch")}
           | {(NS, "coordination.k8s.io", "leases", v, ("nfguard-controller",)) for v in ("get", "update")}
           | {(NS, "coordination.k8s.io", "leases", "create", ())},

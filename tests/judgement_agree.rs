@@ -9,6 +9,16 @@
 //!   them, then `plan_from_caches`) taints for a running pod exactly when a
 //!   `Taint` policy selects its namespace and the webhook finds critical
 //!   reasons, the same ones.
+//!
+//! Some images are private: the registry answers them only to the right
+//! pull secret, which the pod names itself, or its ServiceAccount does, or
+//! which is wrong, or absent. The webhook and the controller read it through
+//! the API (a fake API server behind a real kube client), `check` is given
+//! the same credentials as its docker config; all agree, and differ from an
+//! anonymous caller, for whom the image is unresolved.
+
+#[path = "support/secrets_api.rs"]
+mod secrets_api;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use nfguard::api::PolicyAction;
@@ -21,12 +31,17 @@ use nfguard::controller::gather::plan_from_caches;
 use nfguard::controller::namespaces::NamespaceMeta;
 use nfguard::controller::stores::{FirstLists, caches};
 use nfguard::facts::{Backend, ImageProfile, IptablesFacts, Platform};
-use nfguard::judgement::{Bounded, FixedImages, ImageLookup, PolicyBook, Scene, Subject};
+use nfguard::judgement::pull_secrets::PullSecretReader;
+use nfguard::judgement::{
+    Bounded, FixedImages, ImageLookup, LookupError, PolicyBook, Scene, Subject,
+};
+use nfguard::registry::{Anonymous, CredentialSource, Credentials};
 use nfguard::webhook::admission::Judge;
 use nfguard::webhook::facts::{Facts, Snapshot};
 use nfguard::webhook::images::{CacheTtl, ImageCache};
 use nfguard::webhook::metrics::Metrics;
 use proptest::prelude::*;
+use secrets_api::{SecretsApi, dockerconfigjson_secret, service_account};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -43,7 +58,54 @@ const IMAGES: &[(&str, Option<(&str, Backend)>)] = &[
     ("proxy:wrapper", Some(("1.8.11", Backend::Wrapper))),
     ("vendor/exempt-agent:1", Some(("1.8.7", Backend::Nft))),
     ("missing:1", None),
+    (
+        "private.registry.test/cni:1.8.7",
+        Some(("1.8.7", Backend::Nft)),
+    ),
+    (
+        "private.registry.test/flannel:legacy",
+        Some(("1.8.9", Backend::Legacy)),
+    ),
 ];
+
+/// The registry that answers its images only to `PULL_USER:PULL_PASSWORD`.
+const PRIVATE_HOST: &str = "private.registry.test";
+const PULL_USER: &str = "puller";
+const PULL_PASSWORD: &str = "right-password";
+
+fn pull_credentials(password: &str) -> Credentials {
+    Credentials::Basic {
+        username: PULL_USER.into(),
+        password: password.into(),
+    }
+}
+
+fn is_private(image: &str) -> bool {
+    image.starts_with(PRIVATE_HOST)
+}
+
+/// Where the pod's pull secret comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PullSecret {
+    None,
+    /// The right one, in the pod's own `imagePullSecrets`.
+    Pod,
+    /// The right one, in its ServiceAccount's.
+    ServiceAccount,
+    /// One with a wrong password, in the pod's own.
+    Wrong,
+}
+
+impl PullSecret {
+    /// The credentials it holds for the private registry.
+    fn credentials(self) -> Option<Credentials> {
+        match self {
+            PullSecret::None => None,
+            PullSecret::Pod | PullSecret::ServiceAccount => Some(pull_credentials(PULL_PASSWORD)),
+            PullSecret::Wrong => Some(pull_credentials("wrong-password")),
+        }
+    }
+}
 
 #[derive(Clone, Debug)]
 struct NodeSpec {
@@ -80,6 +142,7 @@ struct Cluster {
     on_node: usize,
     containers: Vec<ContainerSpec>,
     exempt_annotation: bool,
+    pull_secret: PullSecret,
 }
 
 fn node_spec() -> impl Strategy<Value = NodeSpec> {
@@ -140,9 +203,24 @@ fn cluster() -> impl Strategy<Value = Cluster> {
         0usize..3,
         prop::collection::vec(container_spec(), 1..4),
         prop::bool::weighted(0.1),
+        prop::sample::select(vec![
+            PullSecret::None,
+            PullSecret::Pod,
+            PullSecret::ServiceAccount,
+            PullSecret::Wrong,
+        ]),
     )
         .prop_map(
-            |(nodes, team, policies, host_network, on_node, containers, exempt_annotation)| {
+            |(
+                nodes,
+                team,
+                policies,
+                host_network,
+                on_node,
+                containers,
+                exempt_annotation,
+                pull_secret,
+            )| {
                 let on_node = on_node % nodes.len();
                 Cluster {
                     nodes,
@@ -152,6 +230,7 @@ fn cluster() -> impl Strategy<Value = Cluster> {
                     on_node,
                     containers,
                     exempt_annotation,
+                    pull_secret,
                 }
             },
         )
@@ -242,12 +321,19 @@ fn pod(c: &Cluster) -> Value {
     if c.exempt_annotation {
         annotations["nfguard.io/exempt"] = json!("vendor support case 42");
     }
+    let pull_secrets = match c.pull_secret {
+        PullSecret::Pod => json!([{"name": "regcred"}]),
+        PullSecret::Wrong => json!([{"name": "wrongcred"}]),
+        PullSecret::None | PullSecret::ServiceAccount => json!([]),
+    };
     json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "agent", "namespace": NAMESPACE, "annotations": annotations},
         "spec": {
             "nodeName": node_name(c.on_node),
             "hostNetwork": c.host_network,
+            "serviceAccountName": "builder",
+            "imagePullSecrets": pull_secrets,
             "initContainers": init.into_iter().map(|(_, c)| c).collect::<Vec<_>>(),
             "containers": app.into_iter().map(|(_, c)| c).collect::<Vec<_>>(),
         },
@@ -255,8 +341,46 @@ fn pod(c: &Cluster) -> Value {
     })
 }
 
+/// The API server's Secrets and the pod's ServiceAccount.
+fn secrets_api(c: &Cluster) -> SecretsApi {
+    let secret = |name: &str, password: &str| {
+        dockerconfigjson_secret(NAMESPACE, name, PRIVATE_HOST, PULL_USER, password)
+    };
+    let sa_secrets: &[&str] = match c.pull_secret {
+        PullSecret::ServiceAccount => &["sacred"],
+        _ => &[],
+    };
+    SecretsApi::new([
+        secret("regcred", PULL_PASSWORD),
+        secret("sacred", PULL_PASSWORD),
+        secret("wrongcred", "wrong-password"),
+        service_account(NAMESPACE, "builder", sa_secrets),
+    ])
+}
+
+/// The image table, the private registry's images answered only to the
+/// right credentials (as a registry with htpasswd does).
+struct PrivateRegistry(FixedImages);
+
+#[async_trait::async_trait]
+impl ImageLookup for PrivateRegistry {
+    async fn lookup(
+        &self,
+        image: &str,
+        platform: &Platform,
+        credentials: Option<&Credentials>,
+    ) -> Result<ImageProfile, LookupError> {
+        if is_private(image) && credentials != Some(&pull_credentials(PULL_PASSWORD)) {
+            return Err(LookupError::refused(format!(
+                "unauthorized: {image} needs a pull secret"
+            )));
+        }
+        self.0.lookup(image, platform, credentials).await
+    }
+}
+
 /// Every image in the table, for both platforms.
-fn registry() -> Arc<FixedImages> {
+fn registry() -> Arc<PrivateRegistry> {
     let mut table = ImageResolutions::new();
     for platform in ["linux/amd64", "linux/arm64"] {
         let platform: Platform = platform.parse().unwrap();
@@ -279,7 +403,7 @@ fn registry() -> Arc<FixedImages> {
             }
         }
     }
-    Arc::new(FixedImages(table))
+    Arc::new(PrivateRegistry(FixedImages(table)))
 }
 
 /// The facts of one generated cluster, as every caller reads them.
@@ -289,6 +413,10 @@ struct Facts3 {
     policies: Vec<NetfilterPolicy>,
     labels: BTreeMap<String, String>,
     pod: Value,
+    /// The pod's pull secret and ServiceAccount, behind the API.
+    api: SecretsApi,
+    /// What `check` is given as its docker config: what the pod's secret holds.
+    docker_config: Option<Credentials>,
 }
 
 impl Facts3 {
@@ -320,7 +448,15 @@ impl Facts3 {
                 ("team".to_string(), c.team.to_string()),
             ]),
             pod: pod(c),
+            api: secrets_api(c),
+            docker_config: c.pull_secret.credentials(),
         }
+    }
+
+    /// `check`'s credentials: a docker config with the pod's secret's.
+    fn check_credentials(&self) -> Arc<dyn CredentialSource> {
+        let creds = self.docker_config.clone();
+        Arc::new(move |image: &str| creds.clone().filter(|_| is_private(image)))
     }
 
     fn book(&self) -> PolicyBook {
@@ -358,6 +494,7 @@ async fn by_check(f: &Facts3, lookup: Arc<dyn ImageLookup>) -> Result<Decision, 
     };
     let opts = ResolveOptions {
         lookup,
+        credentials: f.check_credentials(),
         timeout: Duration::from_secs(5),
         concurrency: 4,
     };
@@ -382,8 +519,13 @@ async fn by_check(f: &Facts3, lookup: Arc<dyn ImageLookup>) -> Result<Decision, 
 }
 
 /// The judgement path without a NodeIndex (the webhook and check judge
-/// with one): the same decision, to the reason.
-async fn without_node_index(f: &Facts3, lookup: Arc<dyn ImageLookup>) -> Decision {
+/// with one): the same decision, to the reason. With `credentials` (None:
+/// anonymous).
+async fn without_node_index(
+    f: &Facts3,
+    lookup: Arc<dyn ImageLookup>,
+    credentials: Option<Arc<dyn CredentialSource>>,
+) -> Decision {
     let profiles: Vec<&NodeNetfilterProfile> = f.profiles.iter().collect();
     let nodes: Vec<&Node> = f.nodes.iter().collect();
     let policies = f.book();
@@ -397,7 +539,11 @@ async fn without_node_index(f: &Facts3, lookup: Arc<dyn ImageLookup>) -> Decisio
     let w = f.workload();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     scene
-        .judge(Subject::Workload(&w), &Bounded::new(lookup, 4), deadline)
+        .judge(
+            Subject::Workload(&w),
+            &Bounded::new(lookup, 4).with_credentials(credentials.unwrap_or(Arc::new(Anonymous))),
+            deadline,
+        )
         .await
         .expect("judged")
         .decision
@@ -418,7 +564,7 @@ async fn by_webhook(f: &Facts3, lookup: Arc<dyn ImageLookup>) -> Decision {
             CacheTtl::default(),
             metrics.clone(),
         )),
-        client: None,
+        client: Some(f.api.client()),
         metrics,
         timeout: Duration::from_secs(5),
         default_platform: Platform::linux_amd64(),
@@ -462,7 +608,11 @@ async fn by_controller(
     let plan = plan_from_caches(
         &f.nodes[on_node],
         &caches,
-        &Bounded::new(lookup, 4),
+        &Bounded::new(lookup, 4).with_pull_secrets(PullSecretReader::new(
+            f.api.client(),
+            Duration::from_secs(30),
+            64,
+        )),
         tokio::time::Instant::now() + Duration::from_secs(5),
         "2026-03-01T12:00:00Z".parse().unwrap(),
     )
@@ -475,6 +625,13 @@ async fn by_controller(
     codes.sort();
     codes.dedup();
     (codes, plan.status)
+}
+
+/// `d` says `image` could not be inspected.
+fn unresolved(d: &Decision, image: &str) -> bool {
+    d.reasons
+        .iter()
+        .any(|r| r.code == ReasonCode::ImageUnresolved && r.image.as_deref() == Some(image))
 }
 
 async fn agree(c: Cluster) -> Result<(), TestCaseError> {
@@ -491,10 +648,31 @@ async fn agree(c: Cluster) -> Result<(), TestCaseError> {
     let checked = by_check(&f, registry.clone()).await?;
     let admitted = by_webhook(&f, registry.clone()).await;
     prop_assert_eq!(
-        &without_node_index(&f, registry.clone()).await,
+        &without_node_index(&f, registry.clone(), Some(f.check_credentials())).await,
         &admitted,
         "a NodeIndex changed the decision"
     );
+    // A private image the pod's secret reads is judged by its iptables; an
+    // anonymous caller (or a wrong secret) finds it unresolved.
+    let anonymous = without_node_index(&f, registry.clone(), None).await;
+    let readable = matches!(c.pull_secret, PullSecret::Pod | PullSecret::ServiceAccount);
+    for (image, _) in IMAGES.iter().filter(|(i, _)| is_private(i)) {
+        if unresolved(&anonymous, image) {
+            prop_assert_eq!(
+                unresolved(&admitted, image),
+                !readable,
+                "{} with {:?}",
+                image,
+                c.pull_secret
+            );
+        } else {
+            prop_assert!(
+                !unresolved(&admitted, image),
+                "{} unresolved to the webhook only",
+                image
+            );
+        }
+    }
     // The webhook judges as check does with the invalid policies left out,
     // and says so in a warning.
     let (ignored, kept): (Vec<_>, Vec<_>) = admitted
@@ -554,12 +732,10 @@ proptest! {
     }
 }
 
-/// The generator reaches the cases that matter: a Taint policy selected by
-/// a namespace label that finds a critical reason (so the agreement above
-/// is not only about empty answers).
-#[tokio::test]
-async fn a_namespace_label_selected_taint_policy_finds_an_old_reader() {
-    let c = Cluster {
+/// One hostNetwork NET_ADMIN pod running `IMAGES[image]` on a 1.8.9 node
+/// whose rules need a 1.8.8 reader, under a label-selected Taint policy.
+fn old_reader_under_taint(image: usize) -> Cluster {
+    Cluster {
         nodes: vec![NodeSpec {
             arm: false,
             legacy_rules: false,
@@ -577,17 +753,81 @@ async fn a_namespace_label_selected_taint_policy_finds_an_old_reader() {
         host_network: true,
         on_node: 0,
         containers: vec![ContainerSpec {
-            image: 0,
+            image,
             net_admin: true,
             privileged: false,
             init: false,
         }],
         exempt_annotation: false,
-    };
+        pull_secret: PullSecret::None,
+    }
+}
+
+/// The generator reaches the cases that matter: a Taint policy selected by
+/// a namespace label that finds a critical reason (so the agreement above
+/// is not only about empty answers).
+#[tokio::test]
+async fn a_namespace_label_selected_taint_policy_finds_an_old_reader() {
+    let c = old_reader_under_taint(0);
     let f = Facts3::new(&c);
     let (violations, _) = by_controller(&f, 0, registry()).await;
     assert_eq!(violations, vec![ReasonCode::OldReaderNewRules]);
     let admitted = by_webhook(&f, registry()).await;
     assert_eq!(admitted.unsafe_codes(), violations);
     agree(c).await.unwrap();
+}
+
+/// The same old reader from the private registry: the controller reads it
+/// with the pod's own pull secret, or its ServiceAccount's, as the webhook
+/// does, and taints; without the secret (or with a wrong one) both find it
+/// unresolved and the controller does not taint.
+#[tokio::test]
+async fn a_private_old_reader_taints_with_the_pods_pull_secret_only() {
+    let image = "private.registry.test/cni:1.8.7";
+    let private = IMAGES.iter().position(|(i, _)| *i == image).unwrap();
+    for (secret, taints) in [
+        (PullSecret::Pod, true),
+        (PullSecret::ServiceAccount, true),
+        (PullSecret::None, false),
+        (PullSecret::Wrong, false),
+    ] {
+        let c = Cluster {
+            pull_secret: secret,
+            ..old_reader_under_taint(private)
+        };
+        let f = Facts3::new(&c);
+        let (violations, _) = by_controller(&f, 0, registry()).await;
+        let admitted = by_webhook(&f, registry()).await;
+        assert_eq!(admitted.unsafe_codes(), violations, "{secret:?}");
+        let expected = if taints {
+            vec![ReasonCode::OldReaderNewRules]
+        } else {
+            Vec::new()
+        };
+        assert_eq!(violations, expected, "{secret:?}");
+        // An anonymous caller cannot read it.
+        let anonymous = without_node_index(&f, registry(), None).await;
+        assert!(unresolved(&anonymous, image), "{:?}", anonymous.reasons);
+        assert_eq!(
+            unresolved(&admitted, image),
+            !taints,
+            "{secret:?}: {:?}",
+            admitted.reasons
+        );
+        // The controller read what the pod names, in its namespace only.
+        let asked = f.api.asked();
+        assert!(
+            asked
+                .iter()
+                .all(|p| p.starts_with("/api/v1/namespaces/payments/")),
+            "{asked:?}"
+        );
+        if secret == PullSecret::ServiceAccount {
+            assert!(
+                asked.iter().any(|p| p.ends_with("/secrets/sacred")),
+                "{asked:?}"
+            );
+        }
+        agree(c).await.unwrap();
+    }
 }

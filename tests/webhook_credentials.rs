@@ -6,8 +6,8 @@ use base64::Engine;
 use http::{Method, Request, Response};
 use k8s_openapi::api::core::v1::PodSpec;
 use kube::client::Body;
+use nfguard::judgement::pull_secrets::pull_secrets;
 use nfguard::registry::Credentials;
-use nfguard::webhook::credentials::pull_secrets;
 use serde_json::json;
 use std::time::Duration;
 use tower_test::mock;
@@ -89,18 +89,18 @@ async fn pod_and_service_account_pull_secrets() {
     );
     let secrets = task.await.unwrap();
     assert_eq!(
-        secrets.for_image("127.0.0.1:5000/a:1"),
+        secrets.credentials_for("127.0.0.1:5000/a:1"),
         Some(Credentials::Basic {
             username: "alice".into(),
             password: "pw-alice".into()
         })
     );
     assert_eq!(
-        secrets.for_image("reg.example:443/team/b@sha256:00"),
+        secrets.credentials_for("reg.example:443/team/b@sha256:00"),
         Some(Credentials::Basic {
             username: "bob".into(),
             password: "pw-bob".into()
         })
     );
-    assert_eq!(secrets.for_image("nginx:1"), None);
+    assert_eq!(secrets.credentials_for("nginx:1"), None);
 }

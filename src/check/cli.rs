@@ -6,8 +6,8 @@ use super::{Inputs, ResolveOptions, check, cluster, load};
 use crate::compat::evaluate::DEFAULT_PLATFORM;
 use crate::judgement::ImageLookup;
 use crate::output::{Format, render_structured};
-use crate::registry::ImageInspector;
 use crate::registry::cli::RegistryArgs;
+use crate::registry::{DockerConfigFile, ImageInspector};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -157,14 +157,17 @@ pub async fn gather(args: &Args, client: Option<kube::Client>) -> anyhow::Result
 pub async fn execute(args: &Args, env: Env) -> anyhow::Result<super::Report> {
     let inputs = gather(args, env.client).await?;
     let timeout = Duration::from_secs(args.timeout.max(1));
+    let registry = args.registry.config(timeout);
+    let credentials = Arc::new(DockerConfigFile::for_config(&registry));
     let lookup: Arc<dyn ImageLookup> = match env.lookup {
         Some(l) => l,
-        None => Arc::new(ImageInspector::new(args.registry.config(timeout))),
+        None => Arc::new(ImageInspector::new(registry)),
     };
     Ok(check(
         &inputs,
         &ResolveOptions {
             lookup,
+            credentials,
             timeout,
             concurrency: args.concurrency,
         },

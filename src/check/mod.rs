@@ -60,6 +60,8 @@ pub struct Inputs {
 /// How image look-ups are run.
 pub struct ResolveOptions {
     pub lookup: Arc<dyn ImageLookup>,
+    /// Credentials per image: the docker config (`--docker-config`).
+    pub credentials: Arc<dyn crate::registry::CredentialSource>,
     pub timeout: Duration,
     pub concurrency: usize,
 }
@@ -91,10 +93,8 @@ pub async fn check(inputs: &Inputs, opts: &ResolveOptions) -> Result<Report, Che
         default_platform: &inputs.default_platform,
         index: Some(&index),
     };
-    let resolver = Bounded {
-        lookup: opts.lookup.clone(),
-        concurrency: opts.concurrency,
-    };
+    let resolver = Bounded::new(opts.lookup.clone(), opts.concurrency)
+        .with_credentials(opts.credentials.clone());
     let deadline = tokio::time::Instant::now() + opts.timeout;
     let judged = scene
         .judge_all(

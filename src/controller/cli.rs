@@ -9,6 +9,8 @@ use super::metrics::Metrics;
 use super::policy_status::run_policy_status;
 use super::run::{run_controller, sweep_orphans};
 use crate::judgement::Bounded;
+use crate::judgement::pull_secrets::PullSecretReader;
+use crate::registry::DockerConfigFile;
 use crate::registry::ImageInspector;
 use crate::registry::cli::RegistryArgs;
 use crate::runtime::clock::{Clock, SystemClock};
@@ -92,13 +94,20 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
     let elector = LeaderElector::new(client.clone(), lease, clock.clone());
     let election = tokio::spawn(elector.run(leader_tx, stop_rx.clone()));
 
-    let images = Arc::new(Bounded {
-        lookup: Arc::new(ImageInspector::new(
-            args.registry
-                .in_cluster_config(Duration::from_secs(args.registry_timeout.max(1))),
-        )),
-        concurrency: 4,
-    });
+    let registry = args
+        .registry
+        .in_cluster_config(Duration::from_secs(args.registry_timeout.max(1)));
+    // The docker config, then each running pod's own pull secrets (read
+    // again at most every TAG_TTL, like a tag's digest).
+    let images = Arc::new(
+        Bounded::new(Arc::new(ImageInspector::new(registry.clone())), 4)
+            .with_credentials(Arc::new(DockerConfigFile::for_config(&registry)))
+            .with_pull_secrets(PullSecretReader::new(
+                client.clone(),
+                crate::registry::TAG_TTL,
+                4096,
+            )),
+    );
     let recorder = Recorder::new(
         client.clone(),
         Reporter {

@@ -1,13 +1,14 @@
 //! Gather and plan with no read from the API server: one node's facts come
 //! from the controller's caches ([`super::stores`]), the writers' images
-//! through the image look-ups (the only I/O), then the pure
+//! through the image look-ups with each pod's own pull secrets (the only
+//! I/O), then the pure
 //! [`plan_node`]. Every reconcile runs this before it applies the plan,
 //! and the controller benchmark runs it for a whole cluster.
 
 use super::plan::{NodeFacts, NodePlan, images_to_inspect, plan_node};
 use super::stores::Caches;
 use super::taints::TaintSettings;
-use crate::judgement::ResolveImages;
+use crate::judgement::Bounded;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use std::sync::Arc;
@@ -19,7 +20,7 @@ use tokio::time::Instant;
 pub async fn plan_from_caches(
     node: &Node,
     caches: &Caches,
-    images: &dyn ResolveImages,
+    images: &Bounded,
     deadline: Instant,
     now: Timestamp,
 ) -> NodePlan {
@@ -30,7 +31,7 @@ pub async fn plan_from_caches(
     let policies = caches.policy_book();
     let settings = TaintSettings::from_policies(policies.policies());
     let keys = images_to_inspect(node, &pods, &policies);
-    let images = images.resolve(&keys, deadline).await;
+    let images = images.resolve_for_pods(&pods, &keys, deadline).await;
     // After the look-ups: the brake counts the taints written meanwhile.
     let (tainted_elsewhere, total_nodes) = {
         let tainted = caches.tainted();

@@ -10,7 +10,7 @@ use super::orphans::orphans;
 use super::plan::NodePlan;
 use super::stores::{Caches, Feeds, Unlisted};
 use crate::api::{NetfilterPolicy, NodeNetfilterProfile};
-use crate::judgement::ResolveImages;
+use crate::judgement::Bounded;
 use crate::runtime::clock::Clock;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -49,7 +49,7 @@ pub enum ReconcileError {
 /// Shared by every reconcile.
 pub struct Ctx {
     pub client: kube::Client,
-    pub images: Arc<dyn ResolveImages>,
+    pub images: Arc<Bounded>,
     pub clock: Arc<dyn Clock>,
     pub metrics: Arc<Metrics>,
     pub recorder: Recorder,
@@ -207,7 +207,7 @@ fn node_refs(names: Vec<String>) -> Vec<ObjectRef<Node>> {
 /// the resync.
 pub async fn run_controller(
     client: kube::Client,
-    images: Arc<dyn ResolveImages>,
+    images: Arc<Bounded>,
     clock: Arc<dyn Clock>,
     metrics: Arc<Metrics>,
     recorder: Recorder,

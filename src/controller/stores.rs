@@ -206,7 +206,8 @@ fn slim_ephemeral(c: EphemeralContainer) -> EphemeralContainer {
 
 /// A pod cut down to what the plan and `compat::evaluate` read: name,
 /// namespace, uid, the `nfguard.io/exempt` annotation, deletion, node,
-/// hostNetwork, each container's name, image and securityContext, and
+/// hostNetwork, each container's name, image and securityContext, the
+/// ServiceAccount and imagePullSecrets (the images' credentials), and
 /// the phase. Everything else (managedFields, labels, env, volumes, probes,
 /// container statuses, conditions) is dropped. Keep in step with what
 /// `plan_node` reads (a test plans slim and full pods alike).
@@ -222,6 +223,8 @@ pub fn slim_pod(pod: Pod) -> Pod {
     let spec = pod.spec.map(|s| PodSpec {
         node_name: s.node_name,
         host_network: s.host_network,
+        service_account_name: s.service_account_name,
+        image_pull_secrets: s.image_pull_secrets,
         containers: s.containers.into_iter().map(slim_container).collect(),
         init_containers: s
             .init_containers
@@ -683,7 +686,9 @@ mod tests {
             Some([("nfguard.io/exempt".to_string(), "audited".to_string())].into())
         );
         let spec = kept.spec.as_ref().unwrap();
-        assert!(spec.containers[0].env.is_none() && spec.service_account_name.is_none());
+        assert!(spec.containers[0].env.is_none());
+        // What the image's credentials come from (see `Bounded::resolve_for_pods`).
+        assert_eq!(spec.service_account_name.as_deref(), Some("sa"));
         assert!(spec.containers[0].security_context.is_some());
         let status = kept.status.as_ref().unwrap();
         assert_eq!(status.phase.as_deref(), Some("Running"));

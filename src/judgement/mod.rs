@@ -14,6 +14,7 @@
 
 mod lookup;
 mod policies;
+pub mod pull_secrets;
 mod resolve;
 mod scene;
 

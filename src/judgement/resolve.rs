@@ -3,9 +3,12 @@
 //! so `evaluate` never sees a silently missing image.
 
 use super::lookup::{ImageLookup, LookupError};
+use super::pull_secrets::PullSecretReader;
 use crate::compat::evaluate::{ImageKey, ImageResolutions};
+use crate::registry::{Anonymous, CredentialSource, Credentials, PullSecrets, RegistryError};
 use futures::{FutureExt, StreamExt};
-use std::collections::BTreeSet;
+use k8s_openapi::api::core::v1::{Pod, PodSpec};
+use std::collections::{BTreeSet, HashMap};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use tokio::time::Instant;
@@ -18,18 +21,117 @@ pub trait ResolveImages: Send + Sync {
     async fn resolve(&self, keys: &[ImageKey], deadline: Instant) -> ImageResolutions;
 }
 
-/// At most `concurrency` look-ups in flight, no credentials: `nfguard check`
-/// and the controller (the registry module caches what it inspected).
+/// At most `concurrency` look-ups in flight, each with the credentials
+/// `credentials` gives for its image: `nfguard check` and the controller
+/// (the registry module caches what it inspected, per credential).
 pub struct Bounded {
     pub lookup: Arc<dyn ImageLookup>,
     pub concurrency: usize,
+    /// The docker config (`check`, the controller); anonymous by default.
+    pub credentials: Arc<dyn CredentialSource>,
+    /// The controller's: each running pod's own pull secrets, asked before
+    /// `credentials` for that pod's images (see [`Bounded::resolve_for_pods`]).
+    pub pull_secrets: Option<PullSecretReader>,
 }
 
 impl Bounded {
+    /// Anonymous look-ups; see `with_credentials`, `with_pull_secrets`.
     pub fn new(lookup: Arc<dyn ImageLookup>, concurrency: usize) -> Self {
         Bounded {
             lookup,
             concurrency,
+            credentials: Arc::new(Anonymous),
+            pull_secrets: None,
+        }
+    }
+
+    pub fn with_credentials(mut self, credentials: Arc<dyn CredentialSource>) -> Self {
+        self.credentials = credentials;
+        self
+    }
+
+    pub fn with_pull_secrets(mut self, reader: PullSecretReader) -> Self {
+        self.pull_secrets = Some(reader);
+        self
+    }
+
+    /// Resolve `keys`, the images `pods` run, each with the pull secrets of
+    /// the pods that run it (in `pods`' order), then `credentials`: the
+    /// controller judges a private image with the same secret the webhook
+    /// admitted it with. Reading the secrets takes at most a quarter of the
+    /// budget (as in the webhook); what is not read by then is not used.
+    pub async fn resolve_for_pods(
+        &self,
+        pods: &[&Pod],
+        keys: &[ImageKey],
+        deadline: Instant,
+    ) -> ImageResolutions {
+        let Some(reader) = &self.pull_secrets else {
+            return self.resolve(keys, deadline).await;
+        };
+        let until = Instant::now() + deadline.saturating_duration_since(Instant::now()) / 4;
+        let reads = pods.iter().filter_map(|pod| {
+            let spec = pod.spec.as_ref()?;
+            let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+            Some(async move { (pod_images(spec), reader.for_pod(namespace, spec).await) })
+        });
+        let read = tokio::time::timeout_at(until, futures::future::join_all(reads))
+            .await
+            .unwrap_or_else(|_| {
+                tracing::debug!("pull secrets not read within a quarter of the budget");
+                Vec::new()
+            });
+        let credentials = PodCredentials {
+            by_image: read.into_iter().fold(HashMap::new(), |mut m, (images, s)| {
+                for image in images {
+                    m.entry(image).or_insert_with(Vec::new).push(s.clone());
+                }
+                m
+            }),
+            then: self.credentials.as_ref(),
+        };
+        resolve_all(
+            self.lookup.clone(),
+            keys.to_vec(),
+            &credentials,
+            deadline,
+            self.concurrency,
+        )
+        .await
+    }
+}
+
+/// Every image a pod's containers name (init and ephemeral ones too).
+fn pod_images(spec: &PodSpec) -> Vec<String> {
+    let init = spec.init_containers.iter().flatten().map(|c| &c.image);
+    let ephemeral = spec.ephemeral_containers.iter().flatten().map(|c| &c.image);
+    spec.containers
+        .iter()
+        .map(|c| &c.image)
+        .chain(init)
+        .chain(ephemeral)
+        .flatten()
+        .cloned()
+        .collect()
+}
+
+/// The credentials of the pods running each image, then a fallback.
+struct PodCredentials<'a> {
+    by_image: HashMap<String, Vec<Arc<PullSecrets>>>,
+    then: &'a dyn CredentialSource,
+}
+
+impl CredentialSource for PodCredentials<'_> {
+    fn for_image(&self, image: &str) -> Result<Option<Credentials>, RegistryError> {
+        let own = self
+            .by_image
+            .get(image)
+            .into_iter()
+            .flatten()
+            .find_map(|s| s.credentials_for(image));
+        match own {
+            Some(c) => Ok(Some(c)),
+            None => self.then.for_image(image),
         }
     }
 }
@@ -40,6 +142,7 @@ impl ResolveImages for Bounded {
         resolve_all(
             self.lookup.clone(),
             keys.to_vec(),
+            self.credentials.as_ref(),
             deadline,
             self.concurrency,
         )
@@ -54,6 +157,7 @@ impl ResolveImages for Bounded {
 pub async fn resolve_all(
     lookup: Arc<dyn ImageLookup>,
     keys: Vec<ImageKey>,
+    credentials: &dyn CredentialSource,
     deadline: Instant,
     concurrency: usize,
 ) -> ImageResolutions {
@@ -66,8 +170,14 @@ pub async fn resolve_all(
     // (most answers come from the registry module's caches at once).
     let mut stream = futures::stream::iter(keys.into_iter().map(|key| {
         let lookup = lookup.clone();
+        // A broken docker config fails the look-up with its (secret-free) reason.
+        let creds = credentials.for_image(&key.image);
         async move {
-            let res = AssertUnwindSafe(lookup.lookup(&key.image, &key.platform, None))
+            let creds = match creds {
+                Ok(c) => c,
+                Err(e) => return (key, Err(LookupError::from(e))),
+            };
+            let res = AssertUnwindSafe(lookup.lookup(&key.image, &key.platform, creds.as_ref()))
                 .catch_unwind()
                 .await
                 .unwrap_or_else(|_| {
@@ -108,7 +218,6 @@ mod tests {
     use super::*;
     use crate::compat::evaluate::ImageResolution;
     use crate::facts::{ImageProfile, Platform};
-    use crate::registry::Credentials;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
 
@@ -168,6 +277,7 @@ mod tests {
         let out = resolve_all(
             script.clone(),
             keys,
+            &Anonymous,
             Instant::now() + Duration::from_secs(2),
             2,
         )

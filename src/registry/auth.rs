@@ -92,7 +92,8 @@ impl DockerAuths {
             let creds = if let Some(auth) = entry.auth.filter(|a| !a.is_empty()) {
                 let raw = base64::engine::general_purpose::STANDARD
                     .decode(auth.trim())
-                    .map_err(|e| format!("auths.{key}.auth is not base64: {e}"))?;
+                    // Not the decoder's message: it names a byte of the secret.
+                    .map_err(|_| format!("auths.{key}.auth is not base64"))?;
                 let raw =
                     String::from_utf8(raw).map_err(|_| format!("auths.{key}.auth is not UTF-8"))?;
                 let (u, p) = raw

@@ -2,7 +2,9 @@
 //! its registry without running it.
 
 use super::egress::{Cidr, Defaults, EgressPolicy, HostPattern};
-use super::{ImageInspector, MemoryPlan, Platform, RegistryConfig};
+use super::{
+    CredentialSource, DockerConfigFile, ImageInspector, MemoryPlan, Platform, RegistryConfig,
+};
 use crate::facts::ImageProfile;
 use crate::output::{Format, render_structured};
 use std::path::PathBuf;
@@ -214,9 +216,10 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
         ..args.registry.config(Duration::from_secs_f64(args.timeout))
     };
     let platform = args.platform.unwrap_or_else(Platform::host);
+    let credentials = DockerConfigFile::for_config(&config).for_image(&args.image)?;
     let inspector = ImageInspector::new(config);
     let (profile, stats) = inspector
-        .inspect_with_stats(&args.image, &platform, None)
+        .inspect_with_stats(&args.image, &platform, credentials.as_ref())
         .await?;
     if args.stats {
         eprintln!("{}", serde_json::to_string(&stats)?);

@@ -3,7 +3,6 @@
 //! `rootfs::Layer`s until `rootfs::collect` says lower layers cannot
 //! change the answer.
 
-use super::auth::{self, DockerAuths};
 use super::cache::{Caches, Pin, Resolved, ResolvedKey};
 use super::client::{Client, Transport, is_sha256_digest};
 use super::error::{json_problem, remote_words};
@@ -18,7 +17,6 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::io::Read;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -58,22 +56,6 @@ pub struct Inner {
     /// Inspections that may stream layers at once (`MemoryPlan::inspections`):
     /// each holds a decompressor window and network batches outside the budget.
     streams: tokio::sync::Semaphore,
-    /// The docker config as last read, with the file's size and mtime: a
-    /// look-up answered from the caches needs the caller's credential
-    /// identity, and must not read and parse the file for it every time.
-    docker: std::sync::Mutex<Option<DockerConfigRead>>,
-}
-
-struct DockerConfigRead {
-    path: PathBuf,
-    stamp: Option<(u64, std::time::SystemTime)>,
-    auths: Arc<DockerAuths>,
-}
-
-/// Size and mtime of a file (None when it cannot be stat'ed, e.g. absent).
-fn file_stamp(path: &Path) -> Option<(u64, std::time::SystemTime)> {
-    let m = std::fs::metadata(path).ok()?;
-    Some((m.len(), m.modified().ok()?))
 }
 
 fn connect_timeout(config: &RegistryConfig) -> Duration {
@@ -129,60 +111,25 @@ impl Inner {
             transport,
             caches,
             streams: tokio::sync::Semaphore::new(config.memory.inspections.max(1)),
-            docker: std::sync::Mutex::new(None),
             config,
         }
     }
 
-    /// A client for `r`'s repository with the caller's credentials, else
-    /// the docker config's for its registry, else none; and who it reads as.
+    /// A client for `r`'s repository with the caller's credentials (None:
+    /// anonymous; the caller's `CredentialSource` chose them), and who it
+    /// reads as.
     fn client_for(
         &self,
         r: &Reference,
         credentials: Option<&Credentials>,
-    ) -> Result<(Client, CredentialId), RegistryError> {
-        let creds = match credentials {
-            Some(c) => Some(c.clone()),
-            None => match auth::config_path(self.config.docker_config.as_deref(), |k| {
-                std::env::var(k).ok()
-            }) {
-                Some((path, required)) => self
-                    .docker_config(path, required)?
-                    .for_registry(r.resolve_registry()),
-                None => None,
-            },
-        };
-        let identity = Credentials::identity(creds.as_ref());
+    ) -> (Client, CredentialId) {
+        let identity = Credentials::identity(credentials);
         let client = Client::new(
             self.transport.clone(),
             r,
-            creds.unwrap_or(Credentials::Anonymous),
+            credentials.cloned().unwrap_or(Credentials::Anonymous),
         );
-        Ok((client, identity))
-    }
-
-    /// The docker config at `path`, re-read only when its size or mtime changed.
-    fn docker_config(
-        &self,
-        path: PathBuf,
-        required: bool,
-    ) -> Result<Arc<DockerAuths>, RegistryError> {
-        let stamp = file_stamp(&path);
-        let mut last = self.docker.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(read) = last.as_ref()
-            && read.path == path
-            && read.stamp.is_some()
-            && read.stamp == stamp
-        {
-            return Ok(read.auths.clone());
-        }
-        let auths = Arc::new(DockerAuths::load(&path, required)?);
-        *last = Some(DockerConfigRead {
-            path,
-            stamp,
-            auths: auths.clone(),
-        });
-        Ok(auths)
+        (client, identity)
     }
 
     fn parse_reference(reference: &str) -> Result<Reference, RegistryError> {
@@ -446,7 +393,7 @@ impl Inner {
         credentials: Option<&Credentials>,
     ) -> Result<(ImageProfile, InspectStats), RegistryError> {
         let r = Self::parse_reference(reference)?;
-        let (client, credential) = self.client_for(&r, credentials)?;
+        let (client, credential) = self.client_for(&r, credentials);
         if let Some(p) = self.cached_for(reference, platform, credential) {
             let stats = InspectStats {
                 from_cache: true,
@@ -590,45 +537,4 @@ async fn collect_blocking(
     })
     .await
     .map_err(|e| RegistryError::Internal(format!("probe task: {e}")))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn config(user: &str) -> String {
-        use base64::Engine;
-        let auth = base64::engine::general_purpose::STANDARD.encode(format!("{user}:pw"));
-        format!(r#"{{"auths":{{"reg.example":{{"auth":"{auth}"}}}}}}"#)
-    }
-
-    fn user(auths: &DockerAuths) -> Option<String> {
-        match auths.for_registry("reg.example") {
-            Some(Credentials::Basic { username, .. }) => Some(username),
-            _ => None,
-        }
-    }
-
-    #[tokio::test]
-    async fn the_docker_config_is_read_again_only_when_it_changes() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("config.json");
-        std::fs::write(&path, config("ann")).unwrap();
-        let inner = Inner::new(RegistryConfig::default());
-        let first = inner.docker_config(path.clone(), true).unwrap();
-        assert_eq!(user(&first).as_deref(), Some("ann"));
-        let again = inner.docker_config(path.clone(), true).unwrap();
-        assert!(
-            Arc::ptr_eq(&first, &again),
-            "unchanged file: not read again"
-        );
-        // A rotated secret (another size) is seen at once.
-        std::fs::write(&path, config("bernadette")).unwrap();
-        let rotated = inner.docker_config(path.clone(), true).unwrap();
-        assert_eq!(user(&rotated).as_deref(), Some("bernadette"));
-        // Gone and not required: no credentials, no error.
-        std::fs::remove_file(&path).unwrap();
-        let gone = inner.docker_config(path, false).unwrap();
-        assert_eq!(user(&gone), None);
-    }
 }

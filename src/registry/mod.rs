@@ -8,6 +8,7 @@ pub mod auth;
 mod cache;
 pub mod cli;
 mod client;
+pub mod credential_source;
 pub mod egress;
 mod error;
 mod fetch;
@@ -19,6 +20,7 @@ pub mod stream;
 mod token;
 
 pub use client::EGRESS_REFUSED;
+pub use credential_source::{Anonymous, Chain, CredentialSource, DockerConfigFile, PullSecrets};
 pub use egress::EgressPolicy;
 pub use error::RegistryError;
 pub use fetch::InspectStats;
@@ -76,7 +78,8 @@ impl CredentialId {
 pub struct RegistryConfig {
     /// `HOST:PORT`s spoken to over plain HTTP; every other registry is HTTPS.
     pub insecure_registries: Vec<String>,
-    /// A docker config.json (or a directory holding one) for credentials.
+    /// A docker config.json (or a directory holding one) for credentials:
+    /// read by `DockerConfigFile::for_config`, not by the inspector.
     pub docker_config: Option<PathBuf>,
     /// Budget for one whole inspection.
     pub timeout: Duration,
@@ -139,8 +142,8 @@ impl ImageInspector {
         }
     }
 
-    /// Inspect `reference` for `platform`, from cache when possible.
-    /// `credentials` (e.g. from imagePullSecrets) win over the docker config.
+    /// Inspect `reference` for `platform`, from cache when possible, with
+    /// `credentials` (None: anonymously); a `CredentialSource` chooses them.
     pub async fn inspect(
         &self,
         reference: &str,

@@ -11,7 +11,6 @@
 //! - an object nfguard cannot read (invalid pod spec) or a broken policy:
 //!   allowed with a warning saying so (consistent with failurePolicy Ignore).
 
-use super::credentials::{PullSecrets, pull_secrets};
 use super::decisions::{self, Answer, DecisionCache};
 use super::facts::Facts;
 use super::images::ImageCache;
@@ -24,7 +23,9 @@ use crate::compat::evaluate::{
     ReasonCode, Verdict, Workload, WorkloadKind,
 };
 use crate::facts::Platform;
+use crate::judgement::pull_secrets::pull_secrets;
 use crate::judgement::{JudgeError, ResolveImages, Scene, Subject};
+use crate::registry::{Chain, PullSecrets};
 use k8s_openapi::api::core::v1::PodSpec;
 use std::sync::Arc;
 use std::time::Duration;
@@ -61,15 +62,11 @@ impl ResolveImages for AdmissionImages<'_> {
             }
             _ => PullSecrets::default(),
         };
+        // The pod's own pull secrets first, then the docker config.
+        let credentials = Chain(vec![&secrets, self.cache.credentials()]);
         let out = self
             .cache
-            .resolve(
-                keys,
-                &|img| secrets.for_image(img),
-                self.namespace,
-                deadline,
-                budget,
-            )
+            .resolve(keys, &credentials, self.namespace, deadline, budget)
             .await;
         let read = judged_images(out.digests().map(|(i, p, d)| (i, p.to_string(), d)));
         *self.judged.lock().unwrap_or_else(|p| p.into_inner()) = read;

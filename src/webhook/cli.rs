@@ -13,7 +13,7 @@ use super::tls::{self, CertStore};
 use crate::check::load;
 use crate::compat::evaluate::DEFAULT_PLATFORM;
 use crate::registry::cli::RegistryArgs;
-use crate::registry::{ImageInspector, MemoryPlan};
+use crate::registry::{DockerConfigFile, ImageInspector, MemoryPlan};
 use crate::runtime::admin;
 use anyhow::Context;
 use std::path::PathBuf;
@@ -229,6 +229,8 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
         ok_by_tag: registry.tag_ttl,
         ..CacheTtl::default()
     };
+    // Asked after the admitted pod's own pull secrets.
+    let docker_config = Arc::new(DockerConfigFile::for_config(&registry));
     let inspector = ImageInspector::new(registry);
     let images = Arc::new(
         ImageCache::new(
@@ -237,6 +239,7 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
             ttl,
             metrics.clone(),
         )
+        .with_credentials(docker_config)
         .with_limits(LookupLimits {
             per_namespace: args.max_image_lookups_per_namespace.max(1),
             background_per_namespace: args.max_background_lookups_per_namespace,

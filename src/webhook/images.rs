@@ -14,7 +14,7 @@ use super::metrics::Metrics;
 use crate::compat::evaluate::{ImageKey, ImageResolutions};
 use crate::facts::ImageProfile;
 use crate::judgement::{ImageLookup, LookupError, LookupErrorKind};
-use crate::registry::{CredentialId, Credentials};
+use crate::registry::{Anonymous, CredentialId, CredentialSource, Credentials};
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared, WeakShared};
 use std::collections::HashMap;
@@ -164,6 +164,8 @@ impl moka::Expiry<AnswerKey, Answer> for AnswerExpiry {
 /// The webhook's image cache plus the look-ups in flight (deduplicated).
 pub struct ImageCache {
     source: Arc<dyn ImageLookup>,
+    /// The docker config: asked after the admitted pod's pull secrets.
+    credentials: Arc<dyn CredentialSource>,
     cache: moka::sync::Cache<AnswerKey, Answer>,
     inflight: Arc<Mutex<HashMap<AnswerKey, Inflight>>>,
     metrics: Arc<Metrics>,
@@ -181,6 +183,7 @@ impl ImageCache {
     ) -> Self {
         ImageCache {
             source,
+            credentials: Arc::new(Anonymous),
             cache: moka::sync::Cache::builder()
                 .max_capacity(entries.max(1))
                 .expire_after(AnswerExpiry(ttl))
@@ -190,6 +193,17 @@ impl ImageCache {
             epoch: Arc::new(AtomicU64::new(0)),
             limits: LookupLimits::default(),
         }
+    }
+
+    /// Credentials asked when the pod's own pull secrets have none for an
+    /// image (the docker config); anonymous by default.
+    pub fn with_credentials(mut self, credentials: Arc<dyn CredentialSource>) -> Self {
+        self.credentials = credentials;
+        self
+    }
+
+    pub fn credentials(&self) -> &dyn CredentialSource {
+        self.credentials.as_ref()
     }
 
     pub fn with_limits(mut self, limits: LookupLimits) -> Self {
@@ -333,7 +347,7 @@ impl ImageCache {
     pub async fn resolve(
         &self,
         keys: &[ImageKey],
-        credentials: &(dyn Fn(&str) -> Option<Credentials> + Sync),
+        credentials: &dyn CredentialSource,
         namespace: &str,
         deadline: Instant,
         budget: Duration,
@@ -341,7 +355,14 @@ impl ImageCache {
         let mut out = ImageResolutions::new();
         let mut waits = Vec::new();
         for key in keys {
-            let creds = credentials(&key.image);
+            let creds = match credentials.for_image(&key.image) {
+                Ok(c) => c,
+                Err(e) => {
+                    // A broken docker config: its reason, never its content.
+                    out.insert_error(&key.image, &key.platform, LookupError::from(e).message);
+                    continue;
+                }
+            };
             let credential = Credentials::identity(creds.as_ref());
             if let Some(a) = self.answer_for(key, credential) {
                 self.metrics.image_cache_hits.inc();
@@ -510,7 +531,7 @@ mod tests {
         let budget = Duration::from_secs(1);
         c.resolve(
             &keys,
-            &|_| creds.clone(),
+            &|_: &str| creds.clone(),
             ns,
             Instant::now() + budget,
             budget,
@@ -572,7 +593,7 @@ mod tests {
             tokio::spawn(async move {
                 let keys = [key("stall/x")];
                 let budget = Duration::from_millis(200);
-                c.resolve(&keys, &|_| None, "a", Instant::now() + budget, budget)
+                c.resolve(&keys, &|_: &str| None, "a", Instant::now() + budget, budget)
                     .await
             })
         };
@@ -597,8 +618,14 @@ mod tests {
             tokio::spawn(async move {
                 let keys: Vec<ImageKey> = (0..10).map(|i| key(&format!("stall/{i}"))).collect();
                 let budget = Duration::from_secs(5);
-                c.resolve(&keys, &|_| None, "hog", Instant::now() + budget, budget)
-                    .await
+                c.resolve(
+                    &keys,
+                    &|_: &str| None,
+                    "hog",
+                    Instant::now() + budget,
+                    budget,
+                )
+                .await
             })
         };
         tokio::time::sleep(Duration::from_millis(100)).await;

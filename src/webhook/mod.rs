@@ -19,7 +19,6 @@ pub mod admission;
 pub mod bootstrap;
 pub mod cli;
 pub mod client_auth;
-pub mod credentials;
 pub mod decisions;
 pub mod facts;
 pub mod fingerprint;

@@ -1,0 +1,132 @@
+//! A pod's registry credentials, read through the API: its own
+//! `imagePullSecrets` and its ServiceAccount's (as kubelet uses them),
+//! `kubernetes.io/dockerconfigjson` and legacy `.dockercfg` Secrets. The
+//! webhook reads them for the pod it admits, the controller for the pods
+//! running on a node, so both judge a private image with the same secret.
+
+use crate::registry::PullSecrets;
+use k8s_openapi::api::core::v1::{PodSpec, Secret, ServiceAccount};
+use kube::Api;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Secrets read for one pod at most (its own and its ServiceAccount's); a
+/// pod naming more is judged with the first ones.
+pub const MAX_PULL_SECRETS: usize = 16;
+
+/// The Secret names a pod's pull credentials come from: its own, then its
+/// ServiceAccount's (`sa_secrets`), without repeats, at most `MAX_PULL_SECRETS`.
+fn secret_names(spec: &PodSpec, sa_secrets: Option<&ServiceAccount>) -> Vec<String> {
+    let own = spec.image_pull_secrets.iter().flatten();
+    let of_sa = sa_secrets
+        .and_then(|sa| sa.image_pull_secrets.as_ref())
+        .into_iter()
+        .flatten();
+    let mut names: Vec<String> = Vec::new();
+    for r in own.chain(of_sa) {
+        if !names.contains(&r.name) && names.len() < MAX_PULL_SECRETS {
+            names.push(r.name.clone());
+        }
+    }
+    names
+}
+
+/// Read the pod's and its ServiceAccount's pull secrets. Missing or broken
+/// secrets are skipped with a log line: the image may well be public.
+pub async fn pull_secrets(client: &kube::Client, namespace: &str, spec: &PodSpec) -> PullSecrets {
+    let sa_name = spec.service_account_name.as_deref().unwrap_or("default");
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    let sa = match sas.get_opt(sa_name).await {
+        Ok(sa) => sa,
+        Err(e) => {
+            tracing::debug!(namespace, sa_name, error = %e, "reading ServiceAccount");
+            None
+        }
+    };
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let mut out = PullSecrets::default();
+    for name in secret_names(spec, sa.as_ref()) {
+        match secrets.get_opt(&name).await {
+            Ok(Some(s)) => match s.data.as_ref().map(PullSecrets::parse_secret_data) {
+                Some(Ok(Some(a))) => out.push(a),
+                None | Some(Ok(None)) => {}
+                Some(Err(e)) => {
+                    tracing::warn!(namespace, secret = %name, error = %e, "unusable imagePullSecret")
+                }
+            },
+            Ok(None) => tracing::debug!(namespace, secret = %name, "imagePullSecret not found"),
+            Err(e) => {
+                tracing::warn!(namespace, secret = %name, error = %e, "reading imagePullSecret")
+            }
+        }
+    }
+    out
+}
+
+/// What a pod's pull secrets depend on: its namespace, ServiceAccount and
+/// own secret names (pods of one DaemonSet share one).
+type PodSecretsKey = (String, String, Vec<String>);
+
+/// `pull_secrets` for many pods (the controller judges every writer on a
+/// node at each reconcile): pods with the same namespace, ServiceAccount and
+/// secret names share one read, kept for `ttl` (a rotated or revoked secret
+/// is seen within it), at most `entries` of them.
+#[derive(Clone)]
+pub struct PullSecretReader {
+    client: kube::Client,
+    cache: moka::future::Cache<PodSecretsKey, Arc<PullSecrets>>,
+}
+
+impl PullSecretReader {
+    pub fn new(client: kube::Client, ttl: Duration, entries: u64) -> Self {
+        PullSecretReader {
+            client,
+            cache: moka::future::Cache::builder()
+                .max_capacity(entries.max(1))
+                .time_to_live(ttl.max(Duration::from_millis(1)))
+                .build(),
+        }
+    }
+
+    pub async fn for_pod(&self, namespace: &str, spec: &PodSpec) -> Arc<PullSecrets> {
+        let key = (
+            namespace.to_string(),
+            spec.service_account_name
+                .clone()
+                .unwrap_or_else(|| "default".into()),
+            secret_names(spec, None),
+        );
+        self.cache
+            .get_with(key, async {
+                Arc::new(pull_secrets(&self.client, namespace, spec).await)
+            })
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_pods_own_secrets_come_first_without_repeats_and_bounded() {
+        let spec: PodSpec = serde_json::from_value(json!({
+            "imagePullSecrets": [{"name": "a"}, {"name": "b"}, {"name": "a"}],
+            "containers": []
+        }))
+        .unwrap();
+        let sa: ServiceAccount = serde_json::from_value(json!({
+            "metadata": {"name": "default"},
+            "imagePullSecrets": [{"name": "b"}, {"name": "c"}]
+        }))
+        .unwrap();
+        assert_eq!(secret_names(&spec, Some(&sa)), ["a", "b", "c"]);
+        let many: PodSpec = serde_json::from_value(json!({
+            "imagePullSecrets": (0..40).map(|i| json!({"name": format!("s{i}")})).collect::<Vec<_>>(),
+            "containers": []
+        }))
+        .unwrap();
+        assert_eq!(secret_names(&many, Some(&sa)).len(), MAX_PULL_SECRETS);
+    }
+}
