@@ -138,6 +138,7 @@ fn args(manifest: &std::path::Path) -> Args {
         cluster: true,
         output: Format::Json,
         max_nodes: 10,
+        what_if: Default::default(),
     }
 }
 
