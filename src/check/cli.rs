@@ -196,26 +196,35 @@ pub async fn execute(args: &Args, env: Env) -> anyhow::Result<super::Report> {
     let what_if = if patches.is_empty() {
         None
     } else {
-        Some(whatif::assume(&mut inputs, selector, &patches)?)
+        let today_profiles = inputs.profiles.clone();
+        Some((
+            whatif::assume(&mut inputs, selector, &patches)?,
+            today_profiles,
+        ))
     };
     let timeout = Duration::from_secs(args.timeout.max(1));
     let lookup: Arc<dyn ImageLookup> = match env.lookup {
         Some(l) => l,
         None => Arc::new(ImageInspector::new(args.registry.config(timeout))),
     };
-    let mut report = check(
-        &inputs,
-        &ResolveOptions {
-            lookup,
-            timeout,
-            concurrency: args.concurrency,
-        },
-    )
-    .await?;
-    if let Some(w) = what_if {
-        whatif::annotate(&mut report, w);
-    }
+    let Some((what_if, today_profiles)) = what_if else {
+        return Ok(check(&inputs, &resolve_options(args, lookup, timeout)).await?);
+    };
+    // Judged twice, today and as assumed, on the same image answers.
+    let opts = resolve_options(args, Arc::new(whatif::memo::Memo::new(lookup)), timeout);
+    let mut report = check(&inputs, &opts).await?;
+    inputs.profiles = today_profiles;
+    let today = check(&inputs, &opts).await?;
+    whatif::annotate(&mut report, &today, what_if);
     Ok(report)
+}
+
+fn resolve_options(args: &Args, lookup: Arc<dyn ImageLookup>, timeout: Duration) -> ResolveOptions {
+    ResolveOptions {
+        lookup,
+        timeout,
+        concurrency: args.concurrency,
+    }
 }
 
 /// The report in the requested format.

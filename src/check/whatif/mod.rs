@@ -5,11 +5,12 @@
 //! patches the inputs and labels the findings as predictions.
 
 pub mod apply;
+pub mod memo;
 pub mod patch;
 pub mod selector;
 
-use super::{Inputs, Report};
-use crate::compat::evaluate::{Verdict, label_selector_matches, profile_node_name};
+use super::{Inputs, ObjectResult, Report};
+use crate::compat::evaluate::{Reason, Verdict, label_selector_matches, profile_node_name};
 use patch::{Fact, Patch};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -38,9 +39,10 @@ pub struct WhatIf {
     pub assume: Vec<String>,
     /// The nodes whose profiles were patched.
     pub nodes: Vec<String>,
-    /// Workloads with a denying finding on an assumed node.
+    /// Workloads the change gets a denying finding on an assumed node
+    /// (one today's profiles do not give already).
     pub denied: usize,
-    /// Workloads with a warning (and no denial) on an assumed node.
+    /// Likewise for warnings (workloads not counted as denied).
     pub warned: usize,
 }
 
@@ -138,21 +140,47 @@ pub fn assume(
     })
 }
 
+/// Whether `reason` (of the predicted report) already holds today on every
+/// assumed node it names: a finding of the same code about the same
+/// container in today's result for the same workload covers those nodes.
+fn holds_today(reason: &Reason, today: Option<&ObjectResult>, assumed: &BTreeSet<&str>) -> bool {
+    let Some(today) = today else {
+        return false;
+    };
+    reason
+        .nodes
+        .iter()
+        .filter(|n| assumed.contains(n.as_str()))
+        .all(|n| {
+            today.reasons.iter().any(|t| {
+                t.code == reason.code && t.container == reason.container && t.nodes.contains(n)
+            })
+        })
+}
+
 /// Label every finding about an assumed node as a prediction (its message
-/// says under which assumption, in every output format) and count the
-/// workloads that would be denied or warned there.
-pub fn annotate(report: &mut Report, mut what_if: WhatIf) {
+/// names the assumption, in every output format; `, as today` when today's
+/// profiles give it too) and count the workloads the change itself would
+/// get denied or warned: findings that hold today already are not counted.
+/// `today`: the same workloads judged on today's profiles.
+pub fn annotate(report: &mut Report, today: &Report, mut what_if: WhatIf) {
     let assumed: BTreeSet<&str> = what_if.nodes.iter().map(String::as_str).collect();
-    let prefix = format!("what-if [{}]: ", what_if.describe());
+    let described = what_if.describe();
     let (mut denied, mut warned) = (0, 0);
-    for r in &mut report.results {
+    for (i, r) in report.results.iter_mut().enumerate() {
+        let before = today.results.get(i).filter(|t| t.object == r.object);
         let mut worst = Verdict::Allow;
         for reason in &mut r.reasons {
             if !reason.nodes.iter().any(|n| assumed.contains(n.as_str())) {
                 continue;
             }
+            let prefix = if holds_today(reason, before, &assumed) {
+                format!("what-if [{described}], as today: ")
+            } else {
+                worst = worst.max(reason.effect);
+                format!("what-if [{described}]: ")
+            };
             reason.message.insert_str(0, &prefix);
-            worst = worst.max(reason.effect);
         }
         match worst {
             Verdict::Deny => denied += 1,

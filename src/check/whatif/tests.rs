@@ -83,7 +83,7 @@ async fn the_upgrade_is_predicted_on_the_assumed_nodes_only() {
     let w = assume(&mut i, "pool=old", &patches(&["os=debian-13"])).unwrap();
     assert_eq!(w.nodes, vec!["node-a"]);
     let mut report = check(&i, &images()).await.unwrap();
-    annotate(&mut report, w);
+    annotate(&mut report, &today, w);
     assert_eq!(report.verdict, Verdict::Deny);
     let r = &report.results[0].reasons[0];
     assert_eq!(r.code.to_string(), "OldReaderNewRules");
@@ -108,6 +108,7 @@ async fn the_upgrade_is_predicted_on_the_assumed_nodes_only() {
 
 #[tokio::test]
 async fn a_legacy_move_is_judged_as_a_backend_mismatch() {
+    let today = check(&inputs(), &images()).await.unwrap();
     let mut i = inputs();
     let w = assume(&mut i, "", &patches(&["iptables=1.8.11/legacy"])).unwrap();
     assert_eq!(
@@ -116,7 +117,7 @@ async fn a_legacy_move_is_judged_as_a_backend_mismatch() {
         "empty selector: every node"
     );
     let mut report = check(&i, &images()).await.unwrap();
-    annotate(&mut report, w);
+    annotate(&mut report, &today, w);
     let codes: Vec<String> = report.results[0]
         .reasons
         .iter()
@@ -156,4 +157,42 @@ fn selectors_that_cannot_or_do_not_match_are_errors() {
             .any(|n| n.contains("node-c") && n.contains("no NodeNetfilterProfile"))
     );
     assert_eq!(i.notes.len(), i.note_files.len());
+}
+
+#[tokio::test]
+async fn findings_that_hold_today_are_labelled_and_not_counted() {
+    // node-a's host is 1.8.9 today: the 1.8.7 image is denied there already.
+    let mut base = inputs();
+    base.profiles[0] = profile("node-a", "1.8.9");
+    let today = check(&base, &images()).await.unwrap();
+    assert_eq!(today.results[0].reasons[0].nodes, vec!["node-a"]);
+    let mut i = base;
+    let w = assume(&mut i, "", &patches(&["os=debian-13"])).unwrap();
+    let mut report = check(&i, &images()).await.unwrap();
+    annotate(&mut report, &today, w);
+    // Both nodes now: node-b is new, so the finding is a new prediction.
+    let r = &report.results[0].reasons[0];
+    assert_eq!(r.nodes, vec!["node-a", "node-b"]);
+    assert!(
+        r.message.starts_with("what-if [all nodes: os=debian-13]: "),
+        "{}",
+        r.message
+    );
+    assert_eq!(report.what_if.as_ref().unwrap().denied, 1);
+
+    // Only node-a assumed: the same finding as today there, not counted.
+    let mut i = inputs();
+    i.profiles[0] = profile("node-a", "1.8.9");
+    let w = assume(&mut i, "pool=old", &patches(&["os=debian-13"])).unwrap();
+    let mut report = check(&i, &images()).await.unwrap();
+    annotate(&mut report, &today, w);
+    let r = &report.results[0].reasons[0];
+    assert!(
+        r.message
+            .starts_with("what-if [pool=old: os=debian-13], as today: "),
+        "{}",
+        r.message
+    );
+    let w = report.what_if.as_ref().unwrap();
+    assert_eq!((w.denied, w.warned), (0, 0));
 }
