@@ -122,9 +122,8 @@
 #      `--assume iptables=1.8.11/nft` (what installing Debian trixie's
 #      iptables there would bring) predicts its denial as [OldReaderNewRules]
 #      naming the node, labelled as a prediction, exit status 1
-#      (NFGUARD_BIN: the CLI, default target/release/nfguard;
-#      NFGUARD_E2E_REGISTRY: the registry as this machine reaches it,
-#      default NFGUARD_E2E_REGISTRY_PULL)
+#      (NFGUARD_BIN: the CLI, default target/release/nfguard; it reads the
+#      images at NFGUARD_E2E_REGISTRY_PULL, as the pods name them)
 set -euo pipefail
 set -E
 cd "$(dirname "$0")/.."
@@ -2521,8 +2520,10 @@ s22_own_rules_allowed() {
 s23_check() {
   local out=$1 rc=0
   shift
+  # The pods name the registry by its pull address (plain HTTP, as the
+  # webhook reads it); this machine reaches it there too.
   "$S23_BIN" check --kubeconfig "$KUBECONFIG" --running \
-    --insecure-registry "${NFGUARD_E2E_REGISTRY:-$REGISTRY}" --timeout 60 -o json "$@" \
+    --insecure-registry "$REGISTRY" --timeout 60 -o json "$@" \
     >"$out" 2>"$out.err" || rc=$?
   return "$rc"
 }

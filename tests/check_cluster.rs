@@ -75,6 +75,19 @@ fn namespaces() -> serde_json::Value {
     )
 }
 
+/// What `check --cluster` lists, in order: (path, response body).
+fn cluster_facts() -> Vec<(&'static str, serde_json::Value)> {
+    vec![
+        (
+            "/apis/nfguard.io/v1alpha1/nodenetfilterprofiles",
+            profiles(),
+        ),
+        ("/api/v1/nodes", nodes()),
+        ("/apis/nfguard.io/v1alpha1/netfilterpolicies", policies()),
+        ("/api/v1/namespaces", namespaces()),
+    ]
+}
+
 /// Serve the expected requests in order: (path, response body).
 fn serve(
     mut handle: Handle,
@@ -157,18 +170,7 @@ fn manifest(dir: &std::path::Path, ns: &str, selector: &str) -> std::path::PathB
 #[tokio::test]
 async fn lists_profiles_nodes_policies_and_namespaces() {
     let (client, handle) = mock();
-    let server = serve(
-        handle,
-        vec![
-            (
-                "/apis/nfguard.io/v1alpha1/nodenetfilterprofiles",
-                profiles(),
-            ),
-            ("/api/v1/nodes", nodes()),
-            ("/apis/nfguard.io/v1alpha1/netfilterpolicies", policies()),
-            ("/api/v1/namespaces", namespaces()),
-        ],
-    );
+    let server = serve(handle, cluster_facts());
     let facts = cluster::load(client, true, true).await.unwrap();
     server.await.unwrap();
     assert_eq!(facts.profiles.len(), 2);
@@ -184,17 +186,7 @@ async fn cluster_facts_drive_the_verdict() {
         lookup: Some(Arc::new(Fixed) as Arc<dyn ImageLookup>),
         client: Some(client),
     };
-    let all = || {
-        vec![
-            (
-                "/apis/nfguard.io/v1alpha1/nodenetfilterprofiles",
-                profiles(),
-            ),
-            ("/api/v1/nodes", nodes()),
-            ("/apis/nfguard.io/v1alpha1/netfilterpolicies", policies()),
-            ("/api/v1/namespaces", namespaces()),
-        ]
-    };
+    let all = cluster_facts;
 
     // kube-system is selected by the policy: 1.8.7 on node-a (1.8.9 rules) -> deny.
     let (client, handle) = mock();
@@ -353,17 +345,10 @@ fn whatif_args(assume: &[&str], selector: Option<&str>) -> Args {
 }
 
 fn cluster_with_running() -> Vec<(&'static str, serde_json::Value)> {
-    vec![
-        (
-            "/apis/nfguard.io/v1alpha1/nodenetfilterprofiles",
-            profiles(),
-        ),
-        ("/api/v1/nodes", nodes()),
-        ("/apis/nfguard.io/v1alpha1/netfilterpolicies", policies()),
-        ("/api/v1/namespaces", namespaces()),
-        ("/apis/apps/v1/daemonsets", daemonsets()),
-        ("/api/v1/pods", pods()),
-    ]
+    let mut all = cluster_facts();
+    all.push(("/apis/apps/v1/daemonsets", daemonsets()));
+    all.push(("/api/v1/pods", pods()));
+    all
 }
 
 #[tokio::test]

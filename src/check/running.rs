@@ -27,6 +27,10 @@ pub enum RunningError {
     TooMany,
 }
 
+fn listing(what: &'static str) -> impl FnOnce(kube::Error) -> RunningError {
+    move |error| RunningError::List { what, error }
+}
+
 fn controlled_by_daemonset(pod: &Pod) -> bool {
     pod.metadata
         .owner_references
@@ -55,10 +59,7 @@ pub async fn load(client: &kube::Client) -> Result<Vec<Workload>, RunningError> 
         bounded(workload(WorkloadKind::DaemonSet, &ds))
     })
     .await
-    .map_err(|error| RunningError::List {
-        what: "daemonsets",
-        error,
-    })?;
+    .map_err(listing("daemonsets"))?;
     let pods = list_kept(client, Some("status.phase=Running"), |mut pod: Pod| {
         let judged = is_running(&pod)
             && !controlled_by_daemonset(&pod)
@@ -72,10 +73,7 @@ pub async fn load(client: &kube::Client) -> Result<Vec<Workload>, RunningError> 
         bounded(workload(WorkloadKind::Pod, &pod))
     })
     .await
-    .map_err(|error| RunningError::List {
-        what: "pods",
-        error,
-    })?;
+    .map_err(listing("pods"))?;
     out.extend(pods);
     if count > MAX_RUNNING {
         return Err(RunningError::TooMany);

@@ -145,16 +145,12 @@ mod tests {
     use super::*;
     use crate::compat::evaluate::label_selector_matches;
 
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
     #[test]
     fn every_form_matches_as_kubectl_does() {
-        let node = labels(&[("pool", "old"), ("kubernetes.io/os", "linux")]);
+        let node = BTreeMap::from([
+            ("pool".to_string(), "old".to_string()),
+            ("kubernetes.io/os".to_string(), "linux".to_string()),
+        ]);
         for (sel, want) in [
             ("", true),
             ("pool=old", true),
