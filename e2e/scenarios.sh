@@ -122,8 +122,9 @@
 #      `--assume iptables=1.8.11/nft` (what installing Debian trixie's
 #      iptables there would bring) predicts its denial as [OldReaderNewRules]
 #      naming the node, labelled as a prediction, exit status 1
-#      (NFGUARD_BIN: the CLI, default target/release/nfguard; it reads the
-#      images at NFGUARD_E2E_REGISTRY_PULL, as the pods name them)
+#      (NFGUARD_BIN: the CLI, default target/release/nfguard; the pod's image
+#      is named by NFGUARD_E2E_REGISTRY, the registry as this machine
+#      reaches it on loopback)
 set -euo pipefail
 set -E
 cd "$(dirname "$0")/.."
@@ -2520,10 +2521,8 @@ s22_own_rules_allowed() {
 s23_check() {
   local out=$1 rc=0
   shift
-  # The pods name the registry by its pull address (plain HTTP, as the
-  # webhook reads it); this machine reaches it there too.
   "$S23_BIN" check --kubeconfig "$KUBECONFIG" --running \
-    --insecure-registry "$REGISTRY" --timeout 60 -o json "$@" \
+    --insecure-registry "$S23_REGISTRY" --timeout 60 -o json "$@" \
     >"$out" 2>"$out.err" || rc=$?
   return "$rc"
 }
@@ -2538,7 +2537,15 @@ s23_what_if() {
   defer rm -rf "$work"
   scenario_ns "$ns"
   defer kubectl -n "$ns" delete pod writer-187 --ignore-not-found --grace-period=0 --force --wait=true --timeout=60s
-  incident_pod writer-187 "$NFT_NODE" '{}' '["sleep", "infinity"]' | kubectl -n "$ns" create -f - >/dev/null ||
+  # Named by the loopback address this machine reads the registry at (the
+  # nodes pull that name through their mirror): the CLI reads what runs from
+  # here, and only loopback is dialled. The webhook cannot read that name in
+  # its pod, so admission only warns ([ImageUnresolved]).
+  S23_REGISTRY=${NFGUARD_E2E_REGISTRY:-}
+  [ -n "$S23_REGISTRY" ] || fail "scenario 23 needs NFGUARD_E2E_REGISTRY (the registry as this machine reaches it)"
+  incident_pod writer-187 "$NFT_NODE" '{}' '["sleep", "infinity"]' |
+    sed "s|image: $IMG_INCIDENT|image: $S23_REGISTRY/nfguard-e2e/incident:1.8.7-nft|" |
+    kubectl -n "$ns" create -f - >/dev/null ||
     fail "the iptables-nft 1.8.7 writer was not admitted on $NFT_NODE"
   kubectl -n "$ns" wait --for=condition=Ready pod/writer-187 --timeout=120s >/dev/null || fail "pod writer-187 is not Ready"
   pod="Pod/$ns/writer-187"

@@ -3,7 +3,9 @@
 //! is done, as far as the judgement reads it:
 //!
 //! - the host's iptables: release (and backend) as given; the package
-//!   evidence is dropped (it described the old package). A backend change
+//!   evidence is dropped (it described the old package). A host that had no
+//!   iptables command gains kubelet's marker chains in that backend (kubelet
+//!   skips them only without one). A backend change
 //!   moves the node's rules with it, as after the reboot an OS upgrade
 //!   implies (kubelet, kube-proxy and wrapper-based CNIs follow the host's
 //!   backend): active backend, marker chains and wrapper choice; the live
@@ -23,7 +25,8 @@
 
 use super::patch::{Fact, KernelPart, Patch};
 use crate::api::{
-    ActiveBackend, KernelFacts, KubeProxyMode, ModuleState, NodeNetfilterProfileStatus,
+    ActiveBackend, KernelFacts, KubeProxyMode, KubeletMarkers, MarkerState, ModuleState,
+    NodeNetfilterProfileStatus,
 };
 use crate::controller::inventory::nft_writer_range;
 use crate::facts::{Backend, HazardCode, Version};
@@ -43,13 +46,43 @@ pub fn apply(status: &mut NodeNetfilterProfileStatus, patches: &[Patch]) {
 
 fn set_host(s: &mut NodeNetfilterProfileStatus, version: Version, backend: Option<Backend>) {
     let ipt = s.iptables.get_or_insert_with(Default::default);
+    let had_command = ipt.backend.is_some();
     ipt.version = Some(version);
     ipt.package_version = None;
     ipt.evidence.clear();
     ipt.conflicts.clear();
     if let Some(b) = backend {
         ipt.backend = Some(b);
+        if !had_command {
+            markers_appear(s, b);
+        }
         move_rules(s, b);
+    }
+}
+
+/// A host that gains an iptables command: after the reboot kubelet writes
+/// its marker chains through it (it skips them only without one).
+fn markers_appear(s: &mut NodeNetfilterProfileStatus, b: Backend) {
+    if s.kubelet_markers
+        .as_ref()
+        .is_some_and(|m| m.state == MarkerState::NotExpected)
+    {
+        s.kubelet_markers = Some(KubeletMarkers {
+            state: MarkerState::Present,
+            reason: None,
+        });
+    }
+    if let Some(all) = s.backends.as_mut() {
+        let facts = if b == Backend::Legacy {
+            &mut all.legacy
+        } else {
+            &mut all.nft
+        };
+        facts.hint_chain = true;
+        facts.canary_chain = true;
+    }
+    if s.wrapper_backend.is_some() {
+        s.wrapper_backend = Some(b);
     }
 }
 
@@ -306,6 +339,32 @@ mod tests {
         );
         let k = s.kernel.as_ref().unwrap();
         assert!(k.ip_tables && k.nf_tables);
+    }
+
+    #[test]
+    fn a_host_gaining_iptables_gains_kubelets_markers() {
+        // The node without iptables: rules only in kube-proxy's own table.
+        let mut s = NodeNetfilterProfileStatus {
+            iptables: Some(IptablesFacts::default()),
+            active_backend: Some(ActiveBackend::Nft),
+            backends: Some(BackendsFacts::default()),
+            kubelet_markers: Some(KubeletMarkers {
+                state: MarkerState::NotExpected,
+                reason: Some("no iptables command".into()),
+            }),
+            ..Default::default()
+        };
+        assert!(!view(&s).unwrap().markers_expected);
+        apply(&mut s, &[patch("iptables=1.8.11/nft")]);
+        assert_eq!(
+            s.kubelet_markers.as_ref().unwrap().state,
+            MarkerState::Present
+        );
+        assert!(s.backends.as_ref().unwrap().nft.hint_chain);
+        let nv = view(&s).unwrap();
+        assert!(nv.markers_expected);
+        assert_eq!(nv.nft_markers, Some(true));
+        assert_eq!(nv.host_nft, Some(v("1.8.11")));
     }
 
     #[test]
