@@ -117,6 +117,14 @@
 #  22. an iptables-nft 1.8.7 hostNetwork + NET_ADMIN writer that only adds a
 #      chain of its own, pinned to that node, is admitted (no iptables-owned
 #      rule there needs a newer reader) and writes its chain
+#  23. the what-if: with that 1.8.7 writer running on that node, `nfguard
+#      check --running` allows it today, and `--assume-nodes` (that node)
+#      `--assume iptables=1.8.11/nft` (what installing Debian trixie's
+#      iptables there would bring) predicts its denial as [OldReaderNewRules]
+#      naming the node, labelled as a prediction, exit status 1
+#      (NFGUARD_BIN: the CLI, default target/release/nfguard; the pod's image
+#      is named by NFGUARD_E2E_REGISTRY, the registry as this machine
+#      reaches it on loopback)
 set -euo pipefail
 set -E
 cd "$(dirname "$0")/.."
@@ -129,7 +137,7 @@ IMG_INCIDENT=$REGISTRY/nfguard-e2e/incident:1.8.7-nft
 IMG_COMPATIBLE=$REGISTRY/nfguard-e2e/compatible:1.8.11-wrapper
 IMG_LEGACY=$REGISTRY/nfguard-e2e/legacy:1.8.9-legacy
 ALL_SCENARIOS="1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18"
-NFT_SCENARIOS="19 20 21 22"
+NFT_SCENARIOS="19 20 21 22 23"
 NFT_NODE=${NFGUARD_E2E_NFTABLES_NODE:-}
 [ -z "$NFT_NODE" ] || ALL_SCENARIOS+=" $NFT_SCENARIOS"
 
@@ -2507,6 +2515,67 @@ s22_own_rules_allowed() {
   node_exec "$NFT_NODE" nft list table ip filter | show
 }
 
+# ---- 23. the what-if gate ----------------------------------------------------------------
+# s23_check OUT [ARGS...]: `nfguard check --running` against this cluster, its
+# JSON report in OUT; the exit status is returned (1 is a denial, not an error).
+s23_check() {
+  local out=$1 rc=0
+  shift
+  "$S23_BIN" check --kubeconfig "$KUBECONFIG" --running \
+    --insecure-registry "$S23_REGISTRY" --timeout 60 -o json "$@" \
+    >"$out" 2>"$out.err" || rc=$?
+  return "$rc"
+}
+
+s23_what_if() {
+  local ns=nfguard-e2e-s23 work rc pod verdict message sel
+  S23_BIN=${NFGUARD_BIN:-$REPO/target/release/nfguard}
+  [ -x "$S23_BIN" ] || fail "NFGUARD_BIN=$S23_BIN is not an executable nfguard"
+  nftables_node
+  command -v jq >/dev/null || fail "jq is not on PATH"
+  work=$(mktemp -d)
+  defer rm -rf "$work"
+  scenario_ns "$ns"
+  defer kubectl -n "$ns" delete pod writer-187 --ignore-not-found --grace-period=0 --force --wait=true --timeout=60s
+  # Named by the loopback address this machine reads the registry at (the
+  # nodes pull that name through their mirror): the CLI reads what runs from
+  # here, and only loopback is dialled. The webhook cannot read that name in
+  # its pod, so admission only warns ([ImageUnresolved]).
+  S23_REGISTRY=${NFGUARD_E2E_REGISTRY:-}
+  [ -n "$S23_REGISTRY" ] || fail "scenario 23 needs NFGUARD_E2E_REGISTRY (the registry as this machine reaches it)"
+  incident_pod writer-187 "$NFT_NODE" '{}' '["sleep", "infinity"]' |
+    sed "s|image: $IMG_INCIDENT|image: $S23_REGISTRY/nfguard-e2e/incident:1.8.7-nft|" |
+    kubectl -n "$ns" create -f - >/dev/null ||
+    fail "the iptables-nft 1.8.7 writer was not admitted on $NFT_NODE"
+  kubectl -n "$ns" wait --for=condition=Ready pod/writer-187 --timeout=120s >/dev/null || fail "pod writer-187 is not Ready"
+  pod="Pod/$ns/writer-187"
+
+  rc=0
+  s23_check "$work/today" || rc=$?
+  [ "$rc" = 0 ] || [ "$rc" = 1 ] || fail "nfguard check --running exited $rc: $(cat "$work/today.err")"
+  verdict=$(jq -r --arg o "$pod" '.results[] | select(.object == $o) | .verdict' "$work/today")
+  [ "$verdict" = allow ] || fail "today the running 1.8.7 writer on $NFT_NODE should be allowed, got '$verdict': $(cat "$work/today")"
+  ok "today (no iptables on $NFT_NODE) nfguard check --running allows $pod"
+
+  sel="kubernetes.io/hostname=$NFT_NODE"
+  rc=0
+  s23_check "$work/assumed" --assume-nodes "$sel" --assume iptables=1.8.11/nft || rc=$?
+  [ "$rc" = 1 ] || fail "the what-if exited $rc, want 1 (deny): $(cat "$work/assumed" "$work/assumed.err")"
+  verdict=$(jq -r --arg o "$pod" '.results[] | select(.object == $o) | .verdict' "$work/assumed")
+  [ "$verdict" = deny ] || fail "the what-if should deny $pod, got '$verdict': $(cat "$work/assumed")"
+  message=$(jq -r --arg o "$pod" --arg n "$NFT_NODE" \
+    '.results[] | select(.object == $o) | .reasons[] | select(.code == "OldReaderNewRules" and (.nodes | index($n))) | .message' \
+    "$work/assumed")
+  [ -n "$message" ] || fail "no [OldReaderNewRules] naming $NFT_NODE for $pod: $(cat "$work/assumed")"
+  [[ "$message" == "what-if [$sel: iptables=1.8.11/nft]: "* ]] ||
+    fail "the finding is not labelled as a prediction under the assumption: $message"
+  [ "$(jq -r '.whatIf.nodes | join(" ")' "$work/assumed")" = "$NFT_NODE" ] ||
+    fail "the assumed nodes are not just $NFT_NODE: $(jq -c .whatIf "$work/assumed")"
+  [ "$(jq -r '.whatIf.denied' "$work/assumed")" -ge 1 ] || fail "the what-if counts no denial: $(jq -c .whatIf "$work/assumed")"
+  ok "with $NFT_NODE assumed to get Debian trixie's iptables (1.8.11, nft), the what-if denies $pod: $message"
+  ok "the what-if: $(jq -c '.whatIf | {selector, assume, nodes, denied, warned}' "$work/assumed")"
+}
+
 # ---- main --------------------------------------------------------------------------------
 case "$PROVIDER" in
   kind) command -v docker >/dev/null || fail "NFGUARD_E2E_PROVIDER=kind needs docker" ;;
@@ -2550,6 +2619,7 @@ run_scenario 19 "the node without iptables: profile nft, kube-proxy mode nftable
 run_scenario 20 "the node without iptables: a ClusterIP Service is reached from the node and from a pod through kube-proxy's nftables rules, the only rules there" s20_service_nftables
 run_scenario 21 "the node without iptables: a legacy hostNetwork + NET_ADMIN writer pinned to it is denied as [BackendMismatch] naming it" s21_legacy_denied
 run_scenario 22 "the node without iptables: an iptables-nft 1.8.7 writer of its own chain pinned to it is admitted and adds that chain in table ip filter, the only table beside kube-proxy's" s22_own_rules_allowed
+run_scenario 23 "the what-if: the 1.8.7 writer running on the node without iptables is allowed today and predicted denied if the node gets iptables 1.8.11 (nft)" s23_what_if
 
 CURRENT=finished
 echo "$PASSED passed, 0 failed"

@@ -75,6 +75,19 @@ fn namespaces() -> serde_json::Value {
     )
 }
 
+/// What `check --cluster` lists, in order: (path, response body).
+fn cluster_facts() -> Vec<(&'static str, serde_json::Value)> {
+    vec![
+        (
+            "/apis/nfguard.io/v1alpha1/nodenetfilterprofiles",
+            profiles(),
+        ),
+        ("/api/v1/nodes", nodes()),
+        ("/apis/nfguard.io/v1alpha1/netfilterpolicies", policies()),
+        ("/api/v1/namespaces", namespaces()),
+    ]
+}
+
 /// Serve the expected requests in order: (path, response body).
 fn serve(
     mut handle: Handle,
@@ -138,6 +151,7 @@ fn args(manifest: &std::path::Path) -> Args {
         cluster: true,
         output: Format::Json,
         max_nodes: 10,
+        what_if: Default::default(),
     }
 }
 
@@ -156,18 +170,7 @@ fn manifest(dir: &std::path::Path, ns: &str, selector: &str) -> std::path::PathB
 #[tokio::test]
 async fn lists_profiles_nodes_policies_and_namespaces() {
     let (client, handle) = mock();
-    let server = serve(
-        handle,
-        vec![
-            (
-                "/apis/nfguard.io/v1alpha1/nodenetfilterprofiles",
-                profiles(),
-            ),
-            ("/api/v1/nodes", nodes()),
-            ("/apis/nfguard.io/v1alpha1/netfilterpolicies", policies()),
-            ("/api/v1/namespaces", namespaces()),
-        ],
-    );
+    let server = serve(handle, cluster_facts());
     let facts = cluster::load(client, true, true).await.unwrap();
     server.await.unwrap();
     assert_eq!(facts.profiles.len(), 2);
@@ -183,17 +186,7 @@ async fn cluster_facts_drive_the_verdict() {
         lookup: Some(Arc::new(Fixed) as Arc<dyn ImageLookup>),
         client: Some(client),
     };
-    let all = || {
-        vec![
-            (
-                "/apis/nfguard.io/v1alpha1/nodenetfilterprofiles",
-                profiles(),
-            ),
-            ("/api/v1/nodes", nodes()),
-            ("/apis/nfguard.io/v1alpha1/netfilterpolicies", policies()),
-            ("/api/v1/namespaces", namespaces()),
-        ]
-    };
+    let all = cluster_facts;
 
     // kube-system is selected by the policy: 1.8.7 on node-a (1.8.9 rules) -> deny.
     let (client, handle) = mock();
@@ -280,4 +273,200 @@ async fn files_given_are_not_listed_and_api_errors_are_clear() {
     let msg = format!("{err:#}");
     assert!(msg.contains("listing nodenetfilterprofiles"), "{msg}");
     assert!(msg.contains("forbidden"), "{msg}");
+}
+
+// ---- what-if: today's workloads against nodes changed as assumed ----
+
+fn daemonsets() -> serde_json::Value {
+    list(
+        "DaemonSet",
+        "apps/v1",
+        json!([{
+            "apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": "kr", "namespace": "kube-system"},
+            "spec": {"selector": {"matchLabels": {"app": "kr"}}, "template": {
+                "metadata": {"labels": {"app": "kr"}},
+                "spec": {"hostNetwork": true, "containers": [
+                    {"name": "kr", "image": "kr:old", "securityContext": {"privileged": true}}]}}}
+        }, {
+            "apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": "logs", "namespace": "kube-system"},
+            "spec": {"selector": {"matchLabels": {"app": "logs"}}, "template": {
+                "metadata": {"labels": {"app": "logs"}},
+                "spec": {"containers": [{"name": "logs", "image": "logs:1"}]}}}
+        }]),
+    )
+}
+
+fn pod(
+    name: &str,
+    node: &str,
+    host_network: bool,
+    phase: &str,
+    owner: Option<&str>,
+) -> serde_json::Value {
+    let mut p = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "kube-system",
+            "managedFields": [{"manager": "kubelet", "operation": "Update"}]},
+        "spec": {"nodeName": node, "hostNetwork": host_network, "containers": [
+            {"name": "c", "image": "kr:old", "securityContext": {"capabilities": {"add": ["NET_ADMIN"]}}}]},
+        "status": {"phase": phase}
+    });
+    if let Some(kind) = owner {
+        p["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": kind,
+            "name": "kr", "uid": "u1", "controller": true}]);
+    }
+    p
+}
+
+fn pods() -> serde_json::Value {
+    list(
+        "Pod",
+        "v1",
+        json!([
+            // Judged: a bare hostNetwork NET_ADMIN pod running on node-b.
+            pod("router-debug", "node-b", true, "Running", None),
+            // Left to its DaemonSet.
+            pod("kr-x1", "node-b", true, "Running", Some("DaemonSet")),
+            // Not running.
+            pod("pending", "node-b", true, "Pending", None),
+        ]),
+    )
+}
+
+fn whatif_args(assume: &[&str], selector: Option<&str>) -> Args {
+    let mut a = args(std::path::Path::new("unused"));
+    a.files.clear();
+    a.what_if.running = true;
+    a.what_if.assume = assume.iter().map(|s| s.to_string()).collect();
+    a.what_if.assume_nodes = selector.map(str::to_string);
+    a
+}
+
+fn cluster_with_running() -> Vec<(&'static str, serde_json::Value)> {
+    let mut all = cluster_facts();
+    all.push(("/apis/apps/v1/daemonsets", daemonsets()));
+    all.push(("/api/v1/pods", pods()));
+    all
+}
+
+#[tokio::test]
+async fn running_workloads_are_judged_against_assumed_nodes() {
+    let env = |client| Env {
+        lookup: Some(Arc::new(Fixed) as Arc<dyn ImageLookup>),
+        client: Some(client),
+    };
+    // Today: the 1.8.7 image is unsafe on node-a (1.8.9 host) only.
+    let (client, handle) = mock();
+    let server = serve(handle, cluster_with_running());
+    let today = execute(&whatif_args(&[], None), env(client)).await.unwrap();
+    server.await.unwrap();
+    let objects: Vec<&str> = today.results.iter().map(|r| r.object.as_str()).collect();
+    assert_eq!(
+        objects,
+        vec!["DaemonSet/kube-system/kr", "Pod/kube-system/router-debug"],
+        "DaemonSet-owned, pending and non-netfilter workloads are not judged"
+    );
+    assert_eq!(today.results[0].reasons[0].nodes, vec!["node-a"]);
+    assert_eq!(
+        today.results[1].verdict,
+        Verdict::Allow,
+        "node-b's host is 1.8.7 today"
+    );
+    assert!(today.what_if.is_none());
+
+    // The old pool moves to Debian trixie: node-b's host writes with 1.8.11.
+    let (client, handle) = mock();
+    let server = serve(handle, cluster_with_running());
+    let r = execute(
+        &whatif_args(&["os=debian-13"], Some("pool=old")),
+        env(client),
+    )
+    .await
+    .unwrap();
+    server.await.unwrap();
+    assert_eq!(r.verdict, Verdict::Deny);
+    assert_eq!(r.exit_code(), 1);
+    let w = r.what_if.as_ref().unwrap();
+    assert_eq!(w.nodes, vec!["node-b"]);
+    assert_eq!((w.denied, w.warned), (2, 0));
+    let pod = &r.results[1];
+    assert_eq!(pod.verdict, Verdict::Deny);
+    assert_eq!(pod.reasons[0].code.to_string(), "OldReaderNewRules");
+    assert_eq!(
+        pod.reasons[0].other_version,
+        Some("1.8.11".parse().unwrap())
+    );
+    assert!(
+        pod.reasons[0]
+            .message
+            .starts_with("what-if [pool=old: os=debian-13]: ")
+    );
+    // node-a's finding holds today: it is not labelled a prediction.
+    let ds = &r.results[0];
+    for reason in &ds.reasons {
+        let predicted = reason.message.starts_with("what-if [");
+        assert_eq!(
+            predicted,
+            reason.nodes.contains(&"node-b".to_string()),
+            "{reason:?}"
+        );
+    }
+    for format in [Format::Text, Format::Github, Format::Junit, Format::Sarif] {
+        let out = nfguard::check::cli::render(&r, format, 10).unwrap();
+        assert!(
+            out.contains("what-if [pool=old: os=debian-13]"),
+            "{format:?}: {out}"
+        );
+    }
+    let text = nfguard::check::cli::render(&r, Format::Text, 10).unwrap();
+    assert!(
+        text.contains("what-if: 2 workloads would be denied, 0 warned on 1 assumed node (pool=old: os=debian-13)"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn what_if_input_errors_are_clear_and_read_nothing() {
+    let env = || Env {
+        lookup: Some(Arc::new(Fixed) as Arc<dyn ImageLookup>),
+        client: None,
+    };
+    // Refused before any request: the mock client is not even given.
+    let err = execute(&whatif_args(&["iptabels=1.8.11"], None), env())
+        .await
+        .unwrap_err();
+    assert!(
+        format!("{err:#}").contains("unknown key \"iptabels\""),
+        "{err:#}"
+    );
+    let err = execute(&whatif_args(&["os=trixie"], Some("pool in (old")), env())
+        .await
+        .unwrap_err();
+    assert!(format!("{err:#}").contains("unclosed"), "{err:#}");
+    // --running needs a cluster.
+    let mut a = whatif_args(&[], None);
+    a.cluster = false;
+    a.files = vec!["x.yaml".into()];
+    let err = execute(&a, env()).await.unwrap_err();
+    assert!(
+        format!("{err:#}").contains("--running reads what runs in a cluster"),
+        "{err:#}"
+    );
+
+    // A selector matching nothing is an error, not an empty prediction.
+    let (client, handle) = mock();
+    let server = serve(handle, cluster_with_running());
+    let err = execute(
+        &whatif_args(&["os=trixie"], Some("pool=none")),
+        Env {
+            lookup: Some(Arc::new(Fixed) as Arc<dyn ImageLookup>),
+            client: Some(client),
+        },
+    )
+    .await
+    .unwrap_err();
+    server.await.unwrap();
+    assert!(format!("{err:#}").contains("matches no node"), "{err:#}");
 }

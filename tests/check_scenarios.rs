@@ -191,6 +191,7 @@ fn args(manifest: &Path, profiles: &Path, nodes: Option<&Path>) -> Args {
         cluster: false,
         output: Format::Json,
         max_nodes: 10,
+        what_if: Default::default(),
     }
 }
 

@@ -122,6 +122,7 @@ async fn check_verdict(fx: &Fixture, obj: &Value) -> (String, Vec<String>) {
         cluster: false,
         output: CheckFormat::Json,
         max_nodes: 5,
+        what_if: Default::default(),
     };
     let report = execute(
         &args,

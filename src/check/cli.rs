@@ -2,7 +2,8 @@
 //! or with `--kubeconfig`/`--cluster` reading the facts from a live cluster.
 //! Exit 0 allow/warn, 1 deny, 2 error (returned as Err to main).
 
-use super::{Inputs, ResolveOptions, check, cluster, load};
+use super::whatif::{self, patch};
+use super::{Inputs, ResolveOptions, check, cluster, load, running};
 use crate::compat::evaluate::DEFAULT_PLATFORM;
 use crate::judgement::ImageLookup;
 use crate::output::{Format, render_structured};
@@ -18,7 +19,7 @@ pub struct Args {
     #[arg(
         short = 'f',
         long = "filename",
-        required = true,
+        required_unless_present = "running",
         env = "NFGUARD_CHECK_FILES",
         value_delimiter = ','
     )]
@@ -63,6 +64,26 @@ pub struct Args {
     /// Node names listed per reason in text output.
     #[arg(long, env = "NFGUARD_MAX_NODES", default_value_t = 10)]
     pub max_nodes: usize,
+    #[command(flatten)]
+    pub what_if: WhatIfArgs,
+}
+
+/// What runs today, and nodes changed as assumed (`docs/check.md#what-if`).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct WhatIfArgs {
+    /// Also judge what runs today (needs --cluster or --kubeconfig): every
+    /// DaemonSet and running pod that can touch netfilter.
+    #[arg(long, env = "NFGUARD_CHECK_RUNNING")]
+    pub running: bool,
+    /// Label selector of the nodes --assume changes (kubectl syntax;
+    /// default: every node).
+    #[arg(long, env = "NFGUARD_ASSUME_NODES", requires = "assume")]
+    pub assume_nodes: Option<String>,
+    /// A change of the assumed nodes (repeatable): iptables=1.8.11[/nft|legacy],
+    /// kubeProxyMode=iptables|nftables|ipvs, kernel.ipTables=absent|module|builtin|loaded,
+    /// kernel.nfTables=..., os=debian-11|debian-12|debian-13.
+    #[arg(long, env = "NFGUARD_ASSUME", value_delimiter = ',')]
+    pub assume: Vec<String>,
 }
 
 /// `check`'s own formats: the shared ones plus those only a gate needs, so
@@ -107,7 +128,15 @@ pub async fn gather(args: &Args, client: Option<kube::Client>) -> anyhow::Result
         .platform_default
         .parse()
         .map_err(|e| anyhow::anyhow!("--platform-default: {e}"))?;
-    let manifests = load::load_manifests(&args.files)?;
+    let cluster_mode = args.cluster_mode() || client.is_some();
+    if args.what_if.running && !cluster_mode {
+        anyhow::bail!("--running reads what runs in a cluster: add --cluster or --kubeconfig PATH");
+    }
+    let manifests = if args.files.is_empty() {
+        load::Manifests::default()
+    } else {
+        load::load_manifests(&args.files)?
+    };
     let mut inputs = Inputs {
         workloads: manifests.workloads,
         sources: manifests.sources,
@@ -126,12 +155,13 @@ pub async fn gather(args: &Args, client: Option<kube::Client>) -> anyhow::Result
     if let Some(p) = &args.profiles {
         inputs.profiles = load::load_profiles(p)?;
     }
-    if args.cluster_mode() || client.is_some() {
+    if cluster_mode {
         let client = match client {
             Some(c) => c,
             None => crate::runtime::client::client(args.kubeconfig.as_deref()).await?,
         };
-        let facts = cluster::load(client, args.nodes.is_none(), args.policy.is_none()).await?;
+        let facts =
+            cluster::load(client.clone(), args.nodes.is_none(), args.policy.is_none()).await?;
         if args.profiles.is_none() {
             inputs.profiles = facts.profiles;
         }
@@ -147,6 +177,9 @@ pub async fn gather(args: &Args, client: Option<kube::Client>) -> anyhow::Result
                 "the cluster has no NodeNetfilterProfile (is nfguard's reporter running?)"
             );
         }
+        if args.what_if.running {
+            inputs.workloads.extend(running::load(&client).await?);
+        }
     } else if args.profiles.is_none() {
         anyhow::bail!("no node profiles: pass --profiles PATH, or --kubeconfig PATH / --cluster");
     }
@@ -155,7 +188,20 @@ pub async fn gather(args: &Args, client: Option<kube::Client>) -> anyhow::Result
 
 /// Gather, resolve, evaluate.
 pub async fn execute(args: &Args, env: Env) -> anyhow::Result<super::Report> {
-    let inputs = gather(args, env.client).await?;
+    // A bad patch is refused before anything is read.
+    let patches = patch::parse_all(&args.what_if.assume)?;
+    let selector = args.what_if.assume_nodes.as_deref().unwrap_or("");
+    whatif::selector::parse_label_selector(selector)?;
+    let mut inputs = gather(args, env.client).await?;
+    let what_if = if patches.is_empty() {
+        None
+    } else {
+        let today_profiles = inputs.profiles.clone();
+        Some((
+            whatif::assume(&mut inputs, selector, &patches)?,
+            today_profiles,
+        ))
+    };
     let timeout = Duration::from_secs(args.timeout.max(1));
     let registry = args.registry.config(timeout);
     let credentials = Arc::new(DockerConfigFile::for_config(&registry));
@@ -163,16 +209,39 @@ pub async fn execute(args: &Args, env: Env) -> anyhow::Result<super::Report> {
         Some(l) => l,
         None => Arc::new(ImageInspector::new(registry)),
     };
-    Ok(check(
-        &inputs,
-        &ResolveOptions {
-            lookup,
-            credentials,
-            timeout,
-            concurrency: args.concurrency,
-        },
-    )
-    .await?)
+    let Some((what_if, today_profiles)) = what_if else {
+        return Ok(check(
+            &inputs,
+            &resolve_options(args, lookup, credentials, timeout),
+        )
+        .await?);
+    };
+    // Judged twice, today and as assumed, on the same image answers.
+    let opts = resolve_options(
+        args,
+        Arc::new(whatif::memo::Memo::new(lookup)),
+        credentials,
+        timeout,
+    );
+    let mut report = check(&inputs, &opts).await?;
+    inputs.profiles = today_profiles;
+    let today = check(&inputs, &opts).await?;
+    whatif::annotate(&mut report, &today, what_if);
+    Ok(report)
+}
+
+fn resolve_options(
+    args: &Args,
+    lookup: Arc<dyn ImageLookup>,
+    credentials: Arc<DockerConfigFile>,
+    timeout: Duration,
+) -> ResolveOptions {
+    ResolveOptions {
+        lookup,
+        credentials,
+        timeout,
+        concurrency: args.concurrency,
+    }
 }
 
 /// The report in the requested format.

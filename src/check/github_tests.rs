@@ -88,6 +88,7 @@ fn render_ends_with_notes_and_the_verdict() {
         notes: vec!["skipped Service/s (m.yaml, document 2): not a workload kind".into()],
         note_files: vec!["m.yaml".into()],
         files: vec!["m.yaml".into()],
+        what_if: None,
     };
     let out = render(&report, 5);
     let lines: Vec<&str> = out.lines().collect();

@@ -169,6 +169,7 @@ fn report(results: Vec<ObjectResult>, files: &[&str]) -> Report {
         notes: vec!["skipped ConfigMap/c (b.yaml, document 2): not a workload kind".into()],
         note_files: vec!["b.yaml".into()],
         files: files.iter().map(|f| f.to_string()).collect(),
+        what_if: None,
     }
 }
 

@@ -309,6 +309,7 @@ pub fn load_policies(path: &Path) -> Result<Vec<NetfilterPolicy>, LoadError> {
 }
 
 /// Workloads from manifest files; other kinds come back as notes.
+#[derive(Default)]
 pub struct Manifests {
     pub workloads: Vec<Workload>,
     /// Where each workload is (same order as `workloads`).

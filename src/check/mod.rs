@@ -11,9 +11,11 @@ pub mod load;
 pub mod outline;
 pub mod positions;
 pub mod report;
+pub mod running;
 pub mod sarif;
 #[cfg(test)]
 mod test_data;
+pub mod whatif;
 
 use crate::api::{NetfilterPolicy, NodeNetfilterProfile};
 use crate::compat::evaluate::{NodeIndex, PolicyError, Verdict, Workload, validate_policy};
@@ -126,5 +128,6 @@ pub async fn check(inputs: &Inputs, opts: &ResolveOptions) -> Result<Report, Che
         notes: inputs.notes.clone(),
         note_files: inputs.note_files.clone(),
         files: inputs.files.clone(),
+        what_if: None,
     })
 }

@@ -3,6 +3,7 @@
 
 use super::classes::CandidateNode;
 use super::positions::ObjectSource;
+use super::whatif::WhatIf;
 use crate::compat::evaluate::{Decision, Reason, Verdict};
 use serde::Serialize;
 
@@ -20,6 +21,9 @@ pub struct Report {
     /// The manifest files, in the order given.
     #[serde(skip)]
     pub files: Vec<String>,
+    /// Set by `--assume`: the findings on these nodes are predictions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub what_if: Option<WhatIf>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -92,6 +96,9 @@ impl Report {
         }
         for n in &self.notes {
             s.push_str(&format!("note: {n}\n"));
+        }
+        if let Some(w) = &self.what_if {
+            s.push_str(&format!("what-if: {}\n", w.summary()));
         }
         s.push_str(&format!("verdict: {}\n", self.verdict));
         s

@@ -53,6 +53,7 @@ fn results_for_findings_that_raise_the_verdict() {
         notes: vec![],
         note_files: vec![],
         files: vec!["cni.yaml".into(), "-".into()],
+        what_if: None,
     };
     let log: Value = serde_json::from_str(&render(&report, 5).unwrap()).unwrap();
     assert_eq!(log["version"], "2.1.0");

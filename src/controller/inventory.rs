@@ -119,7 +119,6 @@ pub fn inventory<'a>(
     images: &ImageResolutions,
     platform: &Platform,
 ) -> Inventory {
-    let wrapper_nft = wrapper_is_nft(status);
     let mut writers: Vec<Writer> = Vec::new();
     for pod in pods {
         for w in writer_containers(pod) {
@@ -164,7 +163,22 @@ pub fn inventory<'a>(
     }
     writers.sort_by(|a, b| (&a.pod, &a.container).cmp(&(&b.pod, &b.container)));
     writers.dedup_by(|a, b| a.pod == b.pod && a.container == b.container);
+    let (newest, oldest) = nft_writer_range(&writers, status);
+    Inventory {
+        writers,
+        newest_writer_version: newest,
+        oldest_reader_version: oldest,
+    }
+}
 
+/// The newest and oldest iptables-nft among `writers` and the host's own
+/// tools (`newestWriterVersion`, `oldestReaderVersion`). `nfguard check
+/// --assume` recomputes them for a profile whose host facts it changed.
+pub fn nft_writer_range(
+    writers: &[Writer],
+    status: Option<&NodeNetfilterProfileStatus>,
+) -> (Option<Version>, Option<Version>) {
+    let wrapper_nft = wrapper_is_nft(status);
     let host = status.and_then(|s| s.iptables.as_ref());
     let host_nft = host.and_then(|h| nft_version(h.version, h.backend, wrapper_nft));
     let nft_versions = writers
@@ -176,11 +190,7 @@ pub fn inventory<'a>(
         newest = Some(newest.map_or(v, |n| n.max(v)));
         oldest = Some(oldest.map_or(v, |o| o.min(v)));
     }
-    Inventory {
-        writers,
-        newest_writer_version: newest,
-        oldest_reader_version: oldest,
-    }
+    (newest, oldest)
 }
 
 #[cfg(test)]

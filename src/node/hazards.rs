@@ -5,7 +5,7 @@ use super::backends::{backend_facts, has_kube_chains, holds_rules, kubelet_marke
 use super::kube_proxy;
 use crate::api::MarkerState;
 use crate::facts::version::is_known_bad;
-use crate::facts::{Backend, Hazard, HazardCode, Severity, Version};
+use crate::facts::{Backend, Hazard, HazardCode, IptablesFacts, Severity, Version};
 use crate::kernel::{Expr, Rule, RuleSet, Verdict, render_rule};
 
 /// At most this many FirewallUnconditionalDrop hazards are listed one by one.
@@ -41,8 +41,7 @@ pub fn assess(facts: &NodeFacts, min_reader: Option<Version>) -> Vec<Hazard> {
     }
     out.extend(kube_proxy_mode_leftovers(nft, legacy));
     out.extend(bridge_disabled(facts));
-    out.extend(known_bad(facts));
-    out.extend(old_reader(facts, min_reader));
+    out.extend(host_tool_hazards(facts.iptables.as_ref(), min_reader));
     out.extend(probe_failures(facts));
     out.sort_by_key(|h| std::cmp::Reverse(h.severity));
     out
@@ -249,8 +248,21 @@ fn bridge_disabled(facts: &NodeFacts) -> Option<Hazard> {
     ))
 }
 
-fn known_bad(facts: &NodeFacts) -> Option<Hazard> {
-    let v = facts.iptables.as_ref()?.version?;
+/// The hazards of the host's own iptables (its release, and whether it can
+/// read the live rules): the only ones a change of the host's package alone
+/// changes. `nfguard check --assume` re-derives them for a patched profile.
+pub fn host_tool_hazards(
+    iptables: Option<&IptablesFacts>,
+    min_reader: Option<Version>,
+) -> Vec<Hazard> {
+    known_bad(iptables)
+        .into_iter()
+        .chain(old_reader(iptables, min_reader))
+        .collect()
+}
+
+fn known_bad(iptables: Option<&IptablesFacts>) -> Option<Hazard> {
+    let v = iptables?.version?;
     is_known_bad(v).then(|| {
         hazard(
             HazardCode::KnownBadIptables,
@@ -260,8 +272,8 @@ fn known_bad(facts: &NodeFacts) -> Option<Hazard> {
     })
 }
 
-fn old_reader(facts: &NodeFacts, min_reader: Option<Version>) -> Option<Hazard> {
-    let ipt = facts.iptables.as_ref()?;
+fn old_reader(iptables: Option<&IptablesFacts>, min_reader: Option<Version>) -> Option<Hazard> {
+    let ipt = iptables?;
     let (v, min) = (ipt.version?, min_reader?);
     if v >= min {
         return None;

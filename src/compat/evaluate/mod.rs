@@ -15,7 +15,7 @@
 mod candidates;
 mod images;
 mod node_index;
-mod nodeview;
+pub(crate) mod nodeview;
 mod policy;
 mod reason_meta;
 mod render;
