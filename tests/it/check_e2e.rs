@@ -16,38 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const COMMENT: &str = "block incoming localnet connections";
-
-fn kubelet_chains(ns: &Netns, release: &str, tool: &str) {
-    ns.iptables_ok(release, tool, &["-t", "mangle", "-N", "KUBE-IPTABLES-HINT"]);
-    for table in ["mangle", "nat", "filter"] {
-        ns.iptables_ok(release, tool, &["-t", table, "-N", "KUBE-KUBELET-CANARY"]);
-    }
-}
-
-/// kube-proxy's firewall rule: `-m mark` is a native expression from 1.8.8 on.
-fn kube_firewall(ns: &Netns, release: &str, tool: &str) {
-    ns.iptables_ok(release, tool, &["-N", "KUBE-FIREWALL"]);
-    ns.iptables_ok(
-        release,
-        tool,
-        &[
-            "-A",
-            "KUBE-FIREWALL",
-            "-m",
-            "comment",
-            "--comment",
-            COMMENT,
-            "-m",
-            "mark",
-            "--mark",
-            "0x8000/0x8000",
-            "-j",
-            "DROP",
-        ],
-    );
-    ns.iptables_ok(release, tool, &["-A", "INPUT", "-j", "KUBE-FIREWALL"]);
-}
+use netns::{kube_firewall, kubelet_chains};
 
 /// `nfguard inspect node --as-profile NAME` inside `ns` (YAML) into `dir/NAME.yaml`.
 fn capture(ns: &Netns, host_root: &Path, name: &str, dir: &Path) {

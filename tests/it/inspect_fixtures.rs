@@ -2,11 +2,12 @@
 //! extracted by scripts/fetch-iptables.sh, laid out as dpkg's postinst and
 //! update-alternatives would leave them, read through `HostRoot`.
 
+use crate::inspect_support::fixtures;
 use nfguard::facts::{Backend, EvidenceSource, Version};
 use nfguard::rootfs::{HostRoot, collect};
 use std::collections::BTreeMap;
 use std::os::unix::fs::symlink;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 const RELEASES: [(&str, Version, &str); 3] = [
@@ -14,18 +15,6 @@ const RELEASES: [(&str, Version, &str); 3] = [
     ("1.8.9", Version::new(1, 8, 9), "1.8.9-2"),
     ("1.8.11", Version::new(1, 8, 11), "1.8.11-2"),
 ];
-
-fn fixtures() -> PathBuf {
-    let dir = std::env::var_os("NFGUARD_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/fixtures"));
-    assert!(
-        dir.join("iptables/1.8.7/root").is_dir(),
-        "iptables fixtures missing under {}: run scripts/fetch-iptables.sh",
-        dir.display()
-    );
-    dir.join("iptables")
-}
 
 /// A copy of one release's extracted tree (tests may change it).
 fn tree(release: &str) -> tempfile::TempDir {

@@ -7,7 +7,7 @@ use crate::support::netns;
 use netns::Netns;
 use serde_json::Value;
 
-const COMMENT: &str = "block incoming localnet connections";
+use netns::{KUBE_FIREWALL_COMMENT as COMMENT, kube_firewall, kubelet_chains};
 
 /// Probe with an empty host root (a host without iptables, as on Talos), so
 /// only the kernel facts speak.
@@ -44,37 +44,6 @@ const FAMILIES: [(&str, &str, &str); 2] = [
     ("iptables", "ip", "10.0.0.0/8"),
     ("ip6tables", "ip6", "fd00::/8"),
 ];
-
-/// What kubelet creates at start: the hint chain and the canaries.
-fn kubelet_chains(ns: &Netns, release: &str, tool: &str) {
-    ns.iptables_ok(release, tool, &["-t", "mangle", "-N", "KUBE-IPTABLES-HINT"]);
-    for table in ["mangle", "nat", "filter"] {
-        ns.iptables_ok(release, tool, &["-t", table, "-N", "KUBE-KUBELET-CANARY"]);
-    }
-}
-
-fn kube_firewall(ns: &Netns, release: &str, tool: &str) {
-    ns.iptables_ok(release, tool, &["-N", "KUBE-FIREWALL"]);
-    ns.iptables_ok(
-        release,
-        tool,
-        &[
-            "-A",
-            "KUBE-FIREWALL",
-            "-m",
-            "comment",
-            "--comment",
-            COMMENT,
-            "-m",
-            "mark",
-            "--mark",
-            "0x8000/0x8000",
-            "-j",
-            "DROP",
-        ],
-    );
-    ns.iptables_ok(release, tool, &["-A", "INPUT", "-j", "KUBE-FIREWALL"]);
-}
 
 #[test]
 #[ignore = "needs root: network namespaces (scripts/test.sh runs it; as root: cargo test -- --include-ignored)"]

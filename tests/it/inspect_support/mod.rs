@@ -2,7 +2,6 @@
 //! into the header so tests can use hostile names (`../x`, `/abs`).
 
 use nfguard::rootfs::{Layer, LayerLimits, LayeredRoot};
-use std::path::Path;
 
 pub enum E<'a> {
     Dir(&'a str),
@@ -64,10 +63,9 @@ pub fn image(bottom_up: Vec<impl Into<std::sync::Arc<Layer>>>, complete: bool) -
     LayeredRoot { layers, complete }
 }
 
+/// `<fixtures>/iptables`, which must hold the releases.
 pub fn fixtures() -> std::path::PathBuf {
-    let dir = std::env::var_os("NFGUARD_FIXTURES")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/fixtures"));
+    let dir = crate::support::netns::fixtures_dir();
     assert!(
         dir.join("iptables/1.8.7/root").is_dir(),
         "iptables fixtures missing under {}: run scripts/fetch-iptables.sh",

@@ -248,3 +248,40 @@ pub fn installed_host_root(release: &str, backend: &str) -> tempfile::TempDir {
     symlink("/etc/alternatives/iptables", root.join("usr/sbin/iptables")).unwrap();
     tmp
 }
+
+// ---- The rules kubelet and kube-proxy write, for the node scenarios ----
+
+/// The comment of kube-proxy's KUBE-FIREWALL rule.
+pub const KUBE_FIREWALL_COMMENT: &str = "block incoming localnet connections";
+
+/// What kubelet creates at start: the hint chain and the canaries.
+pub fn kubelet_chains(ns: &Netns, release: &str, tool: &str) {
+    ns.iptables_ok(release, tool, &["-t", "mangle", "-N", "KUBE-IPTABLES-HINT"]);
+    for table in ["mangle", "nat", "filter"] {
+        ns.iptables_ok(release, tool, &["-t", table, "-N", "KUBE-KUBELET-CANARY"]);
+    }
+}
+
+/// kube-proxy's firewall rule: `-m mark` is a native expression from 1.8.8 on.
+pub fn kube_firewall(ns: &Netns, release: &str, tool: &str) {
+    ns.iptables_ok(release, tool, &["-N", "KUBE-FIREWALL"]);
+    ns.iptables_ok(
+        release,
+        tool,
+        &[
+            "-A",
+            "KUBE-FIREWALL",
+            "-m",
+            "comment",
+            "--comment",
+            KUBE_FIREWALL_COMMENT,
+            "-m",
+            "mark",
+            "--mark",
+            "0x8000/0x8000",
+            "-j",
+            "DROP",
+        ],
+    );
+    ns.iptables_ok(release, tool, &["-A", "INPUT", "-j", "KUBE-FIREWALL"]);
+}
