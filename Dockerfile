@@ -4,7 +4,7 @@
 # Without Docker (the same stage, this machine's libraries): scripts/build-image.sh
 # The final image holds only the nfguard binary and the C runtime: nfguard
 # reads netfilter state through netlink/getsockopt itself and never runs or
-# ships iptables or nft (tests/install_dockerfile.rs checks this file).
+# ships iptables or nft (tests/it/install_dockerfile.rs checks this file).
 
 ARG RUST_VERSION=1.89
 # Base images by tag here; a release builds with both pinned by digest
@@ -40,7 +40,7 @@ COPY --from=builder /out/nfguard /usr/local/bin/nfguard
 # by root. It never writes netfilter state.
 USER 65532:65532
 # distroless's own settings, spelled out: scripts/build-image.sh builds the
-# same stage without Docker, and tests/install_dockerfile.rs compares the two.
+# same stage without Docker, and tests/it/install_dockerfile.rs compares the two.
 WORKDIR /home/nonroot
 ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt
 EXPOSE 8443 9090

@@ -8,9 +8,9 @@
 //! 3. warm `ImageInspector::cached` look-up (in process), vs the cold
 //!    in-process inspection of the same image.
 
-#[path = "../tests/support/images.rs"]
+#[path = "../tests/it/support/images.rs"]
 mod images;
-#[path = "../tests/support/registry.rs"]
+#[path = "../tests/it/support/registry.rs"]
 mod registry;
 
 use images::*;

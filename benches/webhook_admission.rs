@@ -12,9 +12,9 @@
 //! per request (judged afresh). Alternating rounds; prints p99 latency and
 //! throughput and the ratios webhook/baseline.
 
-#[path = "../tests/support/images.rs"]
+#[path = "../tests/it/support/images.rs"]
 mod images;
-#[path = "../tests/support/registry.rs"]
+#[path = "../tests/it/support/registry.rs"]
 mod registry;
 
 use images::*;

@@ -1761,7 +1761,7 @@ s13_gate_without_webhook() {
     fail "the hostNetwork pod was refused, but not for the missing webhook: $out"
   ok "a hostNetwork + NET_ADMIN pod is refused: $out"
 
-  # The table the webhook's Rust test is held to (tests/gate_match.rs): an
+  # The table the webhook's Rust test is held to (tests/it/gate_match.rs): an
   # object reaches the webhook (here: is refused) exactly when it says yes.
   while IFS= read -r line; do
     [[ "$line" == "{"* ]] || continue

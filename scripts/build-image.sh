@@ -5,7 +5,7 @@
 # and from it the Dockerfile's runtime stage (the binary, the C libraries it
 # links, the CA bundle, the distroless accounts, user 65532, no iptables or
 # nft), as an OCI archive named IMAGE. The local e2e cluster builds its image
-# with this same script; tests/install_dockerfile.rs checks that what it
+# with this same script; tests/it/install_dockerfile.rs checks that what it
 # builds equals the Dockerfile's runtime stage.
 #
 # IMAGE defaults to the image manifests/ and the chart install

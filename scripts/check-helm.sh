@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Offline checks of the Helm chart charts/nfguard; tests/install_helm.rs runs
+# Offline checks of the Helm chart charts/nfguard; tests/it/install_helm.rs runs
 # each step as a test of its own:
 #   lint       helm lint --strict, with the defaults and with the custom values
 #   same       the default render (release nfguard, namespace nfguard-system,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Offline checks of nfguard's install artefacts (tests/install_check.rs runs it):
+# Offline checks of nfguard's install artefacts (tests/it/install_check.rs runs it):
 #   1. render manifests/ with `kubectl kustomize` (or `kustomize build`) and
 #      with scripts/kustomize_render.py; both must agree when both exist;
 #   2. validate every built-in object with kubernetes-validate (strict) for

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Checks renders of the Helm chart charts/nfguard (scripts/check-helm.sh
-runs it; tests/install_helm.rs runs that).
+runs it; tests/it/install_helm.rs runs that).
 
   check_helm.py same CHART.yaml KUSTOMIZE.yaml
       the chart's default render equals manifests/ object by object; every

@@ -605,7 +605,7 @@ GATE_TABLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e
 
 def check_webhook_match_conditions_cel(objs):
     """Evaluates the webhook configuration's matchConditions on the table
-    e2e/gate-match.yaml (which tests/gate_match.rs holds the webhook's Rust
+    e2e/gate-match.yaml (which tests/it/gate_match.rs holds the webhook's Rust
     test to) and on Pod UPDATEs: the API server must send nfguard exactly
     what it judges. trim() and upperAscii() (Kubernetes' CEL string library)
     are supplied here as Go defines them."""

@@ -3,10 +3,10 @@
 # proxy, cached, so a second run takes a second) and prints the environment
 # that points the tests at them, one NAME=VALUE a line. scripts/test.sh
 # exports it; .github/workflows/tests.yml appends it to $GITHUB_ENV.
-#   helm                 the chart's checks (tests/install_helm.rs), the e2e's Helm install
-#   promtool, kustomize  tests/monitoring.rs
-#   krew                 krew's validator and installer (tests/plugin_krew.rs)
-#   actionlint           the GitHub workflows (tests/ci_workflows.rs)
+#   helm                 the chart's checks (tests/it/install_helm.rs), the e2e's Helm install
+#   promtool, kustomize  tests/it/monitoring.rs
+#   krew                 krew's validator and installer (tests/it/plugin_krew.rs)
+#   actionlint           the GitHub workflows (tests/it/ci_workflows.rs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # monitoring/ holds the one source of nfguard's alert rules and Grafana
-# dashboard (tests/monitoring.rs checks them, `kubectl apply -k monitoring/`
+# dashboard (tests/it/monitoring.rs checks them, `kubectl apply -k monitoring/`
 # installs them). Helm reads files only from inside its chart, so the chart
 # carries generated copies in charts/nfguard/files/; this script writes them.
 #   scripts/sync-monitoring.sh           rewrite the chart's copies
@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 
 CHART=${NFGUARD_CHART:-charts/nfguard}
 HEADER="# Generated from monitoring/prometheus-rules.yaml by scripts/sync-monitoring.sh:
-# edit that file, then run the script (tests/install_helm.rs fails while the
+# edit that file, then run the script (tests/it/install_helm.rs fails while the
 # two differ). The chart renders this file's spec, never as a template."
 
 mode="write"

@@ -34,7 +34,7 @@ fi
 command -v cargo-nextest >/dev/null || cargo install --locked cargo-nextest
 
 # Offline manifest validation (scripts/check-install.sh) and the JUnit/SARIF
-# schema checks of tests/check_ci_*.rs: pinned PyPI packages.
+# schema checks of tests/it/check_ci_*.rs: pinned PyPI packages.
 python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
   -r scripts/test-requirements.txt
 

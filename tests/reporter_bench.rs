@@ -11,7 +11,7 @@
 //!
 //! It prints figures only; nothing here asserts on time.
 
-#[path = "support/netns.rs"]
+#[path = "it/support/netns.rs"]
 mod netns;
 
 use netns::Netns;

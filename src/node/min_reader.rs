@@ -3,7 +3,7 @@
 //! loss. Pure: a function of the rule set only.
 //!
 //! Every mapping is proved by a test that writes with one real release and
-//! reads back with another (tests/node_min_reader.rs):
+//! reads back with another (tests/it/node_min_reader.rs):
 //! - `meta mark` load (native `-m mark`, 1.8.8+)       -> 1.8.8
 //! - `payload` in the transport header (native `--sport/--dport`, `--tcp-flags`, 1.8.8+) -> 1.8.8
 //! - `range` (native port ranges, 1.8.8+)                -> 1.8.8

@@ -341,7 +341,7 @@ pub fn pod_spec_can_write(spec: &PodSpec) -> bool {
 /// Whether the admission gate judges `spec` at all: hostNetwork, or a
 /// container that can write rules. Every other pod spec is allowed without
 /// a finding, so the webhook configuration's matchConditions (the same test
-/// in CEL) keep such pods away from the webhook; tests/gate_match.rs holds
+/// in CEL) keep such pods away from the webhook; tests/it/gate_match.rs holds
 /// both to one table.
 pub fn pod_spec_reaches_gate(spec: &PodSpec) -> bool {
     spec.host_network.unwrap_or(false) || pod_spec_can_write(spec)

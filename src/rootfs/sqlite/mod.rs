@@ -21,7 +21,7 @@ pub use schema::TableShape;
 /// Largest file read: the probes' own cap on a package database. Measured
 /// worst case for a hostile file of this size, 99,037 rows of one shared
 /// 670-byte header, just inside the row and payload caps
-/// (`tests/sqlite_reader.rs`, `hostile_64_mib_file_is_read_in_bounded_time`):
+/// (`tests/it/sqlite_reader.rs`, `hostile_64_mib_file_is_read_in_bounded_time`):
 /// 111 ms through `rpm::packages` in the unoptimised test build, on the
 /// shared 2-core machine at load 10.
 pub const MAX_FILE_BYTES: usize = crate::rootfs::probes::MAX_DB_BYTES as usize;

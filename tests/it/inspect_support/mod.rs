@@ -1,0 +1,134 @@
+//! Layer tars built in memory for the inspect tests. Names are written raw
+//! into the header so tests can use hostile names (`../x`, `/abs`).
+
+use nfguard::rootfs::{Layer, LayerLimits, LayeredRoot};
+
+pub enum E<'a> {
+    Dir(&'a str),
+    File(&'a str, &'a [u8]),
+    Symlink(&'a str, &'a str),
+    Hard(&'a str, &'a str),
+}
+
+fn raw_header(name: &str, kind: tar::EntryType, size: u64, link: Option<&str>) -> tar::Header {
+    let mut h = tar::Header::new_ustar();
+    h.set_entry_type(kind);
+    h.set_size(size);
+    h.set_mode(if kind.is_dir() { 0o755 } else { 0o644 });
+    h.set_mtime(0);
+    {
+        let old = h.as_old_mut();
+        assert!(name.len() <= 100, "test names fit the ustar name field");
+        old.name = [0; 100];
+        old.name[..name.len()].copy_from_slice(name.as_bytes());
+        if let Some(l) = link {
+            assert!(l.len() <= 100);
+            old.linkname = [0; 100];
+            old.linkname[..l.len()].copy_from_slice(l.as_bytes());
+        }
+    }
+    h.set_cksum();
+    h
+}
+
+pub fn tar(entries: &[E]) -> Vec<u8> {
+    let mut b = tar::Builder::new(Vec::new());
+    for e in entries {
+        match e {
+            E::Dir(n) => {
+                let h = raw_header(n, tar::EntryType::Directory, 0, None);
+                b.append(&h, &[][..]).unwrap();
+            }
+            E::File(n, data) => {
+                let h = raw_header(n, tar::EntryType::Regular, data.len() as u64, None);
+                b.append(&h, *data).unwrap();
+            }
+            E::Symlink(n, t) => {
+                let h = raw_header(n, tar::EntryType::Symlink, 0, Some(t));
+                b.append(&h, &[][..]).unwrap();
+            }
+            E::Hard(n, t) => {
+                let h = raw_header(n, tar::EntryType::Link, 0, Some(t));
+                b.append(&h, &[][..]).unwrap();
+            }
+        }
+    }
+    b.into_inner().unwrap()
+}
+
+/// Layers given bottom-up (as an image manifest lists them).
+/// Layers are shared (`Arc`) as the registry's layer cache shares them.
+pub fn image(bottom_up: Vec<impl Into<std::sync::Arc<Layer>>>, complete: bool) -> LayeredRoot {
+    let layers = bottom_up.into_iter().rev().map(Into::into).collect();
+    LayeredRoot { layers, complete }
+}
+
+/// `<fixtures>/iptables`, which must hold the releases.
+pub fn fixtures() -> std::path::PathBuf {
+    let dir = crate::support::netns::fixtures_dir();
+    assert!(
+        dir.join("iptables/1.8.7/root").is_dir(),
+        "iptables fixtures missing under {}: run scripts/fetch-iptables.sh",
+        dir.display()
+    );
+    dir.join("iptables")
+}
+
+/// The real release's xtables binaries.
+pub fn real_binary(release: &str, name: &str) -> Vec<u8> {
+    std::fs::read(fixtures().join(release).join("root/usr/sbin").join(name)).unwrap()
+}
+
+/// A Debian-like layer installing iptables `release` with the alternatives
+/// pointing at `backend`, the real binaries and a dpkg status stanza.
+pub fn debian_install(release: &str, pkg_version: &str, backend: &str) -> Vec<u8> {
+    let nft = real_binary(release, "xtables-nft-multi");
+    let legacy = real_binary(release, "xtables-legacy-multi");
+    let status =
+        format!("Package: iptables\nStatus: install ok installed\nVersion: {pkg_version}\n\n");
+    let alt = format!("/usr/sbin/iptables-{backend}");
+    tar(&[
+        E::Dir("./"),
+        E::Dir("./etc/"),
+        E::Dir("./etc/alternatives/"),
+        E::Symlink("./etc/alternatives/iptables", &alt),
+        E::Dir("./usr/"),
+        E::Dir("./usr/sbin/"),
+        E::File("./usr/sbin/xtables-nft-multi", &nft),
+        E::File("./usr/sbin/xtables-legacy-multi", &legacy),
+        E::Symlink("./usr/sbin/iptables-nft", "xtables-nft-multi"),
+        E::Symlink("./usr/sbin/iptables-legacy", "xtables-legacy-multi"),
+        E::Symlink("./usr/sbin/iptables", "/etc/alternatives/iptables"),
+        E::Dir("./var/"),
+        E::Dir("./var/lib/"),
+        E::Dir("./var/lib/dpkg/"),
+        E::File("./var/lib/dpkg/status", status.as_bytes()),
+    ])
+}
+
+/// A usr-merged Debian base: /sbin, /bin, /lib are links into /usr.
+pub fn usrmerge_base() -> Vec<u8> {
+    tar(&[
+        E::Dir("./"),
+        E::Symlink("./sbin", "usr/sbin"),
+        E::Symlink("./bin", "usr/bin"),
+        E::Symlink("./lib", "usr/lib"),
+        E::Dir("./usr/"),
+        E::Dir("./usr/sbin/"),
+        E::Dir("./usr/bin/"),
+        E::Dir("./usr/lib/"),
+        E::Dir("./etc/"),
+        E::File("./etc/os-release", b"ID=debian\n"),
+        E::Dir("./var/"),
+        E::Dir("./var/lib/"),
+        E::Dir("./var/lib/dpkg/"),
+        E::File(
+            "./var/lib/dpkg/status",
+            b"Package: libc6\nStatus: install ok installed\nVersion: 2.36-9\n\n",
+        ),
+    ])
+}
+
+pub fn from(bytes: &[u8]) -> Layer {
+    Layer::from_tar(bytes, &LayerLimits::default()).unwrap()
+}
