@@ -214,7 +214,9 @@ async fn a_tag_is_pinned_to_one_digest_for_every_platform_until_its_ttl() {
     let (old_amd, old_arm) = pair(&reg, work.path(), "agent", "1.8.7");
     let (new_amd, new_arm) = pair(&reg, work.path(), "agent", "1.8.11");
     push_index(&reg.host(), "agent", "stable", &[&old_amd, &old_arm]);
-    let tag_ttl = std::time::Duration::from_secs(5);
+    // Long enough that a loaded machine still reads the second platform
+    // within the pin (the test fails, never skips, when it cannot).
+    let tag_ttl = std::time::Duration::from_secs(20);
     let insp = inspector_with(
         &reg,
         RegistryConfig {
@@ -225,8 +227,11 @@ async fn a_tag_is_pinned_to_one_digest_for_every_platform_until_its_ttl() {
     let stable = format!("{}/agent:stable", reg.host());
     let arm64: Platform = "linux/arm64".parse().unwrap();
 
+    // The pin is made during this first look-up: no earlier than
+    // `pinned_at`, no later than `pinned_by`.
     let pinned_at = std::time::Instant::now();
     let amd = insp.inspect(&stable, &amd64(), None).await.unwrap();
+    let pinned_by = std::time::Instant::now();
     assert_eq!(
         (amd.digest.as_str(), version_of(&amd).as_str()),
         (old_amd.digest.as_str(), "1.8.7")
@@ -247,7 +252,7 @@ async fn a_tag_is_pinned_to_one_digest_for_every_platform_until_its_ttl() {
 
     // Once the pin expires, both platforms are judged by the new digest.
     tokio::time::sleep(
-        tag_ttl.saturating_sub(pinned_at.elapsed()) + std::time::Duration::from_millis(200),
+        tag_ttl.saturating_sub(pinned_by.elapsed()) + std::time::Duration::from_millis(200),
     )
     .await;
     let arm = insp.inspect(&stable, &arm64, None).await.unwrap();
