@@ -15,6 +15,7 @@ pub mod output;
 pub mod plugin;
 pub mod registry;
 pub mod reporter;
+pub mod reports;
 pub mod rootfs;
 pub mod runtime;
 pub mod status;
