@@ -6,6 +6,8 @@ pub mod capped;
 pub mod check;
 pub mod compat;
 pub mod controller;
+#[cfg(test)]
+mod docs_block;
 pub mod facts;
 pub mod judgement;
 pub mod kernel;

@@ -7,6 +7,7 @@ use super::owner::ObjectId;
 use super::result::{JudgedPod, SOURCE, pod_results};
 use super::shapes::{
     Limits, PolicyReport, Report, ReportApi, ReportConfiguration, ReportResult, ReportSummary,
+    ResultSeverity,
 };
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -165,7 +166,8 @@ impl DesiredReport {
         report
     }
 
-    /// As a `wgpolicyk8s.io/v1alpha2` `PolicyReport`.
+    /// As a `wgpolicyk8s.io/v1alpha2` `PolicyReport` (severities as its
+    /// published CRD allows: [`ResultSeverity::in_wg_policy`]).
     pub fn to_policy_report(&self) -> PolicyReport {
         let api = ReportApi::WgPolicy;
         let mut report = PolicyReport {
@@ -174,7 +176,14 @@ impl DesiredReport {
             metadata: self.metadata(),
             scope: Some(self.scope()),
             summary: self.summary,
-            results: self.results.clone(),
+            results: self
+                .results
+                .iter()
+                .map(|r| ReportResult {
+                    severity: r.severity.map(ResultSeverity::in_wg_policy),
+                    ..r.clone()
+                })
+                .collect(),
         };
         let hash = content_hash(&report);
         set_hash(&mut report.metadata, hash);
@@ -229,7 +238,7 @@ mod tests {
     use crate::compat::evaluate::{Decision, Reason, ReasonCode, Verdict};
     use crate::facts::Severity;
     use crate::reports::owner::PodRef;
-    use crate::reports::shapes::{ResultKind, ResultSeverity};
+    use crate::reports::shapes::ResultKind;
 
     pub(crate) fn owner(kind: &str, name: &str) -> ObjectId {
         ObjectId {
@@ -447,7 +456,17 @@ mod tests {
             (old.api_version.as_str(), old.kind.as_str()),
             ("wgpolicyk8s.io/v1alpha2", "PolicyReport")
         );
-        assert_eq!(new.results, old.results);
+        // The same results but for the severities the older CRD allows.
+        assert_eq!(new.results.len(), old.results.len());
+        for (n, o) in new.results.iter().zip(&old.results) {
+            let n_as_old = ReportResult {
+                severity: n.severity.map(ResultSeverity::in_wg_policy),
+                ..n.clone()
+            };
+            assert_eq!(&n_as_old, o);
+        }
+        assert_eq!(new.results[0].severity, Some(ResultSeverity::Critical));
+        assert_eq!(old.results[0].severity, Some(ResultSeverity::High));
         assert_eq!(new.summary, old.summary);
         assert_eq!(new.scope, old.scope);
         for meta in [&new.metadata, &old.metadata] {

@@ -13,6 +13,8 @@
 //! 4. [`needs_write`]: only a changed content is written.
 
 mod build;
+#[cfg(test)]
+mod docs_example;
 mod owner;
 mod result;
 mod shapes;

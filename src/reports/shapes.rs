@@ -111,6 +111,21 @@ pub enum ResultSeverity {
     Info,
 }
 
+impl ResultSeverity {
+    /// The severity in a `wgpolicyk8s.io/v1alpha2` report. The v1alpha2 CRD
+    /// kubernetes-sigs/wg-policy-prototypes first published (2021, still
+    /// installed by older engines) allows only `high`, `medium` and `low`
+    /// and refuses the rest; today's adds `critical` and `info`. The three
+    /// values both accept.
+    pub const fn in_wg_policy(self) -> Self {
+        match self {
+            ResultSeverity::Critical | ResultSeverity::High => ResultSeverity::High,
+            ResultSeverity::Medium => ResultSeverity::Medium,
+            ResultSeverity::Low | ResultSeverity::Info => ResultSeverity::Low,
+        }
+    }
+}
+
 /// `ReportResult` (openreports) = `PolicyReportResult` (wgpolicyk8s).
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -275,6 +290,15 @@ mod tests {
             json!({"pass": 0, "fail": 0, "warn": 2, "error": 0, "skip": 0})
         );
         assert_eq!(s.total(), 2);
+    }
+
+    #[test]
+    fn wg_policy_severities_are_the_three_its_published_crd_allows() {
+        use ResultSeverity::*;
+        let got: Vec<_> = [Critical, High, Medium, Low, Info]
+            .map(ResultSeverity::in_wg_policy)
+            .to_vec();
+        assert_eq!(got, [High, High, Medium, Low, Low]);
     }
 
     #[test]
