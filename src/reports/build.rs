@@ -7,7 +7,7 @@ use super::owner::ObjectId;
 use super::result::{JudgedPod, SOURCE, pod_results};
 use super::shapes::{
     Limits, PolicyReport, Report, ReportApi, ReportConfiguration, ReportResult, ReportSummary,
-    ResultSeverity,
+    ResultKind, ResultSeverity,
 };
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -54,18 +54,24 @@ pub fn report_name(owner: &ObjectId) -> String {
 
 /// The order results are listed (and kept under the cap) in: worst first,
 /// then by pod, node, rule and message, whatever order the pods came in.
-fn order(a: &ReportResult, b: &ReportResult) -> std::cmp::Ordering {
-    let key = |r: &ReportResult| {
-        (
-            r.result,
-            r.severity,
-            r.resources.first().and_then(|o| o.name.clone()),
-            r.properties.get("node").cloned(),
-            r.rule.clone(),
-            r.message.clone(),
-        )
-    };
-    key(a).cmp(&key(b))
+type OrderKey = (
+    Option<ResultKind>,
+    Option<ResultSeverity>,
+    Option<String>,
+    Option<String>,
+    String,
+    String,
+);
+
+fn order_key(r: &ReportResult) -> OrderKey {
+    (
+        r.result,
+        r.severity,
+        r.resources.first().and_then(|o| o.name.clone()),
+        r.properties.get("node").cloned(),
+        r.rule.clone(),
+        r.message.clone(),
+    )
 }
 
 /// Every pod's results grouped by its owner (`owners[i]` is `pods[i]`'s,
@@ -92,7 +98,7 @@ pub fn build_reports(pods: &[JudgedPod<'_>], owners: &[ObjectId]) -> Vec<Desired
                     summary.add(kind);
                 }
             }
-            results.sort_by(order);
+            results.sort_by_cached_key(order_key);
             let left_out = results.len().saturating_sub(MAX_RESULTS);
             results.truncate(MAX_RESULTS);
             DesiredReport {
@@ -238,7 +244,7 @@ mod tests {
     use crate::compat::evaluate::{Decision, Reason, ReasonCode, Verdict};
     use crate::facts::Severity;
     use crate::reports::owner::PodRef;
-    use crate::reports::shapes::ResultKind;
+    use crate::reports::test_support::{self as support, pod};
 
     pub(crate) fn owner(kind: &str, name: &str) -> ObjectId {
         ObjectId {
@@ -249,49 +255,12 @@ mod tests {
         }
     }
 
-    fn pod(ns: &str, name: &str) -> PodRef {
-        PodRef {
-            namespace: ns.into(),
-            name: name.into(),
-            uid: format!("uid-{name}"),
-            controller: None,
-        }
-    }
-
     fn reason(code: ReasonCode, effect: Verdict, node: &str) -> Reason {
-        Reason {
-            code,
-            severity: Severity::Critical,
-            effect,
-            node: Some(node.into()),
-            nodes: vec![node.into()],
-            container: Some("c".into()),
-            image: Some("img:1".into()),
-            image_digest: None,
-            platform: None,
-            image_version: None,
-            image_backend: None,
-            node_backend: None,
-            other: None,
-            other_version: None,
-            min_reader_version: None,
-            message: format!("{code} on {node}"),
-            remedy: None,
-        }
+        support::reason(code, Severity::Critical, effect, node)
     }
 
     fn decision(reasons: Vec<Reason>) -> Decision {
-        Decision {
-            verdict: reasons
-                .iter()
-                .map(|r| r.effect)
-                .max()
-                .unwrap_or(Verdict::Allow),
-            reasons,
-            candidate_nodes: 1,
-            containers_in_scope: 1,
-            exemptions_allowed: false,
-        }
+        support::decision(reasons, 1)
     }
 
     /// `n` pods of one DaemonSet, one per node; every third one fails.

@@ -20,6 +20,8 @@ mod result;
 mod shapes;
 #[cfg(test)]
 mod size_tests;
+#[cfg(test)]
+mod test_support;
 
 pub use build::{
     ANNOTATION_CONTENT_HASH, ANNOTATION_RESULTS_LEFT_OUT, DesiredReport, LABEL_MANAGED_BY,

@@ -189,51 +189,14 @@ pub fn pod_results(judged: &JudgedPod<'_>) -> Vec<ReportResult> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::facts::{Backend, Version};
+    use crate::reports::test_support::{self as support, decision};
 
-    pub(crate) fn reason(code: ReasonCode, severity: Severity, effect: Verdict) -> Reason {
-        Reason {
-            code,
-            severity,
-            effect,
-            node: Some("n1".into()),
-            nodes: vec!["n1".into()],
-            container: Some("c".into()),
-            image: Some("img:1".into()),
-            image_digest: Some(format!("sha256:{}", "a".repeat(64))),
-            platform: Some("linux/amd64".into()),
-            image_version: Some(Version::new(1, 8, 7)),
-            image_backend: Some(Backend::Nft),
-            node_backend: Some("nft".into()),
-            other: None,
-            other_version: Some(Version::new(1, 8, 10)),
-            min_reader_version: None,
-            message: "the message".into(),
-            remedy: None,
-        }
+    fn reason(code: ReasonCode, severity: Severity, effect: Verdict) -> Reason {
+        support::reason(code, severity, effect, "n1")
     }
 
     fn pod() -> PodRef {
-        PodRef {
-            namespace: "ns".into(),
-            name: "p".into(),
-            uid: "u".into(),
-            controller: None,
-        }
-    }
-
-    fn decision(reasons: Vec<Reason>, in_scope: usize) -> Decision {
-        Decision {
-            verdict: reasons
-                .iter()
-                .map(|r| r.effect)
-                .max()
-                .unwrap_or(Verdict::Allow),
-            reasons,
-            candidate_nodes: 1,
-            containers_in_scope: in_scope,
-            exemptions_allowed: false,
-        }
+        support::pod("ns", "p")
     }
 
     #[test]
@@ -322,6 +285,20 @@ mod tests {
     }
 
     #[test]
+    fn each_class_has_its_own_category() {
+        let classes = [
+            ReasonClass::Unsafe,
+            ReasonClass::CannotEvaluate,
+            ReasonClass::Exemption,
+            ReasonClass::Info,
+        ];
+        let mut names: Vec<&str> = classes.map(category).to_vec();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names, ["cannot-evaluate", "exemption", "info", "unsafe"]);
+    }
+
+    #[test]
     fn the_policy_is_the_sorted_sources_or_the_default() {
         assert_eq!(policy_name(&[]), DEFAULT_POLICY);
         let names = ["b".to_string(), "a".to_string(), "b".to_string()];
@@ -362,7 +339,7 @@ mod tests {
         assert_eq!(res.result, Some(ResultKind::Fail));
         assert_eq!(res.severity, Some(ResultSeverity::Critical));
         assert_eq!(res.resources[0].name.as_deref(), Some("p"));
-        assert_eq!(res.resources[0].uid.as_deref(), Some("u"));
+        assert_eq!(res.resources[0].uid.as_deref(), Some("uid-p"));
         let props: Vec<(&str, &str)> = res
             .properties
             .iter()

@@ -36,13 +36,7 @@ fn failing(node: &str, image: &str) -> Decision {
         message: MESSAGE.into(),
         remedy: Some(REMEDY.into()),
     };
-    Decision {
-        verdict: Verdict::Deny,
-        reasons: vec![reason],
-        candidate_nodes: 1,
-        containers_in_scope: 1,
-        exemptions_allowed: false,
-    }
+    super::test_support::decision(vec![reason], 1)
 }
 
 /// The cost of one cluster shape's reports.
