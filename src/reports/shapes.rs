@@ -65,6 +65,18 @@ impl ReportApi {
             ReportApi::WgPolicy => "policyreports",
         }
     }
+
+    /// For a dynamic client (`Api<DynamicObject>`): nfguard does not own
+    /// these CRDs, so it has no typed `kube::Resource` for them.
+    pub fn api_resource(self) -> kube::core::ApiResource {
+        kube::core::ApiResource {
+            group: self.group().into(),
+            version: self.version().into(),
+            api_version: self.api_version().into(),
+            kind: self.kind().into(),
+            plural: self.plural().into(),
+        }
+    }
 }
 
 /// `pass`, `fail`, `warn`, `error`, `skip` (the schemas' enum).
@@ -256,6 +268,12 @@ mod tests {
         );
         for a in ReportApi::ALL {
             assert_eq!(a.api_version(), format!("{}/{}", a.group(), a.version()));
+            let r = a.api_resource();
+            assert_eq!(
+                (r.group.as_str(), r.version.as_str(), r.api_version.as_str()),
+                (a.group(), a.version(), a.api_version())
+            );
+            assert_eq!((r.kind.as_str(), r.plural.as_str()), (a.kind(), a.plural()));
         }
     }
 
