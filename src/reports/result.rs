@@ -274,6 +274,40 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// The report says what the webhook says: a `fail` result exactly
+        /// when the pod's verdict is deny; else a `warn` result exactly when
+        /// it is warn. Any reasons the engine can give (an unsafe one never
+        /// allows), in any number and order.
+        #[test]
+        fn the_worst_result_is_the_verdict(
+            picks in proptest::collection::vec((0..ReasonCode::ALL.len(), 0..3usize, 0..3usize), 0..6),
+        ) {
+            let severities = [Severity::Info, Severity::Warning, Severity::Critical];
+            let effects = [Verdict::Allow, Verdict::Warn, Verdict::Deny];
+            let reasons: Vec<Reason> = picks
+                .into_iter()
+                .map(|(c, s, e)| {
+                    let code = ReasonCode::ALL[c];
+                    let unsafe_code = code.meta().class == ReasonClass::Unsafe;
+                    let effect = if unsafe_code && e == 0 { Verdict::Warn } else { effects[e] };
+                    reason(code, severities[s], effect)
+                })
+                .collect();
+            let d = decision(reasons, 1);
+            let p = pod();
+            let judged = JudgedPod { pod: &p, node: "n1", policies: &[], decision: &d };
+            let kinds: Vec<ResultKind> =
+                pod_results(&judged).iter().filter_map(|r| r.result).collect();
+            let has = |k| kinds.contains(&k);
+            proptest::prop_assert_eq!(d.verdict == Verdict::Deny, has(ResultKind::Fail));
+            proptest::prop_assert_eq!(
+                d.verdict == Verdict::Warn,
+                !has(ResultKind::Fail) && has(ResultKind::Warn)
+            );
+        }
+    }
+
     #[test]
     fn severities_map_onto_the_schemas_enum() {
         assert_eq!(
