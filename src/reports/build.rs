@@ -74,17 +74,15 @@ fn order_key(r: &ReportResult) -> OrderKey {
     )
 }
 
-/// Every pod's results grouped by its owner (`owners[i]` is `pods[i]`'s,
-/// from [`super::resolve_owner`]), one report per owner, sorted by
-/// namespace and name. Owners whose pods give no result get no report.
-pub fn build_reports(pods: &[JudgedPod<'_>], owners: &[ObjectId]) -> Vec<DesiredReport> {
-    assert_eq!(pods.len(), owners.len(), "one owner per judged pod");
+/// Every pod's results grouped by its owner, one report per owner, sorted
+/// by namespace and name. Owners whose pods give no result get no report.
+pub fn build_reports(pods: &[JudgedPod<'_>]) -> Vec<DesiredReport> {
     let mut groups: BTreeMap<(&str, &ObjectId), Vec<ReportResult>> = BTreeMap::new();
-    for (judged, owner) in pods.iter().zip(owners) {
+    for judged in pods {
         let results = pod_results(judged);
         if !results.is_empty() {
             groups
-                .entry((judged.pod.namespace.as_str(), owner))
+                .entry((judged.pod.namespace.as_str(), judged.owner))
                 .or_default()
                 .extend(results);
         }
@@ -268,6 +266,7 @@ mod tests {
         pods: Vec<PodRef>,
         nodes: Vec<String>,
         decisions: Vec<Decision>,
+        owner: ObjectId,
     }
 
     fn daemonset_fixture(ns: &str, n: usize) -> Fixture {
@@ -292,6 +291,7 @@ mod tests {
             pods,
             nodes,
             decisions,
+            owner: owner("DaemonSet", "ds"),
         }
     }
 
@@ -300,6 +300,7 @@ mod tests {
             (0..self.pods.len())
                 .map(|i| JudgedPod {
                     pod: &self.pods[i],
+                    owner: &self.owner,
                     node: &self.nodes[i],
                     policies: &[],
                     decision: &self.decisions[i],
@@ -316,28 +317,31 @@ mod tests {
             Verdict::Deny,
             "n1",
         )]);
-        let ds = owner("DaemonSet", "x");
+        let (ds, deploy) = (owner("DaemonSet", "x"), owner("Deployment", "y"));
         let judged = [
             JudgedPod {
                 pod: &a,
+                owner: &ds,
                 node: "n1",
                 policies: &[],
                 decision: &d,
             },
             JudgedPod {
                 pod: &b,
+                owner: &ds,
                 node: "n1",
                 policies: &[],
                 decision: &d,
             },
             JudgedPod {
                 pod: &a,
+                owner: &deploy,
                 node: "n2",
                 policies: &[],
                 decision: &d,
             },
         ];
-        let reports = build_reports(&judged, &[ds.clone(), ds.clone(), owner("Deployment", "y")]);
+        let reports = build_reports(&judged);
         let got: Vec<(&str, &str, u64)> = reports
             .iter()
             .map(|r| (r.namespace.as_str(), r.name.as_str(), r.summary.fail))
@@ -356,8 +360,7 @@ mod tests {
     fn at_most_max_results_listed_worst_first_and_every_one_counted() {
         let f = daemonset_fixture("ns", 1000);
         let judged = f.judged();
-        let owners = vec![owner("DaemonSet", "ds"); judged.len()];
-        let reports = build_reports(&judged, &owners);
+        let reports = build_reports(&judged);
         assert_eq!(reports.len(), 1);
         let r = &reports[0];
         assert_eq!(r.results.len(), MAX_RESULTS);
@@ -380,8 +383,7 @@ mod tests {
     #[test]
     fn a_report_under_the_cap_has_no_left_out_annotation() {
         let f = daemonset_fixture("ns", MAX_RESULTS);
-        let owners = vec![owner("DaemonSet", "ds"); MAX_RESULTS];
-        let r = &build_reports(&f.judged(), &owners)[0];
+        let r = &build_reports(&f.judged())[0];
         assert_eq!((r.results.len(), r.left_out), (MAX_RESULTS, 0));
         let annotations = r.to_report().metadata.annotations.unwrap();
         assert!(!annotations.contains_key(ANNOTATION_RESULTS_LEFT_OUT));
@@ -391,13 +393,12 @@ mod tests {
     fn the_order_of_the_pods_does_not_change_the_report() {
         let f = daemonset_fixture("ns", 300);
         let judged = f.judged();
-        let owners = vec![owner("DaemonSet", "ds"); judged.len()];
-        let forward = build_reports(&judged, &owners);
+        let forward = build_reports(&judged);
         let mut reversed = judged.clone();
         reversed.reverse();
         // Interleave too, so it is not only a reversal.
         reversed.rotate_left(117);
-        let backward = build_reports(&reversed, &owners);
+        let backward = build_reports(&reversed);
         assert_eq!(forward, backward);
         assert_eq!(
             forward[0].to_report().metadata.annotations,
@@ -413,8 +414,7 @@ mod tests {
     #[test]
     fn both_shapes_carry_the_same_content_owner_and_labels() {
         let f = daemonset_fixture("ns", 5);
-        let owners = vec![owner("DaemonSet", "ds"); 5];
-        let d = &build_reports(&f.judged(), &owners)[0];
+        let d = &build_reports(&f.judged())[0];
         let new = d.to_report();
         let old = d.to_policy_report();
         assert_eq!(
@@ -462,10 +462,9 @@ mod tests {
     #[test]
     fn needs_write_only_when_the_content_changed() {
         let f = daemonset_fixture("ns", 10);
-        let owners = vec![owner("DaemonSet", "ds"); 10];
-        let stored = build_reports(&f.judged(), &owners)[0].to_report();
+        let stored = build_reports(&f.judged())[0].to_report();
         // The no-change resync: built again from the same facts.
-        let again = build_reports(&f.judged(), &owners)[0].to_report();
+        let again = build_reports(&f.judged())[0].to_report();
         assert!(!needs_write(Some(&stored.metadata), &again.metadata));
         // The API server adds its own metadata: still no write.
         let mut from_server = stored.metadata.clone();
@@ -479,7 +478,7 @@ mod tests {
             Verdict::Deny,
             "node-00001",
         )]);
-        let new = build_reports(&changed.judged(), &owners)[0].to_report();
+        let new = build_reports(&changed.judged())[0].to_report();
         assert!(needs_write(Some(&stored.metadata), &new.metadata));
         // Nothing stored, or stored without a hash: a write.
         assert!(needs_write(None, &again.metadata));
@@ -495,13 +494,15 @@ mod tests {
             containers_in_scope: 0,
             ..decision(vec![])
         };
+        let o = owner("Deployment", "q");
         let judged = [JudgedPod {
             pod: &p,
+            owner: &o,
             node: "n1",
             policies: &[],
             decision: &d,
         }];
-        assert!(build_reports(&judged, &[owner("Deployment", "q")]).is_empty());
+        assert!(build_reports(&judged).is_empty());
     }
 
     #[test]
@@ -535,17 +536,18 @@ mod tests {
             .map(|i| pod("ns", &format!("{}-{i}", "p".repeat(240))))
             .collect();
         let policies: Vec<String> = (0..50).map(|i| format!("{}-{i}", "q".repeat(60))).collect();
+        let ds = owner("DaemonSet", &"d".repeat(253));
         let judged: Vec<JudgedPod<'_>> = pods
             .iter()
             .map(|p| JudgedPod {
                 pod: p,
+                owner: &ds,
                 node: "n",
                 policies: &policies,
                 decision: &d,
             })
             .collect();
-        let owners = vec![owner("DaemonSet", &"d".repeat(253)); judged.len()];
-        let report = build_reports(&judged, &owners)[0].to_report();
+        let report = build_reports(&judged)[0].to_report();
         let bytes = serde_json::to_vec(&report).unwrap().len();
         // etcd refuses requests above 1.5 MiB; keep a wide margin.
         assert!(bytes < 512 * 1024, "{bytes} bytes");

@@ -120,19 +120,21 @@ fn example_report() -> DesiredReport {
             controller: ObjectId::controller_of(pod.metadata.owner_references.as_deref()),
         });
     }
+    // A DaemonSet's pods: no store look-up is needed.
+    let owners: Vec<ObjectId> = refs
+        .iter()
+        .map(|p| resolve_owner(p, |_| Parent::Unknown).unwrap())
+        .collect();
     let judged: Vec<JudgedPod<'_>> = (0..pods.len())
         .map(|i| JudgedPod {
             pod: &refs[i],
+            owner: &owners[i],
             node: nodes[i].0,
             policies: &sources[i],
             decision: &decisions[i],
         })
         .collect();
-    let owners: Vec<ObjectId> = refs
-        .iter()
-        .map(|p| resolve_owner(p, |_| Parent::Unknown).unwrap())
-        .collect();
-    let reports = build_reports(&judged, &owners);
+    let reports = build_reports(&judged);
     assert_eq!(reports.len(), 1);
     reports.into_iter().next().unwrap()
 }

@@ -3,7 +3,7 @@
 //! iptables is compatible with its node. Bounded: every string a result
 //! carries is capped, so a report's size has a ceiling whatever the input.
 
-use super::owner::PodRef;
+use super::owner::{ObjectId, PodRef};
 use super::shapes::{ReportResult, ResultKind, ResultSeverity};
 use crate::compat::evaluate::{Decision, Reason, ReasonClass, ReasonCode, Verdict};
 use crate::facts::Severity;
@@ -27,10 +27,13 @@ pub const MAX_PROPERTY_BYTES: usize = 256;
 /// Bytes of the `policy` field (several combined policy names).
 pub const MAX_POLICY_BYTES: usize = 253;
 
-/// One running pod judged on its node, with what selected its judgement.
+/// One running pod judged on its node, with what selected its judgement
+/// and the workload it is reported under.
 #[derive(Clone, Copy, Debug)]
 pub struct JudgedPod<'a> {
     pub pod: &'a PodRef,
+    /// From [`super::resolve_owner`].
+    pub owner: &'a ObjectId,
     pub node: &'a str,
     /// The NetfilterPolicies combined for the pod's namespace
     /// (`EffectivePolicy::sources`; empty: the built-in default).
@@ -296,7 +299,7 @@ mod tests {
                 .collect();
             let d = decision(reasons, 1);
             let p = pod();
-            let judged = JudgedPod { pod: &p, node: "n1", policies: &[], decision: &d };
+            let judged = JudgedPod { pod: &p, owner: &p.id(), node: "n1", policies: &[], decision: &d };
             let kinds: Vec<ResultKind> =
                 pod_results(&judged).iter().filter_map(|r| r.result).collect();
             let has = |k| kinds.contains(&k);
@@ -351,8 +354,10 @@ mod tests {
         let d = decision(vec![r.clone()], 1);
         let p = pod();
         let policies = vec!["strict".to_string()];
+        let o = p.id();
         let judged = JudgedPod {
             pod: &p,
+            owner: &o,
             node: "n1",
             policies: &policies,
             decision: &d,
@@ -400,8 +405,10 @@ mod tests {
     fn a_compatible_writer_passes_and_a_pod_out_of_scope_gives_nothing() {
         let p = pod();
         let d = decision(vec![], 1);
+        let o = p.id();
         let judged = JudgedPod {
             pod: &p,
+            owner: &o,
             node: "n1",
             policies: &[],
             decision: &d,
@@ -434,8 +441,10 @@ mod tests {
         r.image = Some(format!("registry.example/{}", "ü".repeat(1000)));
         let d = decision(vec![r], 1);
         let p = pod();
+        let o = p.id();
         let judged = JudgedPod {
             pod: &p,
+            owner: &o,
             node: "n1",
             policies: &[],
             decision: &d,

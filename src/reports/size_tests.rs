@@ -111,16 +111,18 @@ fn cost(daemonsets: usize, nodes: usize, deployments: usize, replicas: usize) ->
     let policies = vec!["cluster-default".to_string()];
     let judged: Vec<JudgedPod<'_>> = pods
         .iter()
+        .zip(&owners)
         .zip(&decisions)
         .zip(&on_node)
-        .map(|((pod, decision), &n)| JudgedPod {
+        .map(|(((pod, owner), decision), &n)| JudgedPod {
             pod,
+            owner,
             node: &node_names[n],
             policies: &policies,
             decision,
         })
         .collect();
-    let reports = build_reports(&judged, &owners);
+    let reports = build_reports(&judged);
     let mut c = Cost {
         pods: pods.len(),
         reports: reports.len(),
