@@ -202,6 +202,19 @@ mod tests {
         support::pod("ns", "p")
     }
 
+    /// The results of pod `ns/p` on node `n1` decided `d` under `policies`.
+    fn results_of(d: &Decision, policies: &[String]) -> Vec<ReportResult> {
+        let p = pod();
+        let judged = JudgedPod {
+            pod: &p,
+            owner: &p.id(),
+            node: "n1",
+            policies,
+            decision: d,
+        };
+        pod_results(&judged)
+    }
+
     #[test]
     fn the_result_follows_the_effect_then_the_class() {
         use ReasonCode as C;
@@ -298,10 +311,8 @@ mod tests {
                 })
                 .collect();
             let d = decision(reasons, 1);
-            let p = pod();
-            let judged = JudgedPod { pod: &p, owner: &p.id(), node: "n1", policies: &[], decision: &d };
             let kinds: Vec<ResultKind> =
-                pod_results(&judged).iter().filter_map(|r| r.result).collect();
+                results_of(&d, &[]).iter().filter_map(|r| r.result).collect();
             let has = |k| kinds.contains(&k);
             proptest::prop_assert_eq!(d.verdict == Verdict::Deny, has(ResultKind::Fail));
             proptest::prop_assert_eq!(
@@ -352,17 +363,7 @@ mod tests {
             Verdict::Deny,
         );
         let d = decision(vec![r.clone()], 1);
-        let p = pod();
-        let policies = vec!["strict".to_string()];
-        let o = p.id();
-        let judged = JudgedPod {
-            pod: &p,
-            owner: &o,
-            node: "n1",
-            policies: &policies,
-            decision: &d,
-        };
-        let got = pod_results(&judged);
+        let got = results_of(&d, &["strict".to_string()]);
         assert_eq!(got.len(), 1);
         let res = &got[0];
         assert_eq!(res.message, r.line(MESSAGE_MAX_NODES));
@@ -403,17 +404,7 @@ mod tests {
 
     #[test]
     fn a_compatible_writer_passes_and_a_pod_out_of_scope_gives_nothing() {
-        let p = pod();
-        let d = decision(vec![], 1);
-        let o = p.id();
-        let judged = JudgedPod {
-            pod: &p,
-            owner: &o,
-            node: "n1",
-            policies: &[],
-            decision: &d,
-        };
-        let got = pod_results(&judged);
+        let got = results_of(&decision(vec![], 1), &[]);
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].result, Some(ResultKind::Pass));
         assert_eq!(got[0].rule, RULE_COMPATIBLE);
@@ -422,12 +413,7 @@ mod tests {
             got[0].properties.get("node").map(String::as_str),
             Some("n1")
         );
-        let d = decision(vec![], 0);
-        let judged = JudgedPod {
-            decision: &d,
-            ..judged
-        };
-        assert!(pod_results(&judged).is_empty());
+        assert!(results_of(&decision(vec![], 0), &[]).is_empty());
     }
 
     #[test]
@@ -439,17 +425,7 @@ mod tests {
         );
         r.message = "é".repeat(2000);
         r.image = Some(format!("registry.example/{}", "ü".repeat(1000)));
-        let d = decision(vec![r], 1);
-        let p = pod();
-        let o = p.id();
-        let judged = JudgedPod {
-            pod: &p,
-            owner: &o,
-            node: "n1",
-            policies: &[],
-            decision: &d,
-        };
-        let res = &pod_results(&judged)[0];
+        let res = &results_of(&decision(vec![r], 1), &[])[0];
         assert!(res.message.len() <= MAX_MESSAGE_BYTES && res.message.ends_with('…'));
         let image = &res.properties["image"];
         assert!(image.len() <= MAX_PROPERTY_BYTES && image.ends_with('…'));
