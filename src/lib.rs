@@ -6,6 +6,8 @@ pub mod capped;
 pub mod check;
 pub mod compat;
 pub mod controller;
+#[cfg(test)]
+mod docs_block;
 pub mod facts;
 pub mod judgement;
 pub mod kernel;
@@ -15,6 +17,7 @@ pub mod output;
 pub mod plugin;
 pub mod registry;
 pub mod reporter;
+pub mod reports;
 pub mod rootfs;
 pub mod runtime;
 pub mod status;

@@ -258,32 +258,16 @@ mod tests {
 
 #[cfg(test)]
 mod docs_drift {
-    const DOCS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/check.md");
-    const BEGIN: &str = "<!-- reason-codes:begin";
-    const END: &str = "<!-- reason-codes:end -->";
-
     /// docs/check.md's table is [`super::docs_table`]; NFGUARD_UPDATE_DOCS=1
     /// rewrites it.
     #[test]
     fn the_docs_table_of_reason_codes_is_generated_from_the_metadata() {
-        let docs = std::fs::read_to_string(DOCS).unwrap();
-        let begin = docs
-            .find(BEGIN)
-            .expect("docs/check.md has the begin marker");
-        let body = begin + docs[begin..].find('\n').unwrap() + 1;
-        let end = docs.find(END).expect("docs/check.md has the end marker");
-        let want = super::docs_table();
-        if docs[body..end] != want {
-            if std::env::var("NFGUARD_UPDATE_DOCS").as_deref() == Ok("1") {
-                let updated = format!("{}{want}{}", &docs[..body], &docs[end..]);
-                std::fs::write(DOCS, updated).unwrap();
-                return;
-            }
-            panic!(
-                "docs/check.md's reason-code table differs from ReasonCode::meta(); \
-                 NFGUARD_UPDATE_DOCS=1 cargo test --lib reason_meta rewrites it.\n\
-                 want:\n{want}"
-            );
-        }
+        crate::docs_block::check_generated_block(
+            "docs/check.md",
+            "<!-- reason-codes:begin",
+            "<!-- reason-codes:end -->",
+            &super::docs_table(),
+            "cargo test --lib reason_meta",
+        );
     }
 }
