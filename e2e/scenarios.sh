@@ -2119,7 +2119,7 @@ s16_pid() {
 }
 
 s16_mounts() {
-  local node=${NODES[0]} pod pid info mp opts line seen="" bad="" listing rro top out
+  local node=${NODES[0]} pod pid info mp opts line seen="" bad="" listing rro top out stored minor
   pod=$(s16_pod_on "$node")
   [ -n "$pod" ] || fail "no reporter pod on $node"
   pid=$(s16_pid "$node") || fail "no reporter process for $node on the node"
@@ -2150,13 +2150,24 @@ s16_mounts() {
   fi
   [[ "$out" == *"Read-only file system"* ]] || fail "writing to /host/usr failed otherwise than read-only: $out"
   ok "writing through the reporter's /host/usr: $out"
-  rro=$(kubectl -n "$NS" get pod "$pod" -o jsonpath='{range .status.containerStatuses[0].volumeMounts[*]}{.mountPath}={.recursiveReadOnly}{" "}{end}')
-  say "recursiveReadOnly as the kubelet reports it: $rro"
-  for mp in $S16_MOUNTS; do
-    [[ " $rro" == *" $mp=Enabled "* || " $rro" == *" $mp=Disabled "* ]] ||
-      fail "the kubelet reports no recursiveReadOnly for $mp: $rro"
-  done
-  ok "recursiveReadOnly IfPossible resolved for every host mount (Enabled where the runtime supports it)"
+  # recursiveReadOnly is beta (served by default) from 1.31; a 1.30 API
+  # server without the RecursiveReadOnlyMounts gate drops the field, and the
+  # mountinfo check above is then the whole proof.
+  stored=$(kubectl -n "$NS" get pod "$pod" -o jsonpath='{.spec.containers[0].volumeMounts[*].recursiveReadOnly}')
+  if [ -z "$stored" ]; then
+    minor=$(kubectl get --raw /version | jq -r .minor)
+    [ "${minor%%[!0-9]*}" -lt 31 ] ||
+      fail "the API server (minor $minor) dropped recursiveReadOnly from reporter $pod's mounts"
+    ok "the API server (1.$minor) does not serve recursiveReadOnly: every mount under /host is read-only (mountinfo above), none recursively by request"
+  else
+    rro=$(kubectl -n "$NS" get pod "$pod" -o jsonpath='{range .status.containerStatuses[0].volumeMounts[*]}{.mountPath}={.recursiveReadOnly}{" "}{end}')
+    say "recursiveReadOnly as the kubelet reports it: $rro"
+    for mp in $S16_MOUNTS; do
+      [[ " $rro" == *" $mp=Enabled "* || " $rro" == *" $mp=Disabled "* ]] ||
+        fail "the kubelet reports no recursiveReadOnly for $mp: $rro"
+    done
+    ok "recursiveReadOnly IfPossible resolved for every host mount (Enabled where the runtime supports it)"
+  fi
   [ -n "$(nnp "$node" '{.status.iptables.version}')" ] || fail "$node's profile lost its iptables version"
   [ -n "$(nnp "$node" '{.status.activeBackend}')" ] || fail "$node's profile has no activeBackend"
   ok "$node's profile still has the host's iptables $(nnp "$node" '{.status.iptables.version}') and backend $(nnp "$node" '{.status.activeBackend}')"
@@ -2337,20 +2348,26 @@ s19_profile_native() { # NFT_NODE's profile says nft, nftables, notExpected (WHY
 }
 
 s19_nftables_profile() {
-  local log pid listing
+  local log pid listing kminor skipped
   nftables_node
   wait_for 150 "$NFT_NODE's profile: activeBackend nft, kubeProxyMode nftables, ip/kube-proxy in nativeTables, kubeletMarkers notExpected, no KubeletChainsMissing, Consistent=True" s19_profile_native
   ok "$NFT_NODE: activeBackend nft, kubeProxyMode nftables, kubeletMarkers $(jq -c '.status.kubeletMarkers' <<<"$S19_PROFILE"), hazards [$(jq -r '[.status.hazards[]?.code] | join(", ")' <<<"$S19_PROFILE")], Consistent=True ($(jq -r '.status.conditions[] | select(.type == "Consistent") | .reason' <<<"$S19_PROFILE"))"
   jq -r '.status.nativeTables[] | "\(.family)/\(.name): \(.chains) chains, \(.rules) rules, \(.sets) sets"' <<<"$S19_PROFILE" | show
   # kubelet's own account (pkg/kubelet/kubelet_network_linux.go): no
-  # iptables command for either family, so no marker chains on purpose.
+  # iptables command for either family, so no marker chains. 1.34 says so
+  # (kubernetes#129826); 1.30 tries, fails and says that instead.
   log=$(kubelet_log "$NFT_NODE") || fail "cannot read $NFT_NODE's kubelet log"
-  grep -qF '"No iptables support on this system; not creating the KUBE-IPTABLES-HINT chain"' <<<"$log" ||
-    fail "$NFT_NODE's kubelet did not log that it skips the KUBE-IPTABLES-HINT chain"
+  kminor=$(kubectl get node "$NFT_NODE" -o jsonpath='{.status.nodeInfo.kubeletVersion}')
+  kminor=${kminor#v1.}
+  kminor=${kminor%%.*}
+  skipped='"No iptables support on this system; not creating the KUBE-IPTABLES-HINT chain"'
+  [ "$kminor" -ge 34 ] || skipped='"Failed to initialize iptables rules; some functionality may be missing."'
+  grep -qF "$skipped" <<<"$log" ||
+    fail "$NFT_NODE's kubelet (1.$kminor) did not log $skipped"
   if grep -qF 'Initialized iptables rules' <<<"$log"; then
     fail "$NFT_NODE's kubelet initialized iptables rules: $(grep -F 'Initialized iptables rules' <<<"$log")"
   fi
-  ok "$NFT_NODE's kubelet log: $(grep -F 'No iptables support on this system' <<<"$log" | sed -n 1p)"
+  ok "$NFT_NODE's kubelet (1.$kminor) log: $(grep -F "${skipped//\"/}" <<<"$log" | sed -n 1p)"
   # The reporter reads the node's binaries through its /host mounts: it
   # must see the same host (nft, no iptables).
   pid=$(s16_pid "$NFT_NODE") || fail "no reporter process found on $NFT_NODE"
