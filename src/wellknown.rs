@@ -26,6 +26,14 @@ pub const TAINT_INCOMPATIBLE: &str = "nfguard.io/iptables-incompatible";
 /// `nfguard.io/exempt: "<reason>"` on a workload (or its pod template).
 pub const ANNOTATION_EXEMPT: &str = "nfguard.io/exempt";
 
+/// Label on every policy report nfguard writes (it lists its own by it).
+pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+pub const MANAGED_BY: &str = "nfguard";
+/// Report annotation: the hash of the report's content (write only on change).
+pub const ANNOTATION_REPORT_HASH: &str = "nfguard.io/report-hash";
+/// Report annotation, only when results were left out: how many.
+pub const ANNOTATION_RESULTS_LEFT_OUT: &str = "nfguard.io/results-left-out";
+
 named_enum! {
     /// The kinds whose pods nfguard judges.
     #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]

@@ -4,7 +4,7 @@
 
 use super::lookup::{ImageLookup, LookupError};
 use super::pull_secrets::PullSecretReader;
-use crate::compat::evaluate::{ImageKey, ImageResolutions};
+use crate::compat::evaluate::{ImageKey, ImageResolutions, container_refs};
 use crate::registry::{Anonymous, CredentialSource, Credentials, PullSecrets, RegistryError};
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
@@ -101,17 +101,11 @@ impl Bounded {
     }
 }
 
-/// Every image a pod's containers name (init and ephemeral ones too).
+/// Every image a pod's containers name (init and ephemeral ones too),
+/// through the one container walk.
 fn pod_images(spec: &PodSpec) -> Vec<String> {
-    let init = spec.init_containers.iter().flatten().map(|c| &c.image);
-    let ephemeral = spec.ephemeral_containers.iter().flatten().map(|c| &c.image);
-    spec.containers
-        .iter()
-        .map(|c| &c.image)
-        .chain(init)
-        .chain(ephemeral)
-        .flatten()
-        .cloned()
+    container_refs(spec)
+        .filter_map(|c| c.image.map(str::to_string))
         .collect()
 }
 

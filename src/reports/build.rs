@@ -16,13 +16,10 @@ use std::collections::BTreeMap;
 
 /// Results listed per report; the rest are counted in the summary only.
 pub const MAX_RESULTS: usize = 100;
-/// Label on every report nfguard writes (the caller lists its own by it).
-pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
-pub const MANAGED_BY: &str = "nfguard";
-/// Annotation: the hash of the report's content ([`needs_write`]).
-pub const ANNOTATION_CONTENT_HASH: &str = "nfguard.io/report-hash";
-/// Annotation, only when results were left out: how many.
-pub const ANNOTATION_RESULTS_LEFT_OUT: &str = "nfguard.io/results-left-out";
+pub use crate::wellknown::{
+    ANNOTATION_REPORT_HASH as ANNOTATION_CONTENT_HASH, ANNOTATION_RESULTS_LEFT_OUT,
+    LABEL_MANAGED_BY, MANAGED_BY,
+};
 /// Report names are DNS subdomains: at most this many bytes.
 const MAX_NAME_BYTES: usize = 253;
 

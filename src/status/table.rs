@@ -118,7 +118,10 @@ fn taint_cell(taints: &[TaintSummary]) -> String {
         taints
             .iter()
             .map(|t| {
-                let key = t.key.strip_prefix("nfguard.io/").unwrap_or(&t.key);
+                let key = t
+                    .key
+                    .strip_prefix(crate::wellknown::PREFIX)
+                    .unwrap_or(&t.key);
                 match &t.value {
                     Some(v) => format!("{key}={v}"),
                     None => key.to_string(),
