@@ -2,6 +2,15 @@
 //! (images already resolved). Target: under 5 ms. Reported as a ratio
 //! against a same-run baseline: the minimal pass any evaluator needs (read
 //! every candidate's status and compare one version per container).
+//!
+//! `webhook_review_pod`: the webhook's whole in-process path for one
+//! AdmissionReview (parse, scope, judge against the same 5,000 profiles with
+//! the shared per-generation index, render the answer), for the bench
+//! cluster's pod (hostNetwork + NET_ADMIN, no node: judged against every
+//! node), a new name each time so the decision cache never answers; its
+//! image answer comes from the webhook's warm image cache. Compare it with
+//! `select_candidates_and_evaluate_indexed`: what the webhook adds around
+//! the judgement.
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::Node;
@@ -11,9 +20,16 @@ use nfguard::api::{
 };
 use nfguard::compat::evaluate::{DEFAULT_PLATFORM, ImageResolutions, NodeIndex, Workload};
 use nfguard::facts::{Backend, ImageProfile, IptablesFacts, Severity, Version};
+use nfguard::judgement::FixedImages;
 use nfguard::judgement::{PolicyBook, Scene, Subject};
+use nfguard::webhook::admission::Judge;
+use nfguard::webhook::facts::{Facts, Snapshot};
+use nfguard::webhook::images::{CacheTtl, ImageCache};
+use nfguard::webhook::metrics::Metrics;
 use serde_json::json;
 use std::hint::black_box;
+use std::sync::Arc;
+use std::time::Duration;
 
 const NODES: usize = 5_000;
 
@@ -144,6 +160,50 @@ fn resolutions(keys: &[nfguard::compat::evaluate::ImageKey]) -> ImageResolutions
     res
 }
 
+const REVIEW_IMAGE: &str = "registry.example/compatible:1.8.11-wrapper";
+
+/// The review's one image (iptables 1.8.11 behind iptables-wrapper), as the
+/// registry would answer it for each platform the nodes run.
+fn review_images() -> FixedImages {
+    let mut res = ImageResolutions::new();
+    for platform in ["linux/amd64", "linux/arm64"] {
+        res.insert_profile(
+            REVIEW_IMAGE,
+            &platform.parse().unwrap(),
+            ImageProfile {
+                image: REVIEW_IMAGE.into(),
+                digest: "sha256:0".into(),
+                platform: platform.into(),
+                iptables: Some(IptablesFacts {
+                    version: Some(v("1.8.11")),
+                    backend: Some(Backend::Wrapper),
+                    ..Default::default()
+                }),
+            },
+        );
+    }
+    FixedImages(res)
+}
+
+/// An AdmissionReview of the bench cluster's pod (examples/bench_cluster).
+fn pod_review(name: &str) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": name, "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": "bench", "operation": "CREATE", "userInfo": {"username": "bench"},
+            "object": {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": "bench"},
+                "spec": {"hostNetwork": true, "containers": [{
+                    "name": "agent", "image": REVIEW_IMAGE,
+                    "command": ["sleep", "infinity"],
+                    "securityContext": {"capabilities": {"add": ["NET_ADMIN"]}}}]}}
+        }
+    }))
+    .unwrap()
+}
+
 fn bench(c: &mut Criterion) {
     let profiles = profiles();
     let nodes = nodes();
@@ -198,6 +258,47 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             let prepared = indexed.prepare(Subject::Workload(black_box(&w))).unwrap();
             black_box(prepared.decide(&images, Severity::Info))
+        })
+    });
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let metrics = Arc::new(Metrics::new());
+    let judge = Judge {
+        facts: Arc::new(Facts::Static(Arc::new(Snapshot::new(
+            profiles.iter().cloned().map(Arc::new).collect(),
+            nodes.iter().cloned().map(Arc::new).collect(),
+            PolicyBook::default(),
+        )))),
+        images: Arc::new(ImageCache::new(
+            Arc::new(review_images()),
+            64,
+            CacheTtl::default(),
+            metrics.clone(),
+        )),
+        client: None,
+        metrics,
+        timeout: Duration::from_secs(10),
+        default_platform: DEFAULT_PLATFORM.parse().unwrap(),
+        max_nodes: 5,
+        decisions: None,
+    };
+    let warm = rt.block_on(judge.review(&pod_review("warm")));
+    // Judged for real: admitted (with warnings for the 1.8.7 hosts), not
+    // skipped, rejected or allowed unchecked for want of an image answer.
+    assert_eq!(
+        warm.verdict,
+        "warn",
+        "{}",
+        String::from_utf8_lossy(&warm.body)
+    );
+    let mut n = 0u64;
+    g.bench_function("webhook_review_pod", |b| {
+        b.iter(|| {
+            n += 1;
+            let body = pod_review(&format!("pod-{n}"));
+            black_box(rt.block_on(judge.review(black_box(&body))))
         })
     });
     g.finish();
