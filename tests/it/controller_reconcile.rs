@@ -287,6 +287,7 @@ fn make_ctx(client: kube::Client, listed: Listed, images: ImageResolutions) -> (
             },
         ),
         caches,
+        reports: Default::default(),
     };
     (ctx, metrics)
 }
