@@ -195,3 +195,208 @@ pub async fn judge_reports(
         waiting,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compat::evaluate::ImageResolutions;
+    use crate::controller::report_owners::{JobMeta, ReplicaSetMeta, parents};
+    use crate::controller::stores::{FirstLists, caches, listed};
+    use crate::facts::{Backend, ImageProfile, IptablesFacts};
+    use crate::judgement::FixedImages;
+    use crate::reports::ResultKind;
+    use serde_json::json;
+    use std::time::Duration;
+
+    const OLD: &str = "reg.test/cni:1.8.7";
+    const NEW: &str = "reg.test/cni:1.8.11";
+
+    /// An nft node whose host iptables 1.8.9 wrote native expressions.
+    fn profile(node: &str) -> crate::api::NodeNetfilterProfile {
+        let backend = |markers: bool| {
+            json!({"tables": 1, "chains": 1, "rules": 1, "hintChain": markers,
+                   "canaryChain": markers, "markerTables": []})
+        };
+        serde_json::from_value(json!({
+            "apiVersion": "nfguard.io/v1alpha1", "kind": "NodeNetfilterProfile",
+            "metadata": {"name": node},
+            "spec": {"nodeName": node},
+            "status": {"iptables": {"version": "1.8.9", "backend": "nft"},
+                       "activeBackend": "nft",
+                       "backends": {"nft": backend(true), "legacy": backend(false)}}
+        }))
+        .unwrap()
+    }
+
+    fn node(name: &str) -> k8s_openapi::api::core::v1::Node {
+        serde_json::from_value(json!({"metadata": {"name": name,
+            "labels": {"kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux"}}}))
+        .unwrap()
+    }
+
+    /// A running hostNetwork + NET_ADMIN pod controlled by `owner`.
+    fn pod(name: &str, node: &str, image: &str, owner: Option<(&str, &str, &str)>) -> Pod {
+        let refs = owner.map(|(api, kind, n)| {
+            json!([{"apiVersion": api, "kind": kind, "name": n, "uid": format!("uid-{n}"),
+                    "controller": true}])
+        });
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}"),
+                         "ownerReferences": refs},
+            "spec": {"nodeName": node, "hostNetwork": true,
+                     "containers": [{"name": "c", "image": image,
+                         "securityContext": {"capabilities": {"add": ["NET_ADMIN"]}}}]},
+            "status": {"phase": "Running"}
+        }))
+        .unwrap()
+    }
+
+    fn images() -> ImageResolutions {
+        let platform = "linux/amd64".parse().unwrap();
+        let mut images = ImageResolutions::new();
+        for (image, version) in [(OLD, "1.8.7"), (NEW, "1.8.11")] {
+            images.insert_profile(
+                image,
+                &platform,
+                ImageProfile {
+                    image: image.into(),
+                    digest: format!("sha256:{}", "b".repeat(64)),
+                    platform: platform.to_string(),
+                    iptables: Some(IptablesFacts {
+                        version: Some(version.parse().unwrap()),
+                        backend: Some(Backend::Nft),
+                        ..Default::default()
+                    }),
+                },
+            );
+        }
+        images
+    }
+
+    fn rs(name: &str, deployment: &str) -> ReplicaSetMeta {
+        let mut m = ReplicaSetMeta::default();
+        m.metadata.name = Some(name.into());
+        m.metadata.namespace = Some("ns".into());
+        m.metadata.uid = Some(format!("uid-{name}"));
+        m.metadata.owner_references = Some(vec![
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                api_version: "apps/v1".into(),
+                kind: "Deployment".into(),
+                name: deployment.into(),
+                uid: format!("uid-{deployment}"),
+                controller: Some(true),
+                ..Default::default()
+            },
+        ]);
+        m
+    }
+
+    #[tokio::test]
+    async fn running_pods_are_judged_on_their_nodes_under_their_workloads() {
+        let (caches, mut feeds) = caches();
+        let pods = vec![
+            pod("ds-a", "n1", OLD, Some(("apps/v1", "DaemonSet", "cni"))),
+            pod("ds-b", "n2", NEW, Some(("apps/v1", "DaemonSet", "cni"))),
+            pod(
+                "web-1",
+                "n1",
+                OLD,
+                Some(("apps/v1", "ReplicaSet", "web-5d")),
+            ),
+            // Its ReplicaSet is not known yet: it waits, no guess.
+            pod(
+                "new-1",
+                "n2",
+                OLD,
+                Some(("apps/v1", "ReplicaSet", "new-9f")),
+            ),
+            pod("bare", "n2", NEW, None),
+        ];
+        feeds.list(FirstLists {
+            nodes: vec![node("n1"), node("n2")],
+            profiles: vec![profile("n1"), profile("n2")],
+            pods,
+            policies: Vec::new(),
+            namespaces: Vec::new(),
+        });
+        let (parents, mut parent_feeds) = parents();
+        listed([rs("web-5d", "web")]).for_each(|e| {
+            parent_feeds.replica_sets.feed(e);
+        });
+        listed(Vec::<JobMeta>::new()).for_each(|e| {
+            parent_feeds.jobs.feed(e);
+        });
+        caches.wait_listed(Duration::from_secs(1)).await.unwrap();
+        let bounded = Bounded::new(Arc::new(FixedImages(images())), 2);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let judged = judge_reports(&caches, &parents, &bounded, &Scope::All, deadline).await;
+        assert_eq!(judged.waiting, 1);
+        let got: Vec<(&str, Vec<(String, &str, Option<ResultKind>)>)> = judged
+            .reports
+            .iter()
+            .map(|r| {
+                let results = r
+                    .results
+                    .iter()
+                    .map(|x| {
+                        (
+                            x.resources[0].name.clone().unwrap(),
+                            x.rule.as_str(),
+                            x.result,
+                        )
+                    })
+                    .collect();
+                (r.name.as_str(), results)
+            })
+            .collect();
+        let fail = Some(ResultKind::Fail);
+        let pass = Some(ResultKind::Pass);
+        assert_eq!(
+            got,
+            [
+                (
+                    "nfguard-daemonset-cni",
+                    vec![
+                        ("ds-a".to_string(), "OldReaderNewRules", fail),
+                        ("ds-b".to_string(), "Compatible", pass),
+                    ]
+                ),
+                (
+                    "nfguard-deployment-web",
+                    vec![("web-1".to_string(), "OldReaderNewRules", fail)]
+                ),
+                (
+                    "nfguard-pod-bare",
+                    vec![("bare".to_string(), "Compatible", pass)]
+                ),
+            ]
+        );
+        // Only the workloads asked for.
+        let web = (
+            "ns".to_string(),
+            ObjectId {
+                api_version: "apps/v1".into(),
+                kind: "Deployment".into(),
+                name: "web".into(),
+                uid: "uid-web".into(),
+            },
+        );
+        let only = Scope::Only([web.clone()].into());
+        let judged = judge_reports(&caches, &parents, &bounded, &only, deadline).await;
+        let names: Vec<&str> = judged.reports.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["nfguard-deployment-web"]);
+        // A pod's raw key resolves to the same workload.
+        let raw = raw_workload(&pod(
+            "web-2",
+            "n1",
+            OLD,
+            Some(("apps/v1", "ReplicaSet", "web-5d")),
+        ));
+        assert_eq!(resolve(&parents, &raw.unwrap()), Some(web));
+        let bare = raw_workload(&pod("bare", "n2", NEW, None)).unwrap();
+        assert_eq!(
+            resolve(&parents, &bare).map(|w| w.1.kind),
+            Some("Pod".into())
+        );
+    }
+}
