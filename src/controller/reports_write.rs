@@ -315,8 +315,10 @@ impl ReportWriter {
                     kind = api.kind(),
                     "writing policy reports"
                 ),
-                None => tracing::info!(
-                    "no policy report API served (neither openreports.io/v1alpha1 reports nor wgpolicyk8s.io/v1alpha2 policyreports): not writing policy reports"
+                // A warning (the default log level shows it, once per
+                // change): the feature is off until a report CRD is installed.
+                None => tracing::warn!(
+                    "no policy report API served (neither openreports.io/v1alpha1 reports nor wgpolicyk8s.io/v1alpha2 policyreports): not writing policy reports until one is"
                 ),
             }
             self.metrics.set_reports_api(chosen);
