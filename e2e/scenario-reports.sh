@@ -132,6 +132,8 @@ s30_policy_reports() {
 
   defer kubectl delete netfilterpolicy nfguard-e2e-reports --ignore-not-found
   s30_policy Warn
+  # Other policies (the install's) would combine with it: the strictest wins.
+  keep_out_of_namespace "$S30_NS" nfguard-e2e-reports
   scenario_ns "$S30_NS"
   kubectl label namespace "$S30_NS" nfguard-e2e/reports=yes >/dev/null
   on_dump kubectl -n "$S30_NS" get policyreports.wgpolicyk8s.io,reports.openreports.io -o yaml
