@@ -114,7 +114,7 @@ YAML
 }
 
 s30_policy_reports() {
-  local wg_crd or_dir or_crd cr_crd out rv rv2 writes writes2 t0 have
+  local wg_crd or_dir or_crd cr_crd out rv rv2 writes writes2 t0 have raw managed
   new_rules_node
   # Without any report CRD (as the cluster came up): none, said once.
   for have in reports.openreports.io policyreports.wgpolicyk8s.io; do
@@ -171,9 +171,10 @@ s30_policy_reports() {
     fail "the Report is not owned by DaemonSet/incident: $(jq -c .metadata.ownerReferences <<<"$S30_JSON")"
   [ "$(jq -r '.metadata.labels["app.kubernetes.io/managed-by"]' <<<"$S30_JSON")" = nfguard ] ||
     fail "the Report has no managed-by label: $(jq -c .metadata.labels <<<"$S30_JSON")"
-  ok "Report $S30_NS/$S30_REPORT (summary, then the result on $RULES_NODE):"
-  jq -c '.summary' <<<"$S30_JSON" | show
-  jq --arg n "$RULES_NODE" '.results[] | select(.properties.node == $n and .rule == "OldReaderNewRules")' <<<"$S30_JSON" | show
+  raw=$(kubectl get --raw "/apis/openreports.io/v1alpha1/namespaces/$S30_NS/reports/$S30_REPORT")
+  managed=$(jq -c '.metadata.managedFields' <<<"$raw")
+  ok "Report $S30_NS/$S30_REPORT as stored: ${#raw} bytes of JSON, ${#managed} of them managedFields:"
+  kubectl -n "$S30_NS" get reports.openreports.io "$S30_REPORT" -o yaml | show
 
   # A re-judgement that changes nothing writes nothing.
   sleep 10 # the passes the switch started are over

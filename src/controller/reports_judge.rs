@@ -331,7 +331,8 @@ mod tests {
         let deadline = Instant::now() + Duration::from_secs(5);
         let judged = judge_reports(&caches, &parents, &bounded, &Scope::All, deadline).await;
         assert_eq!(judged.waiting, 1);
-        let got: Vec<(&str, Vec<(String, &str, Option<ResultKind>)>)> = judged
+        type Listed<'a> = Vec<(String, &'a str, Option<ResultKind>)>;
+        let got: Vec<(&str, Listed<'_>)> = judged
             .reports
             .iter()
             .map(|r| {
