@@ -28,6 +28,19 @@ pub struct ParentFeeds {
     pub jobs: ParentFeed<Job>,
 }
 
+impl ParentFeeds {
+    /// Feed both kinds' first list, as the watches do at start (tests and
+    /// benchmarks fill the stores this way).
+    pub fn list(&mut self, replica_sets: Vec<ReplicaSetMeta>, jobs: Vec<JobMeta>) {
+        for e in crate::controller::stores::listed(replica_sets) {
+            self.replica_sets.feed(e);
+        }
+        for e in crate::controller::stores::listed(jobs) {
+            self.jobs.feed(e);
+        }
+    }
+}
+
 /// Empty stores and their feeds.
 pub fn parents() -> (Parents, ParentFeeds) {
     let (replica_sets, rs_writer) = reflector::store::<ReplicaSetMeta>();
@@ -142,15 +155,25 @@ where
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
-    use crate::controller::stores::listed as listed_events;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
     fn rs(name: &str, uid: &str, controller: Option<&str>) -> ReplicaSetMeta {
+        replica_set("web", name, uid, controller)
+    }
+
+    /// A ReplicaSet of `ns` (with labels and a non-controller reference
+    /// the store drops) controlled by Deployment `controller` (uid-NAME).
+    pub(crate) fn replica_set(
+        ns: &str,
+        name: &str,
+        uid: &str,
+        controller: Option<&str>,
+    ) -> ReplicaSetMeta {
         let mut m = ReplicaSetMeta::default();
         m.metadata.name = Some(name.into());
-        m.metadata.namespace = Some("web".into());
+        m.metadata.namespace = Some(ns.into());
         m.metadata.uid = Some(uid.into());
         m.metadata.labels = Some([("big".to_string(), "x".repeat(100))].into());
         m.metadata.owner_references = controller.map(|d| {
@@ -188,12 +211,10 @@ mod tests {
     fn a_replicasets_controller_is_answered_from_the_slimmed_store() {
         let (parents, mut feeds) = parents();
         assert!(!parents.listed());
-        for e in listed_events([rs("web-1", "u1", Some("web")), rs("lone", "u2", None)]) {
-            feeds.replica_sets.feed(e);
-        }
-        for e in listed_events(Vec::<JobMeta>::new()) {
-            feeds.jobs.feed(e);
-        }
+        feeds.list(
+            vec![rs("web-1", "u1", Some("web")), rs("lone", "u2", None)],
+            Vec::new(),
+        );
         assert!(parents.listed());
         match parents.parent_of("web", &rs_id("web-1", "u1")) {
             Parent::Controller(top) => {

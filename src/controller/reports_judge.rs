@@ -200,8 +200,9 @@ pub async fn judge_reports(
 mod tests {
     use super::*;
     use crate::compat::evaluate::ImageResolutions;
-    use crate::controller::report_owners::{JobMeta, ReplicaSetMeta, parents};
-    use crate::controller::stores::{FirstLists, caches, listed};
+    use crate::controller::report_owners::parents;
+    use crate::controller::report_owners::tests::replica_set;
+    use crate::controller::stores::{FirstLists, caches};
     use crate::facts::{Backend, ImageProfile, IptablesFacts};
     use crate::judgement::FixedImages;
     use crate::reports::ResultKind;
@@ -273,24 +274,6 @@ mod tests {
         images
     }
 
-    fn rs(name: &str, deployment: &str) -> ReplicaSetMeta {
-        let mut m = ReplicaSetMeta::default();
-        m.metadata.name = Some(name.into());
-        m.metadata.namespace = Some("ns".into());
-        m.metadata.uid = Some(format!("uid-{name}"));
-        m.metadata.owner_references = Some(vec![
-            k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
-                api_version: "apps/v1".into(),
-                kind: "Deployment".into(),
-                name: deployment.into(),
-                uid: format!("uid-{deployment}"),
-                controller: Some(true),
-                ..Default::default()
-            },
-        ]);
-        m
-    }
-
     #[tokio::test]
     async fn running_pods_are_judged_on_their_nodes_under_their_workloads() {
         let (caches, mut feeds) = caches();
@@ -320,12 +303,10 @@ mod tests {
             namespaces: Vec::new(),
         });
         let (parents, mut parent_feeds) = parents();
-        listed([rs("web-5d", "web")]).for_each(|e| {
-            parent_feeds.replica_sets.feed(e);
-        });
-        listed(Vec::<JobMeta>::new()).for_each(|e| {
-            parent_feeds.jobs.feed(e);
-        });
+        parent_feeds.list(
+            vec![replica_set("ns", "web-5d", "uid-web-5d", Some("web"))],
+            Vec::new(),
+        );
         caches.wait_listed(Duration::from_secs(1)).await.unwrap();
         let bounded = Bounded::new(Arc::new(FixedImages(images())), 2);
         let deadline = Instant::now() + Duration::from_secs(5);

@@ -33,9 +33,8 @@ use nfguard::compat::evaluate::{
 };
 use nfguard::controller::gather::plan_from_caches;
 use nfguard::controller::namespaces::NamespaceMeta;
-use nfguard::controller::report_owners::{JobMeta, ReplicaSetMeta, parents};
+use nfguard::controller::report_owners::parents;
 use nfguard::controller::reports_judge::{Scope, judge_reports};
-use nfguard::controller::stores::listed;
 use nfguard::controller::stores::{FirstLists, caches};
 use nfguard::facts::{Backend, ImageProfile, IptablesFacts, Platform};
 use nfguard::judgement::pull_secrets::PullSecretReader;
@@ -587,17 +586,8 @@ async fn by_webhook(f: &Facts3, lookup: Arc<dyn ImageLookup>) -> Decision {
         .expect("the webhook judges")
 }
 
-/// The controller's plan for the pod's node, through its production path:
-/// caches fed as its watches feed them, then `plan_from_caches`.
-/// Returns (violation codes, status to write).
-async fn by_controller(
-    f: &Facts3,
-    on_node: usize,
-    lookup: Arc<dyn ImageLookup>,
-) -> (
-    Vec<ReasonCode>,
-    Option<nfguard::api::NodeNetfilterProfileStatus>,
-) {
+/// The controller's caches holding the cluster, fed as its watches feed them.
+fn controller_caches(f: &Facts3) -> nfguard::controller::stores::Caches {
     let pod: Pod = serde_json::from_value(f.pod.clone()).unwrap();
     let namespace: NamespaceMeta = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Namespace",
@@ -612,14 +602,33 @@ async fn by_controller(
         policies: f.policies.clone(),
         namespaces: vec![namespace],
     });
+    caches
+}
+
+/// The controller's image look-ups: the pod's pull secrets through the API.
+fn controller_images(f: &Facts3, lookup: Arc<dyn ImageLookup>) -> Bounded {
+    Bounded::new(lookup, 4).with_pull_secrets(PullSecretReader::new(
+        f.api.client(),
+        Duration::from_secs(30),
+        64,
+    ))
+}
+
+/// The controller's plan for the pod's node, through its production path:
+/// caches fed as its watches feed them, then `plan_from_caches`.
+/// Returns (violation codes, status to write).
+async fn by_controller(
+    f: &Facts3,
+    on_node: usize,
+    lookup: Arc<dyn ImageLookup>,
+) -> (
+    Vec<ReasonCode>,
+    Option<nfguard::api::NodeNetfilterProfileStatus>,
+) {
     let plan = plan_from_caches(
         &f.nodes[on_node],
-        &caches,
-        &Bounded::new(lookup, 4).with_pull_secrets(PullSecretReader::new(
-            f.api.client(),
-            Duration::from_secs(30),
-            64,
-        )),
+        &controller_caches(f),
+        &controller_images(f, lookup),
         tokio::time::Instant::now() + Duration::from_secs(5),
         "2026-03-01T12:00:00Z".parse().unwrap(),
     )
@@ -638,34 +647,18 @@ async fn by_controller(
 /// its production path: caches and owner stores fed as the watches feed
 /// them, then `judge_reports`. Returns (rule, result) of every result.
 async fn by_reports(f: &Facts3, lookup: Arc<dyn ImageLookup>) -> Option<Vec<(String, ResultKind)>> {
-    let pod: Pod = serde_json::from_value(f.pod.clone()).unwrap();
-    let namespace: NamespaceMeta = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Namespace",
-        "metadata": {"name": NAMESPACE, "labels": f.labels}
-    }))
-    .unwrap();
-    let (caches, mut feeds) = caches();
-    feeds.list(FirstLists {
-        nodes: f.nodes.clone(),
-        profiles: f.profiles.clone(),
-        pods: vec![pod],
-        policies: f.policies.clone(),
-        namespaces: vec![namespace],
-    });
     let (parents, mut owner_feeds) = parents();
-    listed(Vec::<ReplicaSetMeta>::new()).for_each(|e| {
-        owner_feeds.replica_sets.feed(e);
-    });
-    listed(Vec::<JobMeta>::new()).for_each(|e| {
-        owner_feeds.jobs.feed(e);
-    });
-    let images = Bounded::new(lookup, 4).with_pull_secrets(PullSecretReader::new(
-        f.api.client(),
-        Duration::from_secs(30),
-        64,
-    ));
+    owner_feeds.list(Vec::new(), Vec::new());
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    let judged = judge_reports(&caches, &parents, &images, &Scope::All, deadline).await;
+    let images = controller_images(f, lookup);
+    let judged = judge_reports(
+        &controller_caches(f),
+        &parents,
+        &images,
+        &Scope::All,
+        deadline,
+    )
+    .await;
     assert!(judged.reports.len() <= 1, "one pod, one workload");
     let report = judged.reports.into_iter().next()?;
     Some(
