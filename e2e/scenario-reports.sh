@@ -101,6 +101,13 @@ s30_admitted() { # the incident DaemonSet created (the webhook's reflectors saw 
   }
 }
 
+s30_delete_crds() { # FILE...: delete the CRDs (and so every object of theirs)
+  local f
+  for f in "$@"; do
+    kubectl delete --ignore-not-found --wait=true -f "$f" >/dev/null
+  done
+}
+
 s30_policy() { # ACTION
   kubectl apply -f - >/dev/null <<YAML
 apiVersion: nfguard.io/v1alpha1
@@ -139,7 +146,7 @@ s30_policy_reports() {
   on_dump kubectl -n "$S30_NS" get policyreports.wgpolicyk8s.io,reports.openreports.io -o yaml
 
   # The fallback: PolicyReport only.
-  defer kubectl delete --ignore-not-found --wait=true -f "$wg_crd"
+  defer s30_delete_crds "$wg_crd"
   kubectl apply --server-side -f "$wg_crd" >/dev/null
   kubectl wait --for=condition=Established --timeout=60s crd/policyreports.wgpolicyk8s.io >/dev/null
   t0=$SECONDS
@@ -156,8 +163,7 @@ s30_policy_reports() {
   ok "PolicyReport $S30_NS/$S30_REPORT: $(jq -c '{summary, owner: .metadata.ownerReferences[0].kind}' <<<"$S30_JSON")"
 
   # openreports.io: preferred as soon as it is served; the PolicyReport goes.
-  defer kubectl delete --ignore-not-found --wait=true -f "$cr_crd"
-  defer kubectl delete --ignore-not-found --wait=true -f "$or_crd"
+  defer s30_delete_crds "$or_crd" "$cr_crd"
   kubectl apply --server-side -f "$or_crd" -f "$cr_crd" >/dev/null
   kubectl wait --for=condition=Established --timeout=60s crd/reports.openreports.io >/dev/null
   t0=$SECONDS
