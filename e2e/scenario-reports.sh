@@ -12,7 +12,8 @@
 #     config/crd/openreports.io_reports.yaml) the same workload gets its
 #     Report (rule, result, node, image) and the PolicyReport is removed;
 #   - a re-judgement with no change (a namespace relabelled) writes nothing:
-#     the Report's resourceVersion and the write counter stay;
+#     the Report's resourceVersion and the write counter stay; nor does a
+#     new leader's first full pass (the controller pod deleted);
 #   - the policy's action Warn -> Deny turns the result warn into fail;
 #   - deleting the workload removes its report.
 # The CRDs it installed are deleted at its end (their objects with them).
@@ -74,6 +75,15 @@ s30_result() {
   WHY="$1 $S30_REPORT on $2 [$3]: $got"
   [ "$got" = "$4 $IMG_INCIDENT 1.8.7 Pod" ]
 }
+s30_passed_after() { # OLD: a leader other than OLD has written its reports gauge (a pass ended)
+  local pod v
+  pod=$(s30_controller)
+  WHY="leader '${pod}'"
+  [ -n "$pod" ] && [ "$pod" != "$1" ] || return 1
+  v=$(s8_metric "$pod" nfguard_controller_reports)
+  WHY="leader $pod: nfguard_controller_reports '${v}'"
+  [ "${v:-0}" -ge 1 ]
+}
 s30_gone() { # RESOURCE
   local out
   out=$(kubectl -n "$S30_NS" get "$1" "$S30_REPORT" -o name 2>&1) && { WHY="$out still exists"; return 1; }
@@ -121,7 +131,7 @@ YAML
 }
 
 s30_policy_reports() {
-  local wg_crd or_dir or_crd cr_crd out rv rv2 writes writes2 t0 have raw managed
+  local wg_crd or_dir or_crd cr_crd out rv rv2 writes writes2 t0 have raw managed old
   new_rules_node
   # Without any report CRD (as the cluster came up): none, said once.
   for have in reports.openreports.io policyreports.wgpolicyk8s.io; do
@@ -194,6 +204,18 @@ s30_policy_reports() {
   [ "$writes" = "$writes2" ] || fail "the no-change re-judgement applied reports: $writes -> $writes2"
   s30_result reports.openreports.io "$RULES_NODE" OldReaderNewRules warn || fail "$WHY"
   ok "a no-change re-judgement (namespace relabelled): resourceVersion $rv kept, report applies $writes -> $writes2"
+
+  # A new leader's first full pass (stored reports listed, every workload
+  # judged) writes nothing either.
+  old=$(s30_controller)
+  kubectl -n "$NS" delete pod "$old" --wait=false >/dev/null
+  t0=$SECONDS
+  wait_for 120 "another controller to lead and finish its first pass of the reports" s30_passed_after "$old"
+  rv2=$(get reports.openreports.io "$S30_REPORT" '{.metadata.resourceVersion}' -n "$S30_NS")
+  writes2=$(s30_writes apply openreports.io/v1alpha1)
+  [ "$rv" = "$rv2" ] || fail "the new leader rewrote the Report: resourceVersion $rv -> $rv2"
+  [ "$writes2" = 0 ] || fail "the new leader applied $writes2 report(s) with nothing changed"
+  ok "controller $old deleted: $(s30_controller) leads, its first pass over $(s8_metric "$(s30_controller)" nfguard_controller_reports) report(s) after $((SECONDS - t0)) s applied 0; resourceVersion $rv kept"
 
   # The facts change: the same finding is now a failure.
   s30_policy Deny
