@@ -352,6 +352,17 @@ impl Metrics {
             "Policy reports nfguard holds in the API it writes",
             m.reports.clone(),
         );
+        // Every series from the start (0 until discovery answers, and
+        // counters at 0), so dashboards and rate() see them before a write.
+        let apis = crate::reports::ReportApi::ALL.map(|a| a.api_version());
+        for api in apis.into_iter().chain([REPORTS_API_NONE]) {
+            let _ = m.reports_api.get_or_create(&ReportApiLabel { api });
+        }
+        for api in apis {
+            for op in [WriteOp::apply, WriteOp::delete] {
+                let _ = m.report_writes.get_or_create(&ReportWriteLabel { op, api });
+            }
+        }
         for b in BACKENDS {
             let _ = m
                 .nodes_by_backend
