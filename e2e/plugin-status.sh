@@ -92,6 +92,13 @@ grep -q ' READY  *ACTIVE ' <<<"$wide_head" || fail "-o wide lacks its extra colu
 table_tail=$(tail -n1 "$work/table")
 grep -Eq "^$total nodes?, [0-9]+ degraded, [0-9]+ stale, [0-9]+ without profile$" <<<"$table_tail" \
   || fail "unexpected summary for $total nodes: $table_tail"
+# The policy reports' line sits above the summary; -o json has the section.
+table_reports=$(tail -n2 "$work/table")
+table_reports=${table_reports%%$'\n'*}
+grep -Eq '^policy reports(: not served| \((openreports\.io/v1alpha1|wgpolicyk8s\.io/v1alpha2)\): )' <<<"$table_reports" \
+  || fail "no policy reports line above the summary: $table_reports"
+[ "$(jq -c '.reports | keys' "$work/json")" = '["api","error","namespaces"]' ] \
+  || fail "-o json lacks the reports section: $(jq -c .reports "$work/json")"
 [ "$(jq '.summary.nodes' "$work/json")" = "$total" ] || fail "-o json counts $(jq '.summary.nodes' "$work/json") nodes, the cluster has $total"
 
 for node in "${ready[@]}"; do

@@ -332,6 +332,10 @@ def check_rbac(objs):
           | {(None, "", "nodes", v, ()) for v in ("list", "watch", "patch")}
           | {(None, "", "pods", v, ()) for v in ("list", "watch")}
           | {(None, "", "namespaces", v, ()) for v in ("list", "watch")}
+          | {(None, g, r, v, ()) for g, r in (("apps", "replicasets"), ("batch", "jobs"))
+             for v in ("list", "watch")}
+          | {(None, g, r, v, ()) for g, r in (("openreports.io", "reports"), ("wgpolicyk8s.io", "policyreports"))
+             for v in ("list", "create", "patch", "delete")}
           | {(None, "", r, "get", ()) for r in ("serviceaccounts", "secrets")}
           | {(None, "events.k8s.io", "events", v, ()) for v in ("create", "patch")}
           | {(NS, "coordination.k8s.io", "leases", v, ("nfguard-controller",)) for v in ("get", "update")}

@@ -63,6 +63,7 @@ pub enum Stage {
     status,
     orphans,
     policy_status,
+    reports,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -82,6 +83,29 @@ pub struct TaintChangeLabel {
     pub taint: String,
     pub change: Change,
 }
+
+/// A policy report write.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types)]
+pub enum WriteOp {
+    apply,
+    delete,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReportWriteLabel {
+    pub op: WriteOp,
+    /// `openreports.io/v1alpha1` or `wgpolicyk8s.io/v1alpha2`.
+    pub api: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReportApiLabel {
+    pub api: &'static str,
+}
+
+/// `api` of `reports_api` when no report API is served.
+pub const REPORTS_API_NONE: &str = "none";
 
 const BACKENDS: [&str; 5] = ["nft", "legacy", "mixed", "none", "unknown"];
 /// The condition types the controller writes, and their statuses.
@@ -197,6 +221,12 @@ pub struct Metrics {
     /// 1 for a node's current condition status, 0 for the other two.
     pub node_condition: Family<NodeConditionLabel, Gauge>,
     pub node_last_probe: Family<NodeLabel, Gauge>,
+    /// 1 for the policy report API in use (or `none`), 0 for the others.
+    pub reports_api: Family<ReportApiLabel, Gauge>,
+    /// Policy reports applied or deleted.
+    pub report_writes: Family<ReportWriteLabel, Counter>,
+    /// Policy reports nfguard holds in the API in use.
+    pub reports: Gauge,
     /// Per-node facts behind the gauges.
     nodes: Mutex<HashMap<String, NodeObservation>>,
 }
@@ -226,6 +256,9 @@ impl Metrics {
             invalid_policies: Gauge::default(),
             node_condition: Family::default(),
             node_last_probe: Family::default(),
+            reports_api: Family::default(),
+            report_writes: Family::default(),
+            reports: Gauge::default(),
             nodes: Mutex::new(HashMap::new()),
             registry: Registry::default(),
         };
@@ -304,12 +337,49 @@ impl Metrics {
             "Unix time of the reporter's last probe of the node (lastProbeTime)",
             m.node_last_probe.clone(),
         );
+        registry.register(
+            "reports_api",
+            "1 for the policy report API the controller writes (openreports.io/v1alpha1, wgpolicyk8s.io/v1alpha2, or none when neither is served), 0 for the others",
+            m.reports_api.clone(),
+        );
+        registry.register(
+            "report_writes",
+            "Policy reports applied (content changed) or deleted (workload gives no result), by API",
+            m.report_writes.clone(),
+        );
+        registry.register(
+            "reports",
+            "Policy reports nfguard holds in the API it writes",
+            m.reports.clone(),
+        );
+        // Every series from the start (0 until discovery answers, and
+        // counters at 0), so dashboards and rate() see them before a write.
+        let apis = crate::reports::ReportApi::ALL.map(|a| a.api_version());
+        for api in apis.into_iter().chain([REPORTS_API_NONE]) {
+            let _ = m.reports_api.get_or_create(&ReportApiLabel { api });
+        }
+        for api in apis {
+            for op in [WriteOp::apply, WriteOp::delete] {
+                let _ = m.report_writes.get_or_create(&ReportWriteLabel { op, api });
+            }
+        }
         for b in BACKENDS {
             let _ = m
                 .nodes_by_backend
                 .get_or_create(&BackendLabel { backend: b.into() });
         }
         Metrics { registry, ..m }
+    }
+
+    /// The policy report API in use (None: neither is served).
+    pub fn set_reports_api(&self, api: Option<crate::reports::ReportApi>) {
+        let current = api.map_or(REPORTS_API_NONE, |a| a.api_version());
+        let all = crate::reports::ReportApi::ALL.map(|a| a.api_version());
+        for name in all.into_iter().chain([REPORTS_API_NONE]) {
+            self.reports_api
+                .get_or_create(&ReportApiLabel { api: name })
+                .set(i64::from(name == current));
+        }
     }
 
     /// Record what a reconcile learned about a node, refreshing the gauges.

@@ -71,6 +71,8 @@ pub fn pod(p: &Pod) -> u64 {
         &p.metadata.name,
         &p.metadata.namespace,
         &p.metadata.annotations,
+        // Its workload (the policy report it is listed in).
+        &p.metadata.owner_references,
         &p.metadata.deletion_timestamp,
         &p.spec,
         &p.status,

@@ -8,11 +8,14 @@ use super::in_flight::Written;
 use super::metrics::{Metrics, NodeLabel, Stage, StageLabel};
 use super::orphans::orphans;
 use super::plan::NodePlan;
+use super::report_owners::{JobMeta, ReplicaSetMeta};
+use super::reports_judge::raw_workload;
+use super::reports_write::{ReportQueue, ReportWriter};
 use super::stores::{Caches, Feeds, Unlisted};
 use crate::api::{NetfilterPolicy, NodeNetfilterProfile};
 use crate::judgement::Bounded;
 use crate::runtime::clock::Clock;
-use futures::{Stream, StreamExt};
+use futures::{FutureExt, Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, Preconditions};
@@ -55,6 +58,8 @@ pub struct Ctx {
     pub recorder: Recorder,
     /// Everything a reconcile reads (no API reads).
     pub caches: Caches,
+    /// Workloads whose policy report a reconcile may have changed.
+    pub reports: Arc<ReportQueue>,
 }
 
 /// One node: gather from the caches, plan (pure), apply. Returns the plan
@@ -71,6 +76,14 @@ pub async fn reconcile_node(node: &Node, ctx: &Ctx) -> Result<NodePlan, Reconcil
             .inc();
         return Err(ReconcileError::Unlisted { node: name, source });
     }
+    // Whatever made this node reconcile (its facts, a policy, a pod, the
+    // resync) may change the reports of the workloads running on it.
+    ctx.reports.mark(
+        ctx.caches
+            .pods_on(&name)
+            .iter()
+            .filter_map(|p| raw_workload(p)),
+    );
     // Planning before the watches show this controller's last writes to
     // the node would write them again (see `in_flight`); the feed that
     // shows the last one triggers the node.
@@ -204,7 +217,9 @@ fn node_refs(names: Vec<String>) -> Vec<ObjectRef<Node>> {
 /// a pod on it that can write rules changing in what the plan reads (not
 /// its status), any policy's spec, a namespace's labels (both: every
 /// node), the requeue at the moment its heartbeat would turn stale, and
-/// the resync.
+/// the resync. The policy reports' writer runs beside it
+/// ([`ReportWriter`]): each reconcile marks the workloads on its node, a
+/// deleted pod its own, a ReplicaSet or Job its pods'.
 pub async fn run_controller(
     client: kube::Client,
     images: Arc<Bounded>,
@@ -214,6 +229,9 @@ pub async fn run_controller(
     stop: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let (caches, feeds) = super::stores::caches();
+    let (parents, parent_feeds) = super::report_owners::parents();
+    let queue = Arc::new(ReportQueue::default());
+    let stop = stop.shared();
     let Feeds {
         mut nodes,
         mut profiles,
@@ -232,11 +250,32 @@ pub async fn run_controller(
             node_refs(profiles.feed(e))
         })
         .boxed(),
-        watch(Api::<Pod>::all(client.clone()), move |e| {
-            node_refs(pods.feed(e))
-        })
-        .boxed(),
+        {
+            let queue = queue.clone();
+            watch(Api::<Pod>::all(client.clone()), move |e| {
+                // A deleted pod is on no node any more: mark its workload here.
+                if let watcher::Event::Delete(p) = &e {
+                    queue.mark(raw_workload(p));
+                }
+                node_refs(pods.feed(e))
+            })
+            .boxed()
+        },
     ]);
+    let (mut replica_sets, mut jobs) = (parent_feeds.replica_sets, parent_feeds.jobs);
+    let (rs_queue, job_queue) = (queue.clone(), queue.clone());
+    // Metadata only (owner references): the reports' owner resolution.
+    let parents_fed = futures::stream::select(
+        watch(Api::<ReplicaSetMeta>::all(client.clone()), move |e| {
+            rs_queue.mark(replica_sets.feed(e));
+            Vec::<()>::new()
+        }),
+        watch(Api::<JobMeta>::all(client.clone()), move |e| {
+            job_queue.mark(jobs.feed(e));
+            Vec::<()>::new()
+        }),
+    )
+    .for_each(|_| std::future::ready(()));
     let policy_changed = watch(Api::<NetfilterPolicy>::all(client.clone()), move |e| {
         policies.feed(e).then_some(()).into_iter().collect()
     });
@@ -246,6 +285,14 @@ pub async fn run_controller(
         move |e| namespaces.feed(e).then_some(()).into_iter().collect(),
     );
     let node_store = caches.nodes.clone();
+    let writer = ReportWriter {
+        client: client.clone(),
+        caches: caches.clone(),
+        parents,
+        images: images.clone(),
+        queue: queue.clone(),
+        metrics: metrics.clone(),
+    };
     let ctx = Arc::new(Ctx {
         client,
         images,
@@ -253,10 +300,11 @@ pub async fn run_controller(
         metrics: metrics.clone(),
         recorder,
         caches,
+        reports: queue,
     });
     // Every trigger comes from the feeds: the Controller's own stream is
     // idle, its store is the Node cache.
-    Controller::for_stream(futures::stream::pending(), node_store)
+    let nodes = Controller::for_stream(futures::stream::pending(), node_store)
         .reconcile_on(per_node)
         // A policy, or a namespace's new labels (which may select it into
         // or out of a Taint policy), re-judge every node: rare admin
@@ -264,7 +312,7 @@ pub async fn run_controller(
         .reconcile_all_on(policy_changed)
         .reconcile_all_on(relabelled)
         .with_config(ControllerConfig::default().concurrency(1))
-        .graceful_shutdown_on(stop)
+        .graceful_shutdown_on(stop.clone())
         .run(reconcile, error_policy, ctx)
         .for_each(|res| {
             match res {
@@ -276,8 +324,15 @@ pub async fn run_controller(
                 Err(e) => tracing::debug!(error = %e, "controller"),
             }
             std::future::ready(())
-        })
-        .await;
+        });
+    let parents_stop = stop.clone();
+    let parents_fed = async move {
+        tokio::select! {
+            _ = parents_fed => {}
+            _ = parents_stop => {}
+        }
+    };
+    futures::join!(nodes, writer.run(stop), parents_fed);
 }
 
 /// Delete profiles whose Node is gone. Returns how many were deleted.

@@ -204,8 +204,9 @@ fn slim_ephemeral(c: EphemeralContainer) -> EphemeralContainer {
     }
 }
 
-/// A pod cut down to what the plan and `compat::evaluate` read: name,
-/// namespace, uid, the `nfguard.io/exempt` annotation, deletion, node,
+/// A pod cut down to what the plan, `compat::evaluate` and the policy
+/// reports read: name, namespace, uid, the controlling owner reference
+/// (the report's workload), the `nfguard.io/exempt` annotation, deletion, node,
 /// hostNetwork, each container's name, image and securityContext, the
 /// ServiceAccount and imagePullSecrets (the images' credentials), and
 /// the phase. Everything else (managedFields, labels, env, volumes, probes,
@@ -246,6 +247,14 @@ pub fn slim_pod(pod: Pod) -> Pod {
             resource_version: m.resource_version,
             deletion_timestamp: m.deletion_timestamp,
             annotations,
+            owner_references: m
+                .owner_references
+                .map(|refs| {
+                    refs.into_iter()
+                        .filter(|o| o.controller == Some(true))
+                        .collect::<Vec<_>>()
+                })
+                .filter(|refs| !refs.is_empty()),
             ..Default::default()
         },
         spec,

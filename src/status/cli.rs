@@ -68,8 +68,12 @@ pub async fn report_from(
     server: &str,
     timeout: Option<Duration>,
 ) -> anyhow::Result<super::StatusReport> {
-    let listing = fetch::list(client, server);
-    let listed = match timeout {
+    let listing = async {
+        let listed = fetch::list(client, server).await?;
+        let reports = fetch::reports(client).await;
+        Ok::<_, fetch::FetchError>((listed, reports))
+    };
+    let (listed, (api, reports, error)) = match timeout {
         None => listing.await?,
         Some(limit) => tokio::time::timeout(limit, listing).await.map_err(|_| {
             anyhow::anyhow!(
@@ -79,7 +83,9 @@ pub async fn report_from(
         })??,
     };
     let now = k8s_openapi::jiff::Timestamp::now();
-    Ok(build_report(&listed.profiles, &listed.nodes, now))
+    let mut report = build_report(&listed.profiles, &listed.nodes, now);
+    report.reports = super::reports::reports_status(api, &reports, error);
+    Ok(report)
 }
 
 pub async fn run(args: Args) -> anyhow::Result<u8> {

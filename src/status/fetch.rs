@@ -2,6 +2,7 @@
 //! name the API server, and say which kind of failure it was.
 
 use crate::api::NodeNetfilterProfile;
+use crate::reports::{LABEL_MANAGED_BY, MANAGED_BY, ReportApi, ReportSummary};
 use crate::runtime::list::ClusterKind;
 use k8s_openapi::api::core::v1::Node;
 
@@ -80,4 +81,69 @@ pub async fn list(client: &kube::Client, server: &str) -> Result<Listed, FetchEr
     let profiles = list_all(client, server, "nodenetfilterprofiles.nfguard.io").await?;
     let nodes = list_all(client, server, "nodes").await?;
     Ok(Listed { profiles, nodes })
+}
+
+/// nfguard's policy reports as `status` shows them: the API in use (the
+/// first served, as the controller chooses) and each report's namespace and
+/// summary. Never fails the status: an error reading them is returned as text.
+pub async fn reports(
+    client: &kube::Client,
+) -> (
+    Option<ReportApi>,
+    Vec<(String, ReportSummary)>,
+    Option<String>,
+) {
+    let mut api = None;
+    for candidate in ReportApi::ALL {
+        match client
+            .list_api_group_resources(candidate.api_version())
+            .await
+        {
+            Ok(list) if list.resources.iter().any(|r| r.name == candidate.plural()) => {
+                api = Some(candidate);
+                break;
+            }
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return (None, Vec::new(), Some(chain(&e))),
+        }
+    }
+    let Some(api) = api else {
+        return (None, Vec::new(), None);
+    };
+    let all: kube::Api<kube::api::DynamicObject> =
+        kube::Api::all_with(client.clone(), &api.api_resource());
+    let selector = format!("{LABEL_MANAGED_BY}={MANAGED_BY}");
+    let mut params = kube::api::ListParams::default()
+        .labels(&selector)
+        .limit(500);
+    let mut out = Vec::new();
+    loop {
+        let page = match all.list(&params).await {
+            Ok(p) => p,
+            Err(kube::Error::Api(s)) => {
+                return (Some(api), out, Some(format!("{} {}", s.code, s.reason)));
+            }
+            Err(e) => return (Some(api), out, Some(chain(&e))),
+        };
+        for o in page.items {
+            let ns = o.metadata.namespace.clone().unwrap_or_default();
+            // A summary that does not parse counts as empty (not nfguard's shape).
+            let summary = o
+                .data
+                .get("summary")
+                .and_then(|s| serde_json::from_value::<ReportSummary>(s.clone()).ok())
+                .unwrap_or_default();
+            out.push((ns, summary));
+        }
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => {
+                params = kube::api::ListParams::default()
+                    .labels(&selector)
+                    .limit(500)
+                    .continue_token(&token)
+            }
+            None => return (Some(api), out, None),
+        }
+    }
 }

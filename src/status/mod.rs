@@ -4,6 +4,7 @@
 
 pub mod cli;
 pub mod fetch;
+pub mod reports;
 pub mod table;
 
 use crate::api::{ActiveBackend, NodeNetfilterProfile, Writer};
@@ -22,6 +23,8 @@ use std::collections::HashMap;
 pub struct StatusReport {
     pub nodes: Vec<NodeStatus>,
     pub summary: Summary,
+    /// nfguard's policy reports (docs/reports.md).
+    pub reports: reports::ReportsStatus,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -221,6 +224,7 @@ pub fn build_report(
     StatusReport {
         nodes: rows,
         summary,
+        reports: reports::ReportsStatus::default(),
     }
 }
 

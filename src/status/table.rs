@@ -207,9 +207,11 @@ pub fn render(report: &StatusReport, wide: bool) -> String {
         headers.extend(WIDE_COLUMNS);
     }
     let rows: Vec<Vec<String>> = report.nodes.iter().map(|n| cells(n, wide)).collect();
+    // The summary stays the last line (scripts read it there).
     format!(
-        "{}\n{}\n",
+        "{}\n{}\n{}\n",
         render_table(&headers, &rows),
+        super::reports::reports_line(&report.reports),
         summary_line(&report.summary)
     )
 }

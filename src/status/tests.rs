@@ -233,8 +233,13 @@ fn table_is_aligned_like_kubectl_with_a_summary() {
         ]
     );
     assert_eq!(lines[4], "");
-    assert_eq!(lines[5], "3 nodes, 1 degraded, 0 stale, 1 without profile");
-    assert_eq!(lines.len(), 6);
+    assert!(
+        lines[5].starts_with("policy reports: not served"),
+        "{}",
+        lines[5]
+    );
+    assert_eq!(lines[6], "3 nodes, 1 degraded, 0 stale, 1 without profile");
+    assert_eq!(lines.len(), 7);
 }
 
 #[test]
@@ -368,5 +373,9 @@ fn json_document_has_every_field_even_when_unknown() {
     assert_eq!(
         v["summary"],
         json!({"nodes": 3, "degraded": 1, "stale": 0, "withoutProfile": 1})
+    );
+    assert_eq!(
+        v["reports"],
+        json!({"api": null, "error": null, "namespaces": []})
     );
 }

@@ -287,6 +287,7 @@ fn make_ctx(client: kube::Client, listed: Listed, images: ImageResolutions) -> (
             },
         ),
         caches,
+        reports: Default::default(),
     };
     (ctx, metrics)
 }
@@ -1237,23 +1238,41 @@ async fn stop_controller(
         .unwrap()
 }
 
-const COLLECTIONS: [&str; 5] = [
+const COLLECTIONS: [&str; 7] = [
     "/api/v1/nodes",
     PROFILES_PATH,
     PODS_PATH,
     POLICIES_PATH,
     "/api/v1/namespaces",
+    // The policy reports' owner resolution (metadata only).
+    "/apis/apps/v1/replicasets",
+    "/apis/batch/v1/jobs",
 ];
 
-/// The running controller only lists and watches: no GET of one object.
+/// The policy reports' API discovery (neither is served here).
+const REPORT_DISCOVERY: [&str; 2] = [
+    "/apis/openreports.io/v1alpha1",
+    "/apis/wgpolicyk8s.io/v1alpha2",
+];
+
+/// The running controller only lists and watches (and asks discovery
+/// which report API is served): no GET of one object.
 fn assert_only_lists_and_watches(seen: &[(Captured, String)]) {
-    for (c, _) in seen.iter().filter(|(c, _)| c.method == "GET") {
+    for (c, accept) in seen.iter().filter(|(c, _)| c.method == "GET") {
         assert!(
-            COLLECTIONS.contains(&c.path.as_str()),
+            COLLECTIONS.contains(&c.path.as_str()) || REPORT_DISCOVERY.contains(&c.path.as_str()),
             "read {} {}",
             c.path,
             c.query
         );
+        if COLLECTIONS[5..].contains(&c.path.as_str()) {
+            assert!(
+                accept.contains("as=PartialObjectMetadata"),
+                "{} {} {accept}",
+                c.path,
+                c.query
+            );
+        }
     }
 }
 

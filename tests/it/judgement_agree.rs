@@ -8,7 +8,13 @@
 //! - the controller (its production path: caches fed as its watches feed
 //!   them, then `plan_from_caches`) taints for a running pod exactly when a
 //!   `Taint` policy selects its namespace and the webhook finds critical
-//!   reasons, the same ones.
+//!   reasons, the same ones;
+//! - the controller's policy report (its production path: the same caches,
+//!   then `judge_reports`) lists for the pod on its node exactly the
+//!   webhook's reasons, each with the result its effect gives (deny -> fail,
+//!   warn -> warn; allowed ones error, skip or pass by class), one
+//!   `Compatible` pass when a writer has none, and no report for a pod that
+//!   cannot write rules; its worst result is the webhook's verdict.
 //!
 //! Some images are private: the registry answers them only to the right
 //! pull secret, which the pod names itself, or its ServiceAccount does, or
@@ -23,10 +29,12 @@ use nfguard::api::PolicyAction;
 use nfguard::api::{NetfilterPolicy, NodeNetfilterProfile};
 use nfguard::check::{CheckError, Inputs, ResolveOptions, check};
 use nfguard::compat::evaluate::{
-    Decision, ImageResolutions, ReasonCode, Verdict, Workload, validate_policy,
+    Decision, ImageResolutions, ReasonCode, Verdict, Workload, pod_spec_can_write, validate_policy,
 };
 use nfguard::controller::gather::plan_from_caches;
 use nfguard::controller::namespaces::NamespaceMeta;
+use nfguard::controller::report_owners::parents;
+use nfguard::controller::reports_judge::{Scope, judge_reports};
 use nfguard::controller::stores::{FirstLists, caches};
 use nfguard::facts::{Backend, ImageProfile, IptablesFacts, Platform};
 use nfguard::judgement::pull_secrets::PullSecretReader;
@@ -34,6 +42,7 @@ use nfguard::judgement::{
     Bounded, FixedImages, ImageLookup, LookupError, PolicyBook, Scene, Subject,
 };
 use nfguard::registry::{Anonymous, CredentialSource, Credentials};
+use nfguard::reports::{RULE_COMPATIBLE, ResultKind, result_kind};
 use nfguard::webhook::admission::Judge;
 use nfguard::webhook::facts::{Facts, Snapshot};
 use nfguard::webhook::images::{CacheTtl, ImageCache};
@@ -577,17 +586,8 @@ async fn by_webhook(f: &Facts3, lookup: Arc<dyn ImageLookup>) -> Decision {
         .expect("the webhook judges")
 }
 
-/// The controller's plan for the pod's node, through its production path:
-/// caches fed as its watches feed them, then `plan_from_caches`.
-/// Returns (violation codes, status to write).
-async fn by_controller(
-    f: &Facts3,
-    on_node: usize,
-    lookup: Arc<dyn ImageLookup>,
-) -> (
-    Vec<ReasonCode>,
-    Option<nfguard::api::NodeNetfilterProfileStatus>,
-) {
+/// The controller's caches holding the cluster, fed as its watches feed them.
+fn controller_caches(f: &Facts3) -> nfguard::controller::stores::Caches {
     let pod: Pod = serde_json::from_value(f.pod.clone()).unwrap();
     let namespace: NamespaceMeta = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Namespace",
@@ -602,14 +602,33 @@ async fn by_controller(
         policies: f.policies.clone(),
         namespaces: vec![namespace],
     });
+    caches
+}
+
+/// The controller's image look-ups: the pod's pull secrets through the API.
+fn controller_images(f: &Facts3, lookup: Arc<dyn ImageLookup>) -> Bounded {
+    Bounded::new(lookup, 4).with_pull_secrets(PullSecretReader::new(
+        f.api.client(),
+        Duration::from_secs(30),
+        64,
+    ))
+}
+
+/// The controller's plan for the pod's node, through its production path:
+/// caches fed as its watches feed them, then `plan_from_caches`.
+/// Returns (violation codes, status to write).
+async fn by_controller(
+    f: &Facts3,
+    on_node: usize,
+    lookup: Arc<dyn ImageLookup>,
+) -> (
+    Vec<ReasonCode>,
+    Option<nfguard::api::NodeNetfilterProfileStatus>,
+) {
     let plan = plan_from_caches(
         &f.nodes[on_node],
-        &caches,
-        &Bounded::new(lookup, 4).with_pull_secrets(PullSecretReader::new(
-            f.api.client(),
-            Duration::from_secs(30),
-            64,
-        )),
+        &controller_caches(f),
+        &controller_images(f, lookup),
         tokio::time::Instant::now() + Duration::from_secs(5),
         "2026-03-01T12:00:00Z".parse().unwrap(),
     )
@@ -622,6 +641,33 @@ async fn by_controller(
     codes.sort();
     codes.dedup();
     (codes, plan.status)
+}
+
+/// The controller's policy report for the pod (None: no report), through
+/// its production path: caches and owner stores fed as the watches feed
+/// them, then `judge_reports`. Returns (rule, result) of every result.
+async fn by_reports(f: &Facts3, lookup: Arc<dyn ImageLookup>) -> Option<Vec<(String, ResultKind)>> {
+    let (parents, mut owner_feeds) = parents();
+    owner_feeds.list(Vec::new(), Vec::new());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let images = controller_images(f, lookup);
+    let judged = judge_reports(
+        &controller_caches(f),
+        &parents,
+        &images,
+        &Scope::All,
+        deadline,
+    )
+    .await;
+    assert!(judged.reports.len() <= 1, "one pod, one workload");
+    let report = judged.reports.into_iter().next()?;
+    Some(
+        report
+            .results
+            .iter()
+            .map(|r| (r.rule.clone(), r.result.expect("every result has one")))
+            .collect(),
+    )
 }
 
 /// `d` says `image` could not be inspected.
@@ -701,6 +747,49 @@ async fn agree(c: Cluster) -> Result<(), TestCaseError> {
         (checked.candidate_nodes, checked.containers_in_scope),
         (admitted.candidate_nodes, admitted.containers_in_scope)
     );
+
+    // The policy report of the running pod: the webhook's reasons, each
+    // with the result its effect gives, and the verdict as its worst result.
+    let reported = by_reports(&f, registry.clone()).await;
+    let pod: Pod = serde_json::from_value(f.pod.clone()).unwrap();
+    let writes = pod_spec_can_write(pod.spec.as_ref().unwrap());
+    let mut want: Vec<(String, ResultKind)> = admitted
+        .reasons
+        .iter()
+        .map(|r| (r.code.to_string(), result_kind(r)))
+        .collect();
+    if want.is_empty() && admitted.containers_in_scope > 0 {
+        want.push((RULE_COMPATIBLE.to_string(), ResultKind::Pass));
+    }
+    want.sort();
+    let got = reported.clone().map(|mut r| {
+        r.sort();
+        r
+    });
+    if writes {
+        prop_assert_eq!(
+            got,
+            (!want.is_empty()).then_some(want),
+            "the report disagrees with the webhook"
+        );
+    } else {
+        prop_assert_eq!(got, None, "a pod that cannot write rules is not reported");
+    }
+    if let Some(results) = &reported {
+        let has = |k: ResultKind| results.iter().any(|(_, r)| *r == k);
+        let verdict = if has(ResultKind::Fail) {
+            Verdict::Deny
+        } else if has(ResultKind::Warn) {
+            Verdict::Warn
+        } else {
+            Verdict::Allow
+        };
+        prop_assert_eq!(
+            verdict,
+            admitted.verdict,
+            "the report's worst result is not the webhook's verdict"
+        );
+    }
 
     let (violations, _) = by_controller(&f, c.on_node, registry).await;
     let policy = f.book().for_namespace(NAMESPACE);

@@ -225,9 +225,13 @@ fn status_reads_the_cluster_of_the_chosen_context() {
         *api.seen.lock().unwrap(),
         [
             "/apis/nfguard.io/v1alpha1/nodenetfilterprofiles",
-            "/api/v1/nodes"
+            "/api/v1/nodes",
+            // Neither report API is served here: the section says so.
+            "/apis/openreports.io/v1alpha1",
+            "/apis/wgpolicyk8s.io/v1alpha2"
         ]
     );
+    assert!(table.contains("\npolicy reports: not served"), "{table}");
 
     // KUBECONFIG (kubectl's variable) works the same; -o json is a document.
     let out = run(cmd(&plugin)

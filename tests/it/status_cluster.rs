@@ -14,6 +14,20 @@ type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
 const PROFILES: &str = "/apis/nfguard.io/v1alpha1/nodenetfilterprofiles";
 const NODES: &str = "/api/v1/nodes";
 const SERVER: &str = "https://api.example:6443";
+const OPENREPORTS: &str = "/apis/openreports.io/v1alpha1";
+const WGPOLICY: &str = "/apis/wgpolicyk8s.io/v1alpha2";
+const POLICYREPORTS: &str = "/apis/wgpolicyk8s.io/v1alpha2/policyreports";
+
+fn not_found() -> serde_json::Value {
+    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+           "message": "the server could not find the requested resource", "reason": "NotFound", "code": 404})
+}
+
+fn wgpolicy_resources() -> serde_json::Value {
+    json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "wgpolicyk8s.io/v1alpha2",
+           "resources": [{"name": "policyreports", "singularName": "policyreport", "namespaced": true,
+                          "kind": "PolicyReport", "verbs": ["list"]}]})
+}
 
 fn mock() -> (kube::Client, Handle) {
     let (svc, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
@@ -114,6 +128,27 @@ async fn lists_profiles_then_nodes_following_continue_tokens() {
                     None,
                 ),
             ),
+            // Then the report APIs' discovery: the first served one is read.
+            (OPENREPORTS, None, 404, not_found()),
+            (WGPOLICY, None, 200, wgpolicy_resources()),
+            (
+                POLICYREPORTS,
+                None,
+                200,
+                page(
+                    "PolicyReport",
+                    "wgpolicyk8s.io/v1alpha2",
+                    json!([
+                        {"apiVersion": "wgpolicyk8s.io/v1alpha2", "kind": "PolicyReport",
+                         "metadata": {"name": "nfguard-daemonset-cni", "namespace": "kube-system"},
+                         "summary": {"pass": 2, "fail": 1, "warn": 0, "error": 0, "skip": 0}},
+                        {"apiVersion": "wgpolicyk8s.io/v1alpha2", "kind": "PolicyReport",
+                         "metadata": {"name": "nfguard-deployment-web", "namespace": "web"},
+                         "summary": {"pass": 0, "fail": 0, "warn": 3, "error": 0, "skip": 0}}
+                    ]),
+                    None,
+                ),
+            ),
         ],
     );
     let report = report_from(&client, SERVER, Some(Duration::from_secs(5)))
@@ -134,6 +169,10 @@ async fn lists_profiles_then_nodes_following_continue_tokens() {
         ]
     );
     assert_eq!(report.summary.without_profile, 1);
+    assert_eq!(
+        nfguard::status::reports::reports_line(&report.reports),
+        "policy reports (wgpolicyk8s.io/v1alpha2): 2 reports; kube-system 1 fail, 0 warn; web 0 fail, 3 warn"
+    );
 }
 
 #[tokio::test]

@@ -1,0 +1,384 @@
+//! The policy reports' content, from the controller's caches: every running
+//! pod that can write netfilter rules, judged on the node it runs on through
+//! `crate::judgement` (the webhook's path, `Severity::Info`: every reason),
+//! grouped under its workload ([`crate::reports`]). No API read: the pods,
+//! profiles, Nodes, policies and owners come from the caches; the only I/O
+//! is the image look-ups (cached by `Bounded`).
+
+use super::inventory::{is_running, node_platform};
+use super::report_owners::Parents;
+use super::stores::Caches;
+use crate::api::NodeNetfilterProfile;
+use crate::compat::evaluate::{Candidate, ImageKey};
+use crate::facts::{Platform, Severity};
+use crate::judgement::{Bounded, Scene, Subject};
+use crate::reports::{DesiredReport, JudgedPod, ObjectId, PodRef, build_reports, resolve_owner};
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::reflector::ObjectRef;
+use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
+use tokio::time::Instant;
+
+/// A workload as reports are keyed: its namespace and the object.
+pub type Workload = (String, ObjectId);
+
+/// Which workloads a pass rebuilds.
+#[derive(Clone, Debug)]
+pub enum Scope {
+    /// Every workload (start, API switch, resync).
+    All,
+    /// These (resolved) workloads only.
+    Only(HashSet<Workload>),
+}
+
+impl Scope {
+    pub fn contains(&self, w: &Workload) -> bool {
+        match self {
+            Scope::All => true,
+            Scope::Only(set) => set.contains(w),
+        }
+    }
+}
+
+/// A pod's raw workload key: its controller (a ReplicaSet or Job is
+/// resolved later, when the pass runs) or itself.
+pub fn raw_workload(pod: &Pod) -> Option<Workload> {
+    let r = pod_ref(pod)?;
+    let id = r.controller.clone().unwrap_or_else(|| r.id());
+    Some((r.namespace, id))
+}
+
+fn pod_ref(pod: &Pod) -> Option<PodRef> {
+    let m = &pod.metadata;
+    Some(PodRef {
+        namespace: m.namespace.clone().unwrap_or_else(|| "default".into()),
+        name: m.name.clone()?,
+        uid: m.uid.clone().unwrap_or_default(),
+        controller: ObjectId::controller_of(m.owner_references.as_deref()),
+    })
+}
+
+/// `raw` resolved through the owner stores: the workload a report is for.
+/// None while a ReplicaSet or Job is not known yet.
+pub fn resolve(parents: &Parents, raw: &Workload) -> Option<Workload> {
+    let (ns, id) = raw;
+    let pod = PodRef {
+        namespace: ns.clone(),
+        name: id.name.clone(),
+        uid: id.uid.clone(),
+        controller: (id.kind != "Pod" || id.api_version != "v1").then(|| id.clone()),
+    };
+    resolve_owner(&pod, |o| parents.parent_of(ns, o))
+        .ok()
+        .map(|owner| (ns.clone(), owner))
+}
+
+/// One running pod to judge, with what its judgement borrows.
+struct Entry {
+    pod: Arc<Pod>,
+    pod_ref: PodRef,
+    owner: ObjectId,
+    node: String,
+    platform: Platform,
+    profile: Option<Arc<NodeNetfilterProfile>>,
+}
+
+/// What a pass found besides the reports.
+#[derive(Debug, Default, PartialEq)]
+pub struct Judged {
+    pub reports: Vec<DesiredReport>,
+    /// Pods skipped because their ReplicaSet or Job is not in the store
+    /// yet (its watch event brings them back).
+    pub waiting: usize,
+}
+
+/// The running writer pods of the workloads in `scope`, from the caches.
+fn entries(caches: &Caches, parents: &Parents, scope: &Scope) -> (Vec<Entry>, usize) {
+    let mut waiting = 0;
+    let mut out = Vec::new();
+    for pod in caches.pods.state() {
+        if !is_running(&pod) {
+            continue;
+        }
+        let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else {
+            continue;
+        };
+        let Some(pod_ref) = pod_ref(&pod) else {
+            continue;
+        };
+        let owner = match resolve_owner(&pod_ref, |o| parents.parent_of(&pod_ref.namespace, o)) {
+            Ok(o) => o,
+            Err(e) => {
+                tracing::debug!(error = %e, "pod not reported yet");
+                waiting += 1;
+                continue;
+            }
+        };
+        if !scope.contains(&(pod_ref.namespace.clone(), owner.clone())) {
+            continue;
+        }
+        let labels = caches
+            .nodes
+            .get(&ObjectRef::new(&node))
+            .and_then(|n| n.metadata.labels.clone());
+        out.push(Entry {
+            platform: node_platform(labels.as_ref()),
+            profile: caches.profile(&node),
+            pod,
+            pod_ref,
+            owner,
+            node,
+        });
+    }
+    (out, waiting)
+}
+
+/// The reports of the workloads in `scope`: each running pod judged on its
+/// node (image look-ups not answered by `deadline` count as unresolved).
+/// The caches must have listed.
+pub async fn judge_reports(
+    caches: &Caches,
+    parents: &Parents,
+    images: &Bounded,
+    scope: &Scope,
+    deadline: Instant,
+) -> Judged {
+    let (entries, waiting) = entries(caches, parents, scope);
+    let book = caches.policy_book();
+    let scene = Scene {
+        profiles: &[],
+        nodes: &[],
+        policies: &book,
+        default_platform: &super::inventory::DEFAULT_PLATFORM,
+        index: None,
+    };
+    let prepared: Vec<_> = entries
+        .iter()
+        .map(|e| {
+            let subject = Subject::RunningPod {
+                pod: &e.pod,
+                node: Candidate::new(&e.node, e.platform.clone(), e.profile.as_deref()),
+            };
+            scene.prepare(subject).ok()
+        })
+        .collect();
+    let keys: BTreeSet<ImageKey> = prepared
+        .iter()
+        .flatten()
+        .flat_map(|p| p.images.iter().cloned())
+        .collect();
+    let keys: Vec<ImageKey> = keys.into_iter().collect();
+    let pods: Vec<&Pod> = entries.iter().map(|e| e.pod.as_ref()).collect();
+    let resolved = images.resolve_for_pods(&pods, &keys, deadline).await;
+    let mut decisions = Vec::with_capacity(entries.len());
+    let mut sources = Vec::with_capacity(entries.len());
+    let mut judged_entries = Vec::with_capacity(entries.len());
+    for (e, p) in entries.iter().zip(&prepared) {
+        let Some(p) = p else { continue };
+        decisions.push(p.decide(&resolved, Severity::Info));
+        sources.push(p.policy.sources.clone());
+        judged_entries.push(e);
+    }
+    let judged: Vec<JudgedPod<'_>> = judged_entries
+        .iter()
+        .enumerate()
+        .map(|(i, e)| JudgedPod {
+            pod: &e.pod_ref,
+            owner: &e.owner,
+            node: &e.node,
+            policies: &sources[i],
+            decision: &decisions[i],
+        })
+        .collect();
+    Judged {
+        reports: build_reports(&judged),
+        waiting,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compat::evaluate::ImageResolutions;
+    use crate::controller::report_owners::parents;
+    use crate::controller::report_owners::tests::replica_set;
+    use crate::controller::stores::{FirstLists, caches};
+    use crate::facts::{Backend, ImageProfile, IptablesFacts};
+    use crate::judgement::FixedImages;
+    use crate::reports::ResultKind;
+    use serde_json::json;
+    use std::time::Duration;
+
+    const OLD: &str = "reg.test/cni:1.8.7";
+    const NEW: &str = "reg.test/cni:1.8.11";
+
+    /// An nft node whose host iptables 1.8.9 wrote native expressions.
+    fn profile(node: &str) -> crate::api::NodeNetfilterProfile {
+        let backend = |markers: bool| {
+            json!({"tables": 1, "chains": 1, "rules": 1, "hintChain": markers,
+                   "canaryChain": markers, "markerTables": []})
+        };
+        serde_json::from_value(json!({
+            "apiVersion": "nfguard.io/v1alpha1", "kind": "NodeNetfilterProfile",
+            "metadata": {"name": node},
+            "spec": {"nodeName": node},
+            "status": {"iptables": {"version": "1.8.9", "backend": "nft"},
+                       "activeBackend": "nft",
+                       "backends": {"nft": backend(true), "legacy": backend(false)}}
+        }))
+        .unwrap()
+    }
+
+    fn node(name: &str) -> k8s_openapi::api::core::v1::Node {
+        serde_json::from_value(json!({"metadata": {"name": name,
+            "labels": {"kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux"}}}))
+        .unwrap()
+    }
+
+    /// A running hostNetwork + NET_ADMIN pod controlled by `owner`.
+    fn pod(name: &str, node: &str, image: &str, owner: Option<(&str, &str, &str)>) -> Pod {
+        let refs = owner.map(|(api, kind, n)| {
+            json!([{"apiVersion": api, "kind": kind, "name": n, "uid": format!("uid-{n}"),
+                    "controller": true}])
+        });
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}"),
+                         "ownerReferences": refs},
+            "spec": {"nodeName": node, "hostNetwork": true,
+                     "containers": [{"name": "c", "image": image,
+                         "securityContext": {"capabilities": {"add": ["NET_ADMIN"]}}}]},
+            "status": {"phase": "Running"}
+        }))
+        .unwrap()
+    }
+
+    fn images() -> ImageResolutions {
+        let platform = "linux/amd64".parse().unwrap();
+        let mut images = ImageResolutions::new();
+        for (image, version) in [(OLD, "1.8.7"), (NEW, "1.8.11")] {
+            images.insert_profile(
+                image,
+                &platform,
+                ImageProfile {
+                    image: image.into(),
+                    digest: format!("sha256:{}", "b".repeat(64)),
+                    platform: platform.to_string(),
+                    iptables: Some(IptablesFacts {
+                        version: Some(version.parse().unwrap()),
+                        backend: Some(Backend::Nft),
+                        ..Default::default()
+                    }),
+                },
+            );
+        }
+        images
+    }
+
+    #[tokio::test]
+    async fn running_pods_are_judged_on_their_nodes_under_their_workloads() {
+        let (caches, mut feeds) = caches();
+        let pods = vec![
+            pod("ds-a", "n1", OLD, Some(("apps/v1", "DaemonSet", "cni"))),
+            pod("ds-b", "n2", NEW, Some(("apps/v1", "DaemonSet", "cni"))),
+            pod(
+                "web-1",
+                "n1",
+                OLD,
+                Some(("apps/v1", "ReplicaSet", "web-5d")),
+            ),
+            // Its ReplicaSet is not known yet: it waits, no guess.
+            pod(
+                "new-1",
+                "n2",
+                OLD,
+                Some(("apps/v1", "ReplicaSet", "new-9f")),
+            ),
+            pod("bare", "n2", NEW, None),
+        ];
+        feeds.list(FirstLists {
+            nodes: vec![node("n1"), node("n2")],
+            profiles: vec![profile("n1"), profile("n2")],
+            pods,
+            policies: Vec::new(),
+            namespaces: Vec::new(),
+        });
+        let (parents, mut parent_feeds) = parents();
+        parent_feeds.list(
+            vec![replica_set("ns", "web-5d", "uid-web-5d", Some("web"))],
+            Vec::new(),
+        );
+        caches.wait_listed(Duration::from_secs(1)).await.unwrap();
+        let bounded = Bounded::new(Arc::new(FixedImages(images())), 2);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let judged = judge_reports(&caches, &parents, &bounded, &Scope::All, deadline).await;
+        assert_eq!(judged.waiting, 1);
+        type Listed<'a> = Vec<(String, &'a str, Option<ResultKind>)>;
+        let got: Vec<(&str, Listed<'_>)> = judged
+            .reports
+            .iter()
+            .map(|r| {
+                let results = r
+                    .results
+                    .iter()
+                    .map(|x| {
+                        (
+                            x.resources[0].name.clone().unwrap(),
+                            x.rule.as_str(),
+                            x.result,
+                        )
+                    })
+                    .collect();
+                (r.name.as_str(), results)
+            })
+            .collect();
+        let fail = Some(ResultKind::Fail);
+        let pass = Some(ResultKind::Pass);
+        assert_eq!(
+            got,
+            [
+                (
+                    "nfguard-daemonset-cni",
+                    vec![
+                        ("ds-a".to_string(), "OldReaderNewRules", fail),
+                        ("ds-b".to_string(), "Compatible", pass),
+                    ]
+                ),
+                (
+                    "nfguard-deployment-web",
+                    vec![("web-1".to_string(), "OldReaderNewRules", fail)]
+                ),
+                (
+                    "nfguard-pod-bare",
+                    vec![("bare".to_string(), "Compatible", pass)]
+                ),
+            ]
+        );
+        // Only the workloads asked for.
+        let web = (
+            "ns".to_string(),
+            ObjectId {
+                api_version: "apps/v1".into(),
+                kind: "Deployment".into(),
+                name: "web".into(),
+                uid: "uid-web".into(),
+            },
+        );
+        let only = Scope::Only([web.clone()].into());
+        let judged = judge_reports(&caches, &parents, &bounded, &only, deadline).await;
+        let names: Vec<&str> = judged.reports.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["nfguard-deployment-web"]);
+        // A pod's raw key resolves to the same workload.
+        let raw = raw_workload(&pod(
+            "web-2",
+            "n1",
+            OLD,
+            Some(("apps/v1", "ReplicaSet", "web-5d")),
+        ));
+        assert_eq!(resolve(&parents, &raw.unwrap()), Some(web));
+        let bare = raw_workload(&pod("bare", "n2", NEW, None)).unwrap();
+        assert_eq!(
+            resolve(&parents, &bare).map(|w| w.1.kind),
+            Some("Pod".into())
+        );
+    }
+}

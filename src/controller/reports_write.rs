@@ -1,0 +1,509 @@
+//! Writing the policy reports: which API the cluster serves
+//! (`openreports.io/v1alpha1`, else `wgpolicyk8s.io/v1alpha2`, else none),
+//! which workloads to rebuild (a queue the reconciles and watches fill), and
+//! the writes: server-side apply only when a report's content hash changed,
+//! delete when its workload gives no result any more. Reports of the API not
+//! chosen (left behind by a switch) are deleted.
+//!
+//! Passes are coalesced: at most one every [`PASS_INTERVAL`], each
+//! rebuilding the workloads marked since the last one; a full pass (every
+//! workload, the stored reports listed again, strays deleted) runs at start,
+//! after an API switch and every [`FULL_INTERVAL`]. Discovery runs every
+//! [`DISCOVERY_INTERVAL`]: a CRD installed after start is used within it.
+
+use super::metrics::{Metrics, ReportWriteLabel, Stage, StageLabel, WriteOp};
+use super::report_owners::Parents;
+use super::reports_judge::{Scope, Workload, judge_reports, resolve};
+use super::stores::Caches;
+use crate::judgement::Bounded;
+use crate::reports::{DesiredReport, LABEL_MANAGED_BY, MANAGED_BY, ReportApi, needs_write};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+/// At most one pass this often: a DaemonSet's rolling update changes one
+/// pod per node, and its report is written once per interval, not per pod.
+pub const PASS_INTERVAL: Duration = Duration::from_secs(5);
+/// How soon a report API installed (or removed) after start is noticed.
+pub const DISCOVERY_INTERVAL: Duration = Duration::from_secs(30);
+/// Every workload rebuilt and stray reports deleted at least this often.
+pub const FULL_INTERVAL: Duration = super::run::RESYNC;
+/// A pass's image look-ups (as a reconcile's).
+const IMAGE_DEADLINE: Duration = super::run::IMAGE_DEADLINE;
+/// Field manager of the reports' server-side apply.
+pub const FIELD_MANAGER: &str = "nfguard-controller-reports";
+/// Reports listed per page.
+const PAGE: u32 = 500;
+
+/// Workloads whose report may have changed, filled by reconciles and
+/// watches, emptied by each pass.
+#[derive(Default)]
+pub struct ReportQueue {
+    dirty: Mutex<HashSet<Workload>>,
+    notify: Notify,
+}
+
+impl ReportQueue {
+    /// Mark raw workload keys (a pod's controller or the pod itself;
+    /// resolved through ReplicaSets and Jobs when the pass runs).
+    pub fn mark(&self, keys: impl IntoIterator<Item = Workload>) {
+        let mut dirty = self.dirty.lock().unwrap_or_else(|e| e.into_inner());
+        let before = dirty.len();
+        dirty.extend(keys);
+        if dirty.len() != before {
+            self.notify.notify_one();
+        }
+    }
+
+    fn take(&self) -> HashSet<Workload> {
+        std::mem::take(&mut *self.dirty.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// A stored report: its namespace and name.
+pub type ReportKey = (String, String);
+
+/// What a pass writes (pure: [`plan_writes`]).
+#[derive(Debug, Default)]
+pub struct Writes {
+    /// Reports to apply, with the metadata (content hash) they carry.
+    pub apply: Vec<(ReportKey, ObjectMeta, serde_json::Value)>,
+    /// Stored reports whose workload gives no result any more.
+    pub delete: Vec<ReportKey>,
+}
+
+fn desired_object(d: &DesiredReport, api: ReportApi) -> (ObjectMeta, serde_json::Value) {
+    let meta = match api {
+        ReportApi::OpenReports => d.to_report().metadata,
+        ReportApi::WgPolicy => d.to_policy_report().metadata,
+    };
+    (meta, d.to_value(api))
+}
+
+/// The writes that bring `stored` to `desired` for the workloads in
+/// `scope`: a desired report whose hash differs from the stored one's (or
+/// that is not stored) is applied; a stored one no desired report has is
+/// deleted when its workload was rebuilt (`scope`), or on a full pass.
+pub fn plan_writes(
+    desired: &[DesiredReport],
+    scope: &Scope,
+    stored: &BTreeMap<ReportKey, ObjectMeta>,
+    api: ReportApi,
+) -> Writes {
+    let mut writes = Writes::default();
+    let mut wanted = BTreeSet::new();
+    for d in desired {
+        let key = (d.namespace.clone(), d.name.clone());
+        let (meta, value) = desired_object(d, api);
+        if needs_write(stored.get(&key), &meta) {
+            writes.apply.push((key.clone(), meta, value));
+        }
+        wanted.insert(key);
+    }
+    let rebuilt: Option<BTreeSet<ReportKey>> = match scope {
+        Scope::All => None,
+        Scope::Only(set) => Some(
+            set.iter()
+                .map(|(ns, owner)| (ns.clone(), crate::reports::report_name(owner)))
+                .collect(),
+        ),
+    };
+    for key in stored.keys() {
+        let in_scope = rebuilt.as_ref().is_none_or(|r| r.contains(key));
+        if in_scope && !wanted.contains(key) {
+            writes.delete.push(key.clone());
+        }
+    }
+    writes
+}
+
+/// The report APIs the cluster serves, in order of preference. None: the
+/// discovery itself failed (keep what was chosen before).
+pub async fn discover(client: &kube::Client) -> Option<Vec<ReportApi>> {
+    let mut served = Vec::new();
+    for api in ReportApi::ALL {
+        match client.list_api_group_resources(api.api_version()).await {
+            Ok(list) => {
+                if list.resources.iter().any(|r| r.name == api.plural()) {
+                    served.push(api);
+                }
+            }
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(error) => {
+                tracing::warn!(%error, api = api.api_version(), "report API discovery failed");
+                return None;
+            }
+        }
+    }
+    Some(served)
+}
+
+fn managed_by() -> ListParams {
+    ListParams::default()
+        .labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"))
+        .limit(PAGE)
+}
+
+/// The reports nfguard wrote in `api` (metadata only, every page), each
+/// slimmed to its content hash.
+async fn list_stored(
+    client: &kube::Client,
+    api: ReportApi,
+) -> Result<BTreeMap<ReportKey, ObjectMeta>, kube::Error> {
+    let all: Api<DynamicObject> = Api::all_with(client.clone(), &api.api_resource());
+    let mut out = BTreeMap::new();
+    let mut params = managed_by();
+    loop {
+        let page = all.list_metadata(&params).await?;
+        for o in page.items {
+            let m = o.metadata;
+            let (Some(ns), Some(name)) = (m.namespace, m.name) else {
+                continue;
+            };
+            out.insert((ns, name), slim(m.annotations));
+        }
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = managed_by().continue_token(&token),
+            None => return Ok(out),
+        }
+    }
+}
+
+/// Metadata holding only the content hash (what `needs_write` reads).
+fn slim(annotations: Option<BTreeMap<String, String>>) -> ObjectMeta {
+    let hash = annotations
+        .and_then(|mut a| a.remove(crate::reports::ANNOTATION_CONTENT_HASH))
+        .map(|h| [(crate::reports::ANNOTATION_CONTENT_HASH.to_string(), h)].into());
+    ObjectMeta {
+        annotations: hash,
+        ..Default::default()
+    }
+}
+
+/// Everything the writer needs.
+pub struct ReportWriter {
+    pub client: kube::Client,
+    pub caches: Caches,
+    pub parents: Parents,
+    pub images: Arc<Bounded>,
+    pub queue: Arc<ReportQueue>,
+    pub metrics: Arc<Metrics>,
+}
+
+/// The writer's state between passes.
+struct State {
+    api: Option<ReportApi>,
+    /// Whether a discovery has answered yet (the first answer is logged
+    /// even when it is "none").
+    discovered: bool,
+    stored: BTreeMap<ReportKey, ObjectMeta>,
+    next_discovery: Instant,
+    next_full: Instant,
+}
+
+impl ReportWriter {
+    fn error(&self) {
+        self.metrics
+            .reconcile_errors
+            .get_or_create(&StageLabel {
+                stage: Stage::reports,
+            })
+            .inc();
+    }
+
+    fn count(&self, op: WriteOp, api: ReportApi) {
+        self.metrics
+            .report_writes
+            .get_or_create(&ReportWriteLabel {
+                op,
+                api: api.api_version(),
+            })
+            .inc();
+    }
+
+    /// Run passes until `stop` completes.
+    pub async fn run(self, stop: impl std::future::Future<Output = ()>) {
+        tokio::pin!(stop);
+        let now = Instant::now();
+        let mut state = State {
+            api: None,
+            discovered: false,
+            stored: BTreeMap::new(),
+            next_discovery: now,
+            next_full: now,
+        };
+        self.metrics.set_reports_api(None);
+        loop {
+            let wake = state.next_discovery.min(state.next_full);
+            tokio::select! {
+                _ = &mut stop => return,
+                _ = self.queue.notify.notified() => {}
+                _ = tokio::time::sleep_until(wake) => {}
+            }
+            self.step(&mut state).await;
+            // Coalesce: what is marked meanwhile waits for the next pass.
+            tokio::select! {
+                _ = &mut stop => return,
+                _ = tokio::time::sleep(PASS_INTERVAL) => {}
+            }
+        }
+    }
+
+    async fn step(&self, state: &mut State) {
+        let now = Instant::now();
+        if now >= state.next_discovery {
+            state.next_discovery = now + DISCOVERY_INTERVAL;
+            if let Some(served) = discover(&self.client).await {
+                self.switch(state, served).await;
+            }
+        }
+        let Some(api) = state.api else {
+            // Nothing to write to; the marks are rebuilt on the switch.
+            self.queue.take();
+            return;
+        };
+        if self
+            .caches
+            .wait_listed(super::run::LIST_WAIT)
+            .await
+            .is_err()
+            || !self.parents.listed()
+        {
+            // Not ready: try again after the next interval.
+            self.queue.notify.notify_one();
+            return;
+        }
+        let now = Instant::now();
+        let scope = if now >= state.next_full {
+            match list_stored(&self.client, api).await {
+                Ok(stored) => state.stored = stored,
+                Err(error) => {
+                    tracing::warn!(%error, api = api.api_version(), "listing the policy reports failed");
+                    self.error();
+                    return;
+                }
+            }
+            state.next_full = now + FULL_INTERVAL;
+            self.queue.take();
+            Scope::All
+        } else {
+            let raw = self.queue.take();
+            if raw.is_empty() {
+                return;
+            }
+            Scope::Only(
+                raw.iter()
+                    .filter_map(|w| resolve(&self.parents, w))
+                    .collect(),
+            )
+        };
+        self.pass(state, api, &scope).await;
+    }
+
+    /// A new answer from discovery: choose, log and count a change once,
+    /// and delete the reports nfguard left in the other API.
+    async fn switch(&self, state: &mut State, served: Vec<ReportApi>) {
+        let chosen = served.first().copied();
+        if chosen != state.api || !state.discovered {
+            match chosen {
+                Some(api) => tracing::info!(
+                    api = api.api_version(),
+                    kind = api.kind(),
+                    "writing policy reports"
+                ),
+                // A warning (the default log level shows it, once per
+                // change): the feature is off until a report CRD is installed.
+                None => tracing::warn!(
+                    "no policy report API served (neither openreports.io/v1alpha1 reports nor wgpolicyk8s.io/v1alpha2 policyreports): not writing policy reports until one is"
+                ),
+            }
+            self.metrics.set_reports_api(chosen);
+            state.api = chosen;
+            state.discovered = true;
+            state.stored.clear();
+            // Rebuild everything in the new API now.
+            state.next_full = Instant::now();
+            for old in served.iter().skip(1) {
+                self.delete_all(*old).await;
+            }
+        }
+    }
+
+    /// Delete every report nfguard wrote in `api`.
+    async fn delete_all(&self, api: ReportApi) {
+        let stored = match list_stored(&self.client, api).await {
+            Ok(s) => s,
+            Err(error) => {
+                tracing::warn!(%error, api = api.api_version(), "listing old policy reports failed");
+                self.error();
+                return;
+            }
+        };
+        for key in stored.keys() {
+            if self.delete(api, key).await {
+                tracing::info!(namespace = %key.0, name = %key.1, api = api.api_version(), "deleted a policy report of the API no longer used");
+            }
+        }
+    }
+
+    async fn delete(&self, api: ReportApi, (ns, name): &ReportKey) -> bool {
+        let reports: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), ns, &api.api_resource());
+        match reports.delete(name, &DeleteParams::default()).await {
+            Ok(_) => {
+                self.count(WriteOp::delete, api);
+                true
+            }
+            Err(kube::Error::Api(s)) if s.code == 404 => true,
+            Err(error) => {
+                tracing::warn!(%error, namespace = %ns, name = %name, "deleting a policy report failed");
+                self.error();
+                false
+            }
+        }
+    }
+
+    async fn pass(&self, state: &mut State, api: ReportApi, scope: &Scope) {
+        let deadline = Instant::now() + IMAGE_DEADLINE;
+        let judged =
+            judge_reports(&self.caches, &self.parents, &self.images, scope, deadline).await;
+        let writes = plan_writes(&judged.reports, scope, &state.stored, api);
+        tracing::debug!(
+            reports = judged.reports.len(),
+            apply = writes.apply.len(),
+            delete = writes.delete.len(),
+            waiting = judged.waiting,
+            "policy report pass"
+        );
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        for ((ns, name), meta, value) in writes.apply {
+            let reports: Api<DynamicObject> =
+                Api::namespaced_with(self.client.clone(), &ns, &api.api_resource());
+            match reports.patch(&name, &params, &Patch::Apply(&value)).await {
+                Ok(_) => {
+                    self.count(WriteOp::apply, api);
+                    state.stored.insert((ns, name), slim(meta.annotations));
+                }
+                Err(error) => {
+                    tracing::warn!(%error, namespace = %ns, name = %name, "writing a policy report failed");
+                    self.error();
+                }
+            }
+        }
+        for key in writes.delete {
+            if self.delete(api, &key).await {
+                state.stored.remove(&key);
+            }
+        }
+        self.metrics.reports.set(state.stored.len() as i64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reports::{ObjectId, ReportSummary};
+
+    fn owner(name: &str) -> ObjectId {
+        ObjectId {
+            api_version: "apps/v1".into(),
+            kind: "DaemonSet".into(),
+            name: name.into(),
+            uid: format!("uid-{name}"),
+        }
+    }
+
+    fn desired(name: &str, fail: u64) -> DesiredReport {
+        DesiredReport {
+            namespace: "ns".into(),
+            name: format!("nfguard-daemonset-{name}"),
+            owner: owner(name),
+            results: Vec::new(),
+            summary: ReportSummary {
+                fail,
+                ..Default::default()
+            },
+            left_out: 0,
+        }
+    }
+
+    fn stored_from(d: &[DesiredReport], api: ReportApi) -> BTreeMap<ReportKey, ObjectMeta> {
+        d.iter()
+            .map(|d| {
+                let (meta, _) = desired_object(d, api);
+                (
+                    (d.namespace.clone(), d.name.clone()),
+                    slim(meta.annotations),
+                )
+            })
+            .collect()
+    }
+
+    fn keys(w: &Writes) -> (Vec<&str>, Vec<&str>) {
+        (
+            w.apply.iter().map(|(k, _, _)| k.1.as_str()).collect(),
+            w.delete.iter().map(|k| k.1.as_str()).collect(),
+        )
+    }
+
+    #[test]
+    fn the_no_change_pass_writes_nothing() {
+        let api = ReportApi::OpenReports;
+        let now = [desired("a", 1), desired("b", 0)];
+        let stored = stored_from(&now, api);
+        let w = plan_writes(&now, &Scope::All, &stored, api);
+        assert_eq!(keys(&w), (vec![], vec![]));
+    }
+
+    #[test]
+    fn a_changed_or_new_report_is_applied_and_one_without_results_deleted() {
+        let api = ReportApi::OpenReports;
+        let stored = stored_from(&[desired("a", 1), desired("gone", 1)], api);
+        let now = [desired("a", 2), desired("new", 1)];
+        let w = plan_writes(&now, &Scope::All, &stored, api);
+        assert_eq!(
+            keys(&w),
+            (
+                vec!["nfguard-daemonset-a", "nfguard-daemonset-new"],
+                vec!["nfguard-daemonset-gone"]
+            )
+        );
+        let (_, meta, value) = &w.apply[0];
+        assert_eq!(value["kind"], "Report");
+        assert_eq!(
+            value["metadata"]["annotations"][crate::reports::ANNOTATION_CONTENT_HASH],
+            meta.annotations.as_ref().unwrap()[crate::reports::ANNOTATION_CONTENT_HASH]
+        );
+    }
+
+    #[test]
+    fn a_partial_pass_deletes_only_reports_of_the_workloads_it_rebuilt() {
+        let api = ReportApi::WgPolicy;
+        let stored = stored_from(&[desired("a", 1), desired("b", 1)], api);
+        // Only `a` was rebuilt and it gives no result now; `b` was not looked at.
+        let scope = Scope::Only([("ns".to_string(), owner("a"))].into());
+        let w = plan_writes(&[], &scope, &stored, api);
+        assert_eq!(keys(&w), (vec![], vec!["nfguard-daemonset-a"]));
+    }
+
+    #[test]
+    fn a_report_stored_in_the_other_shape_is_rewritten() {
+        let now = [desired("a", 1)];
+        let stored = stored_from(&now, ReportApi::WgPolicy);
+        let w = plan_writes(&now, &Scope::All, &stored, ReportApi::OpenReports);
+        assert_eq!(keys(&w), (vec!["nfguard-daemonset-a"], vec![]));
+    }
+
+    #[test]
+    fn the_queue_hands_each_mark_to_one_pass() {
+        let q = ReportQueue::default();
+        let w = ("ns".to_string(), owner("a"));
+        q.mark([w.clone(), w.clone()]);
+        assert_eq!(q.take(), [w].into());
+        assert!(q.take().is_empty());
+    }
+}
