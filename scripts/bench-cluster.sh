@@ -72,24 +72,9 @@ finish() {
   exit "$rc"
 }
 trap finish EXIT
+. scripts/bench-lib.sh
 
-cluster_env=$(NFGUARD_E2E_BENCH=1 e2e/local-cluster.sh up) || die "e2e/local-cluster.sh up failed"
-eval "$cluster_env"
-# The in-cluster controller leaves the field to the host one; reporters run
-# on the real nodes only (e2e/local-cluster.sh's three), with a day's heartbeat so they stay quiet
-# (the hollow nodes' profiles come from the generator).
-kubectl -n nfguard-system scale deployment/nfguard-controller --replicas=0 >&2
-kubectl -n nfguard-system patch daemonset nfguard-reporter --type=strategic -p '
-  {"spec": {"template": {"spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
-    {"nodeSelectorTerms": [{"matchExpressions": [{"key": "bench.nfguard.io/hollow", "operator": "DoesNotExist"}]}]}}}}}}}' >&2
-kubectl -n nfguard-system set env daemonset/nfguard-reporter NFGUARD_HEARTBEAT_SECONDS=86400 >&2
-kubectl -n nfguard-system rollout status daemonset/nfguard-reporter --timeout=180s >&2
-deadline=$((SECONDS + 120))
-while [ -n "$(kubectl -n nfguard-system get pods -l app.kubernetes.io/component=controller -o name)" ]; do
-  [ "$SECONDS" -lt "$deadline" ] || die "the in-cluster controller did not go away in 120 s"
-  sleep 1
-done
-e2e/push-images.sh
+bench_cluster_up
 log "cluster ready after $((SECONDS - started)) s"
 
 t=$SECONDS
@@ -232,35 +217,16 @@ reporters=$("$GEN" reporters --nodes "$NODES" --heartbeat 60 --window "$WINDOW" 
 # ---- 4: admission latency, webhook registered or not ----------------------------------
 log "pod creation latency with and without nfguard's webhook"
 IMAGE=nfguard-e2e/compatible:1.8.11-wrapper
-kubectl get validatingwebhookconfiguration nfguard -o json |
-  jq 'del(.metadata.resourceVersion, .metadata.uid, .metadata.creationTimestamp, .metadata.managedFields, .metadata.generation)' \
-    >"$WORK/webhook-configuration.json"
-# The API server reads webhook configurations from an informer: give it time.
-webhook() { # on|off
-  if [ "$1" = on ]; then
-    kubectl get validatingwebhookconfiguration nfguard >/dev/null 2>&1 ||
-      kubectl create -f "$WORK/webhook-configuration.json" >&2
-  else
-    kubectl delete validatingwebhookconfiguration nfguard --ignore-not-found >&2
-  fi
-  sleep 5
-}
-admit() { # prefix pods concurrency out
-  "$GEN" admission --image "$NFGUARD_E2E_REGISTRY_PULL/$IMAGE" --prefix "$1" --pods "$2" \
-    --concurrency "$3" --out "$WORK/$4"
-}
-# pct FILE Q: the Q-quantile of a file of microseconds, in ms.
-pct() { sort -n "$1" | awk -v q="$2" '{a[NR] = $1} END { printf "%.1f", a[int((NR - 1) * q + 0.5) + 1] / 1000 }'; }
-webhook on
-admit warm 8 1 warm.us # every webhook replica has seen the image
+nfguard_webhook on
+admit "$IMAGE" warm 8 1 warm.us # every webhook replica has seen the image
 for round in 1 2; do
   for state in on off; do
-    webhook "$state"
-    admit "r$round-$state-seq" 200 1 "admit-$state-1.us"
-    admit "r$round-$state-32" 400 32 "admit-$state-32.us"
+    nfguard_webhook "$state"
+    admit "$IMAGE" "r$round-$state-seq" 200 1 "admit-$state-1.us"
+    admit "$IMAGE" "r$round-$state-32" 400 32 "admit-$state-32.us"
   done
 done
-webhook on
+nfguard_webhook on
 # Cold: a restarted webhook has seen no image; one replica, so the first
 # creation is surely its first sight.
 kubectl -n nfguard-system scale deployment/nfguard-webhook --replicas=1 >&2
@@ -268,13 +234,12 @@ for round in 1 2 3 4 5; do
   kubectl -n nfguard-system rollout restart deployment/nfguard-webhook >&2
   kubectl -n nfguard-system rollout status deployment/nfguard-webhook --timeout=180s >&2
   sleep 3
-  admit "cold$round" 1 1 cold.us
+  admit "$IMAGE" "cold$round" 1 1 cold.us
   t=$(date +%s%N)
   skopeo inspect --tls-verify=false "docker://$NFGUARD_E2E_REGISTRY/$IMAGE" >/dev/null
   echo $((($(date +%s%N) - t) / 1000)) >>"$WORK/skopeo.us"
 done
 
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 cold_s=$(awk -v ms="$cold_ms" 'BEGIN { printf "%.2f", ms / 1000 }')
 cat <<EOF
 

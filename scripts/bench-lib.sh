@@ -1,0 +1,64 @@
+# shellcheck shell=bash
+# Shared by scripts/bench-cluster.sh and scripts/bench-peer.sh (sourced, not
+# run): the local cluster in bench mode with hollow nodes, nfguard's webhook
+# registered or not, pod creation latencies and their quantiles.
+# The caller sets WORK (a scratch directory), GEN (the bench_cluster
+# generator) and defines log and die.
+
+# bench_cluster_up: the local cluster in bench mode, nfguard's in-cluster
+# controller scaled to 0 (the caller runs its own, or none), the reporters
+# on the real nodes only, and the e2e images in the test registry. Exports
+# what e2e/local-cluster.sh up prints (KUBECONFIG, NFGUARD_E2E_REGISTRY, ...).
+bench_cluster_up() {
+  local cluster_env deadline
+  cluster_env=$(NFGUARD_E2E_BENCH=1 e2e/local-cluster.sh up) || die "e2e/local-cluster.sh up failed"
+  eval "$cluster_env"
+  # The reporters run on the real nodes only (e2e/local-cluster.sh's three),
+  # with a day's heartbeat so they stay quiet (the hollow nodes' profiles
+  # come from the generator).
+  kubectl -n nfguard-system scale deployment/nfguard-controller --replicas=0 >&2
+  kubectl -n nfguard-system patch daemonset nfguard-reporter --type=strategic -p '
+    {"spec": {"template": {"spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+      {"nodeSelectorTerms": [{"matchExpressions": [{"key": "bench.nfguard.io/hollow", "operator": "DoesNotExist"}]}]}}}}}}}' >&2
+  kubectl -n nfguard-system set env daemonset/nfguard-reporter NFGUARD_HEARTBEAT_SECONDS=86400 >&2
+  kubectl -n nfguard-system rollout status daemonset/nfguard-reporter --timeout=180s >&2
+  deadline=$((SECONDS + 120))
+  while [ -n "$(kubectl -n nfguard-system get pods -l app.kubernetes.io/component=controller -o name)" ]; do
+    [ "$SECONDS" -lt "$deadline" ] || die "the in-cluster controller did not go away in 120 s"
+    sleep 1
+  done
+  e2e/push-images.sh
+}
+
+# nfguard_webhook on|off: register nfguard's webhook or not (the first call
+# saves its configuration). The API server reads webhook configurations from
+# an informer: give it time.
+nfguard_webhook() {
+  if [ ! -f "$WORK/webhook-configuration.json" ]; then
+    kubectl get validatingwebhookconfiguration nfguard -o json |
+      jq 'del(.metadata.resourceVersion, .metadata.uid, .metadata.creationTimestamp, .metadata.managedFields, .metadata.generation)' \
+        >"$WORK/webhook-configuration.json"
+  fi
+  if [ "$1" = on ]; then
+    kubectl get validatingwebhookconfiguration nfguard >/dev/null 2>&1 ||
+      kubectl create -f "$WORK/webhook-configuration.json" >&2
+  else
+    kubectl delete validatingwebhookconfiguration nfguard --ignore-not-found >&2
+  fi
+  sleep 5
+}
+
+# admit IMAGE PREFIX PODS CONCURRENCY OUT: create PODS hostNetwork + NET_ADMIN
+# pods of IMAGE (as nodes pull it), CONCURRENCY at once; their creation
+# latencies (microseconds) are appended to $WORK/OUT.
+admit() {
+  "$GEN" admission --image "$NFGUARD_E2E_REGISTRY_PULL/$1" --prefix "$2" --pods "$3" \
+    --concurrency "$4" --out "$WORK/$5"
+}
+
+# pct FILE Q: the Q-quantile of a file of microseconds, in ms.
+pct() { sort -n "$1" | awk -v q="$2" '{a[NR] = $1} END { printf "%.1f", a[int((NR - 1) * q + 0.5) + 1] / 1000 }'; }
+# ratio A B: A / B to two places.
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+# minus A B: A - B (ms) to one place.
+minus() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", a - b }'; }
