@@ -20,6 +20,11 @@
 #   e2e/local-cluster.sh diagnose print nodes, profiles, pods and component logs
 #   e2e/local-cluster.sh kube-proxy NODE stop|cont   freeze (SIGSTOP) or resume
 #                                 the node's kube-proxy (e2e scenario 6)
+#   e2e/local-cluster.sh node-iptables NODE VERSION|restore   give the node
+#                                 Debian's iptables VERSION (1.8.7, 1.8.9,
+#                                 1.8.11) for real in its mount namespace and
+#                                 restart its kubelet and kube-proxy; restore
+#                                 undoes it (e2e scenario 24)
 #
 # Shape (docs/e2e.md):
 #   netns nfguard-e2e-cp      etcd, kube-apiserver, controller-manager,
@@ -563,9 +568,7 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: "100Mi", nodefs.available: "1%", nodefs.inodesFree: "1%", imagefs.available: "1%"}
 EOF
-  start "kubelet-$node" nsenter --net="/run/netns/$ns" --mount="$NS_DIR/mnt-$node" -- \
-    "$BIN/kubelet" --config="$dir/kubelet.yaml" --kubeconfig="$STATE/kubelet-$node.kubeconfig" \
-    --hostname-override="$node" --node-ip="${NODE_IP[$node]}"
+  start_kubelet "$node"
 
   # nftables mode is beta (on by default) from 1.31; 1.30 needs its gate.
   local proxy_gates=""
@@ -585,8 +588,21 @@ healthzBindAddress: 127.0.0.1:10256
 # Leave the machine-wide conntrack sysctls alone.
 conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
 EOF
-  start "kube-proxy-$node" nsenter --net="/run/netns/$ns" --mount="$NS_DIR/mnt-$node" -- \
-    "$BIN/kube-proxy" --config="$dir/kube-proxy.yaml"
+  start_kube_proxy "$node"
+}
+
+# The node's kubelet and kube-proxy, from the configurations start_node
+# wrote (also node_iptables' restarts).
+start_kubelet() { # node
+  local node=$1 dir="$STATE/nodes/$1"
+  start "kubelet-$node" nsenter --net="/run/netns/$(node_ns "$node")" --mount="$NS_DIR/mnt-$node" -- \
+    "$BIN/kubelet" --config="$dir/kubelet.yaml" --kubeconfig="$STATE/kubelet-$node.kubeconfig" \
+    --hostname-override="$node" --node-ip="${NODE_IP[$node]}"
+}
+start_kube_proxy() { # node
+  local node=$1
+  start "kube-proxy-$node" nsenter --net="/run/netns/$(node_ns "$node")" --mount="$NS_DIR/mnt-$node" -- \
+    "$BIN/kube-proxy" --config="$STATE/nodes/$node/kube-proxy.yaml"
 }
 
 node_ready() {
@@ -904,6 +920,164 @@ kube_proxy() {
   die "kube-proxy $pid on node $1 is in state $state after SIG$sig"
 }
 
+# ---- a node's iptables release, for real --------------------------------------------
+# node_iptables NODE VERSION: NODE runs Debian's iptables VERSION (the
+# release scripts/fetch-iptables.sh extracts under $NFGUARD_FIXTURES) instead
+# of the machine's. Only in the node's own mount namespace: every regular
+# file of the release's /usr/sbin, /usr/bin and /usr/lib/<arch> (the
+# xtables-*-multi binaries, libxtables, libip4tc, libip6tc, libnftnl) is
+# bound over the machine's file of the same name, and its xtables/ directory
+# over the machine's; the reporter's host probe reads exactly these
+# (/host/usr, /host/sbin, /host/bin, /host/etc/alternatives; no dpkg
+# database is mounted into it). A node without iptables (NODE_BACKEND none)
+# first loses its hiding overlay and gains the alternatives of Debian's
+# default backend, nft. Then the node's kubelet and kube-proxy are
+# restarted, so that what they write (kubelet's marker chains, kube-proxy's
+# full resync in iptables mode) is written by that release, as after the
+# reboot an OS upgrade implies. The machine's files, mounts and namespaces
+# are not touched: nothing is created outside the node's mount namespace
+# and $STATE. Pods keep the view they started with (a hostPath is bound at
+# container start): restart the ones that must see the change.
+# node_iptables NODE restore: undoes all of it (also the iptables tables
+# kubelet made on a node that had no iptables) and restarts both again.
+FIXTURES=${NFGUARD_FIXTURES:-$REPO/target/fixtures}
+
+release_root() { # VERSION: the extracted release (fetched when missing)
+  local dir="$FIXTURES/iptables/$1"
+  [ -f "$dir/.complete" ] || scripts/fetch-iptables.sh "$FIXTURES/iptables" >&2
+  [ -f "$dir/.complete" ] || die "no iptables $1 in $FIXTURES/iptables (scripts/fetch-iptables.sh fetches 1.8.7, 1.8.9, 1.8.11)"
+  echo "$dir/root"
+}
+
+# release_binds ROOT: "SOURCE TARGET" per bind mount, one a line. Dies when
+# the release's layout differs from the machine's (a link the machine has
+# as a file or the reverse, or a link to another name): a bind over it would
+# not give the node that release. A link only the release has is left out.
+release_binds() {
+  local root=$1 lib d f t
+  lib=$(gcc -print-multiarch)
+  for d in usr/sbin usr/bin "usr/lib/$lib"; do
+    [ -d "$root/$d" ] || continue
+    for f in "$root/$d"/*; do
+      t="/$d/${f##*/}"
+      if [ -L "$f" ] && [ ! -e "$t" ] && [ ! -L "$t" ]; then
+        # A name new in the release (1.8.11: arptables-translate): making it
+        # would mean a file on the machine; nothing the node runs calls it.
+        log "$t: new in the release, not made"
+      elif [ -L "$f" ]; then
+        { [ -L "$t" ] && [ "$(readlink "$f")" = "$(readlink "$t")" ]; } ||
+          die "$t: the release has a link to $(readlink "$f"), the machine $(readlink "$t" || echo 'no link')"
+      elif [ -f "$f" ]; then
+        { [ -f "$t" ] && [ ! -L "$t" ]; } || die "$t: the release has a file, the machine none (nothing to bind over)"
+        echo "$f $t"
+      fi
+    done
+  done
+  { [ -d "$root/usr/lib/$lib/xtables" ] && [ -d "/usr/lib/$lib/xtables" ]; } ||
+    die "no xtables extension directory in $root or on the machine"
+  echo "$root/usr/lib/$lib/xtables /usr/lib/$lib/xtables"
+}
+
+# restart_node_writers NODE: kubelet and kube-proxy stopped and started
+# again; waits until kube-proxy answers its health port and the node is Ready.
+restart_node_writers() {
+  local node=$1 c pid
+  for c in kubelet kube-proxy; do
+    pid=$(cat "$RUN/pids/$c-$node.pid" 2>/dev/null) || die "no $c started on node $node"
+    [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$c" ] || die "process $pid of node $node is not $c"
+    kill "$pid"
+    for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+    ! kill -0 "$pid" 2>/dev/null || die "$c $pid on node $node did not stop in 30 s"
+  done
+  start_kubelet "$node"
+  start_kube_proxy "$node"
+  wait_for 60 "kube-proxy on $node healthy" in_node "$node" curl -fsS http://127.0.0.1:10256/healthz
+  wait_for 120 "node $node Ready" node_ready "$node"
+}
+
+node_iptables() {
+  local node=$1 want=$2 dir="$STATE/nodes/$1" record="$STATE/nodes/$1/iptables-release" root binds
+  [ -n "${NODE_IP[$node]:-}" ] || die "no node $node (${NODES[*]})"
+  [ -e "$NS_DIR/mnt-$node" ] || die "node $node is not running"
+  if [ "$want" = restore ]; then
+    node_iptables_restore "$node"
+    return 0
+  fi
+  [ ! -f "$record" ] || die "node $node runs iptables $(sed -n 1p "$record") already: restore it first"
+  root=$(release_root "$want")
+  binds=$(release_binds "$root")
+  # What restore needs: the release, the node's alternatives and, on a node
+  # without iptables, its nf_tables tables (kubelet adds its marker chains').
+  { echo "$want"; echo "$binds"; } >"$record.tmp"
+  rm -rf "$dir/alternatives.before"
+  cp -a "$dir/alternatives" "$dir/alternatives.before"
+  in_node "$node" nft list tables >"$dir/tables.before"
+  mv "$record.tmp" "$record"
+  if [ "${NODE_BACKEND[$node]}" = none ]; then
+    cp -a /etc/alternatives/{ip,ip6,arp,eb}tables* "$dir/alternatives/"
+    local t
+    for t in iptables ip6tables; do
+      ln -sfn "/usr/sbin/$t-nft" "$dir/alternatives/$t"
+      ln -sfn "/usr/sbin/$t-nft-restore" "$dir/alternatives/$t-restore"
+      ln -sfn "/usr/sbin/$t-nft-save" "$dir/alternatives/$t-save"
+    done
+  fi
+  # shellcheck disable=SC2016 # expanded by the inner shell
+  nsenter --mount="$NS_DIR/mnt-$node" -- sh -eu -c '
+    # The hiding overlay goes (lazily: the node runs containerd from
+    # /usr/bin; it keeps its binary, new lookups see the machine'"'"'s tree).
+    for d in /usr/sbin /usr/bin; do
+      if [ -d "$1/hide$d" ]; then umount -l "$d"; fi
+    done
+    echo "$2" | while read -r src dst; do mount --bind -o ro "$src" "$dst"; done
+  ' sh "$dir" "$binds"
+  local v
+  v=$(in_node "$node" iptables --version) || die "iptables does not run on $node after the change"
+  [[ "$v" == "iptables v$want "* ]] || die "iptables on $node says '$v', want v$want"
+  restart_node_writers "$node"
+  log "node $node runs $v (Debian's release, in its mount namespace); kubelet and kube-proxy restarted"
+}
+
+node_iptables_restore() {
+  local node=$1 dir="$STATE/nodes/$1" record="$STATE/nodes/$1/iptables-release" binds fam table
+  if [ ! -f "$record" ]; then
+    log "node $node runs the machine's iptables already"
+    return 0
+  fi
+  binds=$(sed 1d "$record")
+  # shellcheck disable=SC2016 # expanded by the inner shell
+  nsenter --mount="$NS_DIR/mnt-$node" -- sh -eu -c '
+    # What a failed change left half done is undone as far as it went.
+    echo "$2" | tac | while read -r src dst; do
+      if [ -n "$dst" ] && grep -q " $dst " /proc/self/mountinfo; then umount "$dst"; fi
+    done
+    for d in /usr/sbin /usr/bin; do
+      [ -d "$1/hide$d" ] || continue
+      [ "$(findmnt -n -o FSTYPE --mountpoint "$d" || true)" = overlay ] ||
+        mount -t overlay overlay -o "ro,lowerdir=$1/hide$d:$d" "$d"
+    done
+  ' sh "$dir" "$binds"
+  rm -rf "$dir/alternatives"/*
+  cp -a "$dir/alternatives.before/." "$dir/alternatives/"
+  rm -rf "$dir/alternatives.before"
+  restart_node_writers "$node"
+  if [ "${NODE_BACKEND[$node]}" = none ]; then
+    # The tables kubelet made through the release (its marker chains); the
+    # node had none of iptables' own.
+    while read -r _ fam table; do
+      case "$fam/$table" in ip/* | ip6/*) ;; *) continue ;; esac
+      case "$table" in filter | nat | mangle | raw | security) ;; *) continue ;; esac
+      grep -qxF "table $fam $table" "$dir/tables.before" || in_node "$node" nft delete table "$fam" "$table"
+    done < <(in_node "$node" nft list tables)
+  fi
+  local tables
+  tables=$(in_node "$node" nft list tables)
+  [ "$tables" = "$(cat "$dir/tables.before")" ] ||
+    die "node $node's nf_tables tables are not as before the change: $(tr '\n' ' ' <<<"$tables")"
+  rm -f "$record" "$dir/tables.before"
+  log "node $node runs the machine's iptables again: $(in_node "$node" sh -c 'iptables --version 2>/dev/null || echo "no iptables command"')"
+}
+
 diagnose() {
   BIN=$(cat "$STATE/bin")
   set +e
@@ -930,5 +1104,11 @@ case "${1:-}" in
   node) [ $# -ge 3 ] || die "usage: $0 node NODE CMD..."; shift; in_node "$@" ;;
   diagnose) diagnose ;;
   kube-proxy) [ $# = 3 ] || die "usage: $0 kube-proxy NODE stop|cont"; kube_proxy "$2" "$3" ;;
-  *) echo "usage: $0 up|down|env|install [kustomize|helm]|node NODE CMD...|kube-proxy NODE stop|cont|diagnose" >&2; exit 2 ;;
+  node-iptables)
+    [ $# = 3 ] || die "usage: $0 node-iptables NODE VERSION|restore"
+    [ -f "$STATE/up" ] || die "not up"
+    BIN=$(cat "$STATE/bin")
+    node_iptables "$2" "$3"
+    ;;
+  *) echo "usage: $0 up|down|env|install [kustomize|helm]|node NODE CMD...|kube-proxy NODE stop|cont|node-iptables NODE VERSION|restore|diagnose" >&2; exit 2 ;;
 esac
