@@ -1048,8 +1048,10 @@ node_iptables_restore() {
   # shellcheck disable=SC2016 # expanded by the inner shell
   nsenter --mount="$NS_DIR/mnt-$node" -- sh -eu -c '
     # What a failed change left half done is undone as far as it went.
+    # Lazily: an iptables that kube-proxy or kubelet started a moment ago
+    # may still map the release'"'"'s library; it keeps it, nothing new sees it.
     echo "$2" | tac | while read -r src dst; do
-      if [ -n "$dst" ] && grep -q " $dst " /proc/self/mountinfo; then umount "$dst"; fi
+      if [ -n "$dst" ] && grep -q " $dst " /proc/self/mountinfo; then umount -l "$dst"; fi
     done
     for d in /usr/sbin /usr/bin; do
       [ -d "$1/hide$d" ] || continue
