@@ -73,6 +73,7 @@ STATE=${NFGUARD_E2E_STATE:-/var/lib/nfguard-e2e}
 CACHE=${NFGUARD_E2E_CACHE:-/var/cache/nfguard-e2e}
 API_PORT=${NFGUARD_E2E_API_PORT:-36443}
 REGISTRY_PORT=${NFGUARD_E2E_REGISTRY_PORT:-35000}
+PRIVATE_REGISTRY_PORT=${NFGUARD_E2E_PRIVATE_REGISTRY_PORT:-35001}
 RUN=/run/nfguard-e2e
 NS_DIR=$RUN/ns
 PREFIX=nfguard-e2e
@@ -93,6 +94,9 @@ declare -A NODE_BACKEND=([e2e-nft]=nft [e2e-legacy]=legacy [e2e-nftables]=none)
 # nft command (>= 1.0.1) and a kernel >= 5.13.
 declare -A NODE_PROXY_MODE=([e2e-nft]=iptables [e2e-legacy]=iptables [e2e-nftables]=nftables)
 REGISTRY_PULL=$CP_IP:5000
+# A second registry that answers only with credentials (htpasswd, Basic):
+# private images (e2e scenario 25). Its user and password are made at up.
+PRIVATE_REGISTRY_PULL=$CP_IP:5001
 NFGUARD_IMAGE=${NFGUARD_E2E_IMAGE:-ghcr.io/nfguard/nfguard:e2e}
 SRC=${NFGUARD_E2E_SOURCE:-$REPO}
 PAUSE_IMAGE=registry.k8s.io/pause:3.10
@@ -380,6 +384,38 @@ EOF
   wait_for 30 "the registry" in_cp curl -fsS "http://$REGISTRY_PULL/v2/"
 }
 
+# The private registry: htpasswd (bcrypt, by the system's libcrypt through
+# perl) for one user with a random password, kept in
+# $STATE/private-registry.auth as USER:PASSWORD (mode 600).
+start_private_registry() {
+  local dir="$STATE/registry-private" password salt
+  mkdir -p "$dir/data"
+  password=$(openssl rand -hex 16)
+  salt=$(openssl rand -base64 24)
+  salt=${salt//+/.}
+  salt=${salt:0:22}
+  (umask 077 && echo "nfguard-e2e:$password" >"$STATE/private-registry.auth")
+  # shellcheck disable=SC2016 # the salt's prefix is literal
+  NFGUARD_E2E_PW=$password NFGUARD_E2E_SALT=$salt perl -e \
+    'print "nfguard-e2e:", crypt($ENV{NFGUARD_E2E_PW}, q($2b$10$) . $ENV{NFGUARD_E2E_SALT}), "\n"' >"$dir/htpasswd"
+  # shellcheck disable=SC2016 # a literal bcrypt prefix
+  grep -q '^nfguard-e2e:\$2b\$10\$' "$dir/htpasswd" || die "no bcrypt from this system's crypt(3): $dir/htpasswd"
+  cat >"$dir/registry.yaml" <<EOF
+version: 0.1
+log: {level: warn}
+storage:
+  filesystem: {rootdirectory: $dir/data}
+  delete: {enabled: true}
+http: {addr: "$PRIVATE_REGISTRY_PULL"}
+auth:
+  htpasswd: {realm: nfguard-e2e, path: $dir/htpasswd}
+EOF
+  start registry-private nsenter --net="/run/netns/$CP_NS" -- docker-registry serve "$dir/registry.yaml"
+  wait_for 30 "the private registry" in_cp curl -fsS -u "nfguard-e2e:$password" "http://$PRIVATE_REGISTRY_PULL/v2/"
+  [ "$(in_cp curl -s -o /dev/null -w '%{http_code}' "http://$PRIVATE_REGISTRY_PULL/v2/")" = 401 ] ||
+    die "the private registry answers without credentials"
+}
+
 # ---- nodes --------------------------------------------------------------------
 # The cgroup every pod of a node lives under: below this shell's own cgroup,
 # so that nothing of the cluster escapes what started it.
@@ -493,6 +529,9 @@ start_node() { # node
   # pushes to is mirrored to it, so either name pulls.
   printf 'server = "http://%s"\n[host."http://%s"]\n  capabilities = ["pull", "resolve"]\n' \
     "$REGISTRY_PULL" "$REGISTRY_PULL" >"$dir/certs.d/$REGISTRY_PULL/hosts.toml"
+  mkdir -p "$dir/certs.d/$PRIVATE_REGISTRY_PULL"
+  printf 'server = "http://%s"\n[host."http://%s"]\n  capabilities = ["pull", "resolve"]\n' \
+    "$PRIVATE_REGISTRY_PULL" "$PRIVATE_REGISTRY_PULL" >"$dir/certs.d/$PRIVATE_REGISTRY_PULL/hosts.toml"
   cp "$dir/certs.d/$REGISTRY_PULL/hosts.toml" "$dir/certs.d/127.0.0.1:$REGISTRY_PORT/hosts.toml"
   cat >"$dir/containerd.toml" <<EOF
 version = 2
@@ -683,7 +722,7 @@ patches:
     patch: |-
       - op: add
         path: /spec/template/spec/containers/0/env/-
-        value: {name: NFGUARD_INSECURE_REGISTRIES, value: "$REGISTRY_PULL"}
+        value: {name: NFGUARD_INSECURE_REGISTRIES, value: "$REGISTRY_PULL,$PRIVATE_REGISTRY_PULL"}
 $client_ca_patch
 EOF
   kctl apply --server-side -k "$overlay/crds" >&2
@@ -704,9 +743,9 @@ install_helm() {
   cat >"$STATE/helm-values.yaml" <<EOF
 image: {repository: ${NFGUARD_IMAGE%:*}, tag: ${NFGUARD_IMAGE##*:}, pullPolicy: Never}
 controller:
-  extraEnv: [{name: NFGUARD_INSECURE_REGISTRIES, value: "$REGISTRY_PULL"}]
+  extraEnv: [{name: NFGUARD_INSECURE_REGISTRIES, value: "$REGISTRY_PULL,$PRIVATE_REGISTRY_PULL"}]
 webhook:
-  extraEnv: [{name: NFGUARD_INSECURE_REGISTRIES, value: "$REGISTRY_PULL"}]
+  extraEnv: [{name: NFGUARD_INSECURE_REGISTRIES, value: "$REGISTRY_PULL,$PRIVATE_REGISTRY_PULL"}]
 EOF
   # An earlier chart (e2e/upgrade.sh) may not know the client CA.
   if grep -q '^  clientCA:' "$SRC/charts/nfguard/values.yaml"; then
@@ -767,6 +806,9 @@ print_env() {
   echo "export KUBECONFIG=$STATE/admin.kubeconfig"
   echo "export NFGUARD_E2E_REGISTRY=127.0.0.1:$REGISTRY_PORT"
   echo "export NFGUARD_E2E_REGISTRY_PULL=$REGISTRY_PULL"
+  echo "export NFGUARD_E2E_PRIVATE_REGISTRY=127.0.0.1:$PRIVATE_REGISTRY_PORT"
+  echo "export NFGUARD_E2E_PRIVATE_REGISTRY_PULL=$PRIVATE_REGISTRY_PULL"
+  echo "export NFGUARD_E2E_PRIVATE_REGISTRY_AUTH_FILE=$STATE/private-registry.auth"
   echo "export NFGUARD_E2E_PROVIDER=local"
   echo "export NFGUARD_E2E_AUDIT_LOG=$STATE/logs/audit.log"
   echo "export NFGUARD_E2E_LOG_DIR=$STATE/logs"
@@ -786,6 +828,8 @@ up() {
   BIN=$(e2e/build-kube.sh)
   port_free "$API_PORT" || die "127.0.0.1:$API_PORT is in use (NFGUARD_E2E_API_PORT)"
   port_free "$REGISTRY_PORT" || die "127.0.0.1:$REGISTRY_PORT is in use (NFGUARD_E2E_REGISTRY_PORT)"
+  port_free "$PRIVATE_REGISTRY_PORT" ||
+    die "127.0.0.1:$PRIVATE_REGISTRY_PORT is in use (NFGUARD_E2E_PRIVATE_REGISTRY_PORT)"
   mkdir -p "$STATE" "$RUN" "$NS_DIR"
   # ip netns add makes /run/netns a mount point of its own when it is none.
   mountpoint -q /run/netns 2>/dev/null || echo /run/netns >>"$RUN/made-mounts"
@@ -799,8 +843,10 @@ up() {
   make_network
   start_control_plane
   start_registry
+  start_private_registry
   forward api "$API_PORT" "$CP_IP:6443"
   forward registry "$REGISTRY_PORT" "$REGISTRY_PULL"
+  forward registry-private "$PRIVATE_REGISTRY_PORT" "$PRIVATE_REGISTRY_PULL"
   wait_for 60 "the apiserver through 127.0.0.1:$API_PORT" kctl get --raw /readyz
   build_images
   for node in "${NODES[@]}"; do start_node "$node"; done
