@@ -5,8 +5,10 @@
 # netfilter rules are never touched.
 #
 #   e2e/local-cluster.sh up       build (cached), start, install nfguard; prints
-#                                 `export KUBECONFIG=...` and
-#                                 `export NFGUARD_E2E_REGISTRY=...` on stdout
+#                                 `export KUBECONFIG=...`,
+#                                 `export NFGUARD_E2E_REGISTRY=...` and the
+#                                 private registry's NFGUARD_E2E_PRIVATE_*
+#                                 on stdout
 #   e2e/local-cluster.sh down     stop everything and remove every process,
 #                                 namespace, mount, cgroup and file it made
 #   e2e/local-cluster.sh env      print the export lines of a running cluster
@@ -28,7 +30,8 @@
 #
 # Shape (docs/e2e.md):
 #   netns nfguard-e2e-cp      etcd, kube-apiserver, controller-manager,
-#                             scheduler, the test registry; bridge e2ebr0
+#                             scheduler, the test registry (:5000) and the
+#                             one wanting credentials (:5001); bridge e2ebr0
 #                             10.77.0.1/24 (the apiserver's advertise address)
 #   netns nfguard-e2e-nft     node e2e-nft, 10.77.0.2, pods 10.88.1.0/24:
 #                             containerd, kubelet, kube-proxy; iptables -> nft
@@ -48,7 +51,9 @@
 #
 # Env: NFGUARD_E2E_STATE (/var/lib/nfguard-e2e), NFGUARD_E2E_CACHE
 # (/var/cache/nfguard-e2e: Kubernetes binaries, base files), NFGUARD_E2E_API_PORT
-# (36443), NFGUARD_E2E_REGISTRY_PORT (35000), NFGUARD_E2E_BINARY (the nfguard
+# (36443), NFGUARD_E2E_REGISTRY_PORT (35000), NFGUARD_E2E_PRIVATE_REGISTRY_PORT
+# (35001), NFGUARD_FIXTURES (node-iptables: the Debian releases; default
+# target/fixtures), NFGUARD_E2E_BINARY (the nfguard
 # binary for the image; default target/release/nfguard, built if missing),
 # NFGUARD_E2E_IMAGE_TAR (a prebuilt nfguard image archive named
 # ghcr.io/nfguard/nfguard:e2e), NFGUARD_E2E_NO_INSTALL=1 (no nfguard),
