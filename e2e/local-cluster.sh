@@ -5,8 +5,10 @@
 # netfilter rules are never touched.
 #
 #   e2e/local-cluster.sh up       build (cached), start, install nfguard; prints
-#                                 `export KUBECONFIG=...` and
-#                                 `export NFGUARD_E2E_REGISTRY=...` on stdout
+#                                 `export KUBECONFIG=...`,
+#                                 `export NFGUARD_E2E_REGISTRY=...` and the
+#                                 private registry's NFGUARD_E2E_PRIVATE_*
+#                                 on stdout
 #   e2e/local-cluster.sh down     stop everything and remove every process,
 #                                 namespace, mount, cgroup and file it made
 #   e2e/local-cluster.sh env      print the export lines of a running cluster
@@ -20,10 +22,16 @@
 #   e2e/local-cluster.sh diagnose print nodes, profiles, pods and component logs
 #   e2e/local-cluster.sh kube-proxy NODE stop|cont   freeze (SIGSTOP) or resume
 #                                 the node's kube-proxy (e2e scenario 6)
+#   e2e/local-cluster.sh node-iptables NODE VERSION|restore   give the node
+#                                 Debian's iptables VERSION (1.8.7, 1.8.9,
+#                                 1.8.11) for real in its mount namespace and
+#                                 restart its kubelet and kube-proxy; restore
+#                                 undoes it (e2e scenario 24)
 #
 # Shape (docs/e2e.md):
 #   netns nfguard-e2e-cp      etcd, kube-apiserver, controller-manager,
-#                             scheduler, the test registry; bridge e2ebr0
+#                             scheduler, the test registry (:5000) and the
+#                             one wanting credentials (:5001); bridge e2ebr0
 #                             10.77.0.1/24 (the apiserver's advertise address)
 #   netns nfguard-e2e-nft     node e2e-nft, 10.77.0.2, pods 10.88.1.0/24:
 #                             containerd, kubelet, kube-proxy; iptables -> nft
@@ -43,7 +51,9 @@
 #
 # Env: NFGUARD_E2E_STATE (/var/lib/nfguard-e2e), NFGUARD_E2E_CACHE
 # (/var/cache/nfguard-e2e: Kubernetes binaries, base files), NFGUARD_E2E_API_PORT
-# (36443), NFGUARD_E2E_REGISTRY_PORT (35000), NFGUARD_E2E_BINARY (the nfguard
+# (36443), NFGUARD_E2E_REGISTRY_PORT (35000), NFGUARD_E2E_PRIVATE_REGISTRY_PORT
+# (35001), NFGUARD_FIXTURES (node-iptables: the Debian releases; default
+# target/fixtures), NFGUARD_E2E_BINARY (the nfguard
 # binary for the image; default target/release/nfguard, built if missing),
 # NFGUARD_E2E_IMAGE_TAR (a prebuilt nfguard image archive named
 # ghcr.io/nfguard/nfguard:e2e), NFGUARD_E2E_NO_INSTALL=1 (no nfguard),
@@ -68,6 +78,7 @@ STATE=${NFGUARD_E2E_STATE:-/var/lib/nfguard-e2e}
 CACHE=${NFGUARD_E2E_CACHE:-/var/cache/nfguard-e2e}
 API_PORT=${NFGUARD_E2E_API_PORT:-36443}
 REGISTRY_PORT=${NFGUARD_E2E_REGISTRY_PORT:-35000}
+PRIVATE_REGISTRY_PORT=${NFGUARD_E2E_PRIVATE_REGISTRY_PORT:-35001}
 RUN=/run/nfguard-e2e
 NS_DIR=$RUN/ns
 PREFIX=nfguard-e2e
@@ -88,6 +99,9 @@ declare -A NODE_BACKEND=([e2e-nft]=nft [e2e-legacy]=legacy [e2e-nftables]=none)
 # nft command (>= 1.0.1) and a kernel >= 5.13.
 declare -A NODE_PROXY_MODE=([e2e-nft]=iptables [e2e-legacy]=iptables [e2e-nftables]=nftables)
 REGISTRY_PULL=$CP_IP:5000
+# A second registry that answers only with credentials (htpasswd, Basic):
+# private images (e2e scenario 25). Its user and password are made at up.
+PRIVATE_REGISTRY_PULL=$CP_IP:5001
 NFGUARD_IMAGE=${NFGUARD_E2E_IMAGE:-ghcr.io/nfguard/nfguard:e2e}
 SRC=${NFGUARD_E2E_SOURCE:-$REPO}
 PAUSE_IMAGE=registry.k8s.io/pause:3.10
@@ -375,6 +389,38 @@ EOF
   wait_for 30 "the registry" in_cp curl -fsS "http://$REGISTRY_PULL/v2/"
 }
 
+# The private registry: htpasswd (bcrypt, by the system's libcrypt through
+# perl) for one user with a random password, kept in
+# $STATE/private-registry.auth as USER:PASSWORD (mode 600).
+start_private_registry() {
+  local dir="$STATE/registry-private" password salt
+  mkdir -p "$dir/data"
+  password=$(openssl rand -hex 16)
+  salt=$(openssl rand -base64 24)
+  salt=${salt//+/.}
+  salt=${salt:0:22}
+  (umask 077 && echo "nfguard-e2e:$password" >"$STATE/private-registry.auth")
+  # shellcheck disable=SC2016 # the salt's prefix is literal
+  NFGUARD_E2E_PW=$password NFGUARD_E2E_SALT=$salt perl -e \
+    'print "nfguard-e2e:", crypt($ENV{NFGUARD_E2E_PW}, q($2b$10$) . $ENV{NFGUARD_E2E_SALT}), "\n"' >"$dir/htpasswd"
+  # shellcheck disable=SC2016 # a literal bcrypt prefix
+  grep -q '^nfguard-e2e:\$2b\$10\$' "$dir/htpasswd" || die "no bcrypt from this system's crypt(3): $dir/htpasswd"
+  cat >"$dir/registry.yaml" <<EOF
+version: 0.1
+log: {level: warn}
+storage:
+  filesystem: {rootdirectory: $dir/data}
+  delete: {enabled: true}
+http: {addr: "$PRIVATE_REGISTRY_PULL"}
+auth:
+  htpasswd: {realm: nfguard-e2e, path: $dir/htpasswd}
+EOF
+  start registry-private nsenter --net="/run/netns/$CP_NS" -- docker-registry serve "$dir/registry.yaml"
+  wait_for 30 "the private registry" in_cp curl -fsS -u "nfguard-e2e:$password" "http://$PRIVATE_REGISTRY_PULL/v2/"
+  [ "$(in_cp curl -s -o /dev/null -w '%{http_code}' "http://$PRIVATE_REGISTRY_PULL/v2/")" = 401 ] ||
+    die "the private registry answers without credentials"
+}
+
 # ---- nodes --------------------------------------------------------------------
 # The cgroup every pod of a node lives under: below this shell's own cgroup,
 # so that nothing of the cluster escapes what started it.
@@ -488,6 +534,9 @@ start_node() { # node
   # pushes to is mirrored to it, so either name pulls.
   printf 'server = "http://%s"\n[host."http://%s"]\n  capabilities = ["pull", "resolve"]\n' \
     "$REGISTRY_PULL" "$REGISTRY_PULL" >"$dir/certs.d/$REGISTRY_PULL/hosts.toml"
+  mkdir -p "$dir/certs.d/$PRIVATE_REGISTRY_PULL"
+  printf 'server = "http://%s"\n[host."http://%s"]\n  capabilities = ["pull", "resolve"]\n' \
+    "$PRIVATE_REGISTRY_PULL" "$PRIVATE_REGISTRY_PULL" >"$dir/certs.d/$PRIVATE_REGISTRY_PULL/hosts.toml"
   cp "$dir/certs.d/$REGISTRY_PULL/hosts.toml" "$dir/certs.d/127.0.0.1:$REGISTRY_PORT/hosts.toml"
   cat >"$dir/containerd.toml" <<EOF
 version = 2
@@ -563,9 +612,7 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: "100Mi", nodefs.available: "1%", nodefs.inodesFree: "1%", imagefs.available: "1%"}
 EOF
-  start "kubelet-$node" nsenter --net="/run/netns/$ns" --mount="$NS_DIR/mnt-$node" -- \
-    "$BIN/kubelet" --config="$dir/kubelet.yaml" --kubeconfig="$STATE/kubelet-$node.kubeconfig" \
-    --hostname-override="$node" --node-ip="${NODE_IP[$node]}"
+  start_kubelet "$node"
 
   # nftables mode is beta (on by default) from 1.31; 1.30 needs its gate.
   local proxy_gates=""
@@ -585,8 +632,21 @@ healthzBindAddress: 127.0.0.1:10256
 # Leave the machine-wide conntrack sysctls alone.
 conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
 EOF
-  start "kube-proxy-$node" nsenter --net="/run/netns/$ns" --mount="$NS_DIR/mnt-$node" -- \
-    "$BIN/kube-proxy" --config="$dir/kube-proxy.yaml"
+  start_kube_proxy "$node"
+}
+
+# The node's kubelet and kube-proxy, from the configurations start_node
+# wrote (also node_iptables' restarts).
+start_kubelet() { # node
+  local node=$1 dir="$STATE/nodes/$1"
+  start "kubelet-$node" nsenter --net="/run/netns/$(node_ns "$node")" --mount="$NS_DIR/mnt-$node" -- \
+    "$BIN/kubelet" --config="$dir/kubelet.yaml" --kubeconfig="$STATE/kubelet-$node.kubeconfig" \
+    --hostname-override="$node" --node-ip="${NODE_IP[$node]}"
+}
+start_kube_proxy() { # node
+  local node=$1
+  start "kube-proxy-$node" nsenter --net="/run/netns/$(node_ns "$node")" --mount="$NS_DIR/mnt-$node" -- \
+    "$BIN/kube-proxy" --config="$STATE/nodes/$node/kube-proxy.yaml"
 }
 
 node_ready() {
@@ -667,7 +727,7 @@ patches:
     patch: |-
       - op: add
         path: /spec/template/spec/containers/0/env/-
-        value: {name: NFGUARD_INSECURE_REGISTRIES, value: "$REGISTRY_PULL"}
+        value: {name: NFGUARD_INSECURE_REGISTRIES, value: "$REGISTRY_PULL,$PRIVATE_REGISTRY_PULL"}
 $client_ca_patch
 EOF
   kctl apply --server-side -k "$overlay/crds" >&2
@@ -688,9 +748,9 @@ install_helm() {
   cat >"$STATE/helm-values.yaml" <<EOF
 image: {repository: ${NFGUARD_IMAGE%:*}, tag: ${NFGUARD_IMAGE##*:}, pullPolicy: Never}
 controller:
-  extraEnv: [{name: NFGUARD_INSECURE_REGISTRIES, value: "$REGISTRY_PULL"}]
+  extraEnv: [{name: NFGUARD_INSECURE_REGISTRIES, value: "$REGISTRY_PULL,$PRIVATE_REGISTRY_PULL"}]
 webhook:
-  extraEnv: [{name: NFGUARD_INSECURE_REGISTRIES, value: "$REGISTRY_PULL"}]
+  extraEnv: [{name: NFGUARD_INSECURE_REGISTRIES, value: "$REGISTRY_PULL,$PRIVATE_REGISTRY_PULL"}]
 EOF
   # An earlier chart (e2e/upgrade.sh) may not know the client CA.
   if grep -q '^  clientCA:' "$SRC/charts/nfguard/values.yaml"; then
@@ -751,6 +811,9 @@ print_env() {
   echo "export KUBECONFIG=$STATE/admin.kubeconfig"
   echo "export NFGUARD_E2E_REGISTRY=127.0.0.1:$REGISTRY_PORT"
   echo "export NFGUARD_E2E_REGISTRY_PULL=$REGISTRY_PULL"
+  echo "export NFGUARD_E2E_PRIVATE_REGISTRY=127.0.0.1:$PRIVATE_REGISTRY_PORT"
+  echo "export NFGUARD_E2E_PRIVATE_REGISTRY_PULL=$PRIVATE_REGISTRY_PULL"
+  echo "export NFGUARD_E2E_PRIVATE_REGISTRY_AUTH_FILE=$STATE/private-registry.auth"
   echo "export NFGUARD_E2E_PROVIDER=local"
   echo "export NFGUARD_E2E_AUDIT_LOG=$STATE/logs/audit.log"
   echo "export NFGUARD_E2E_LOG_DIR=$STATE/logs"
@@ -770,6 +833,8 @@ up() {
   BIN=$(e2e/build-kube.sh)
   port_free "$API_PORT" || die "127.0.0.1:$API_PORT is in use (NFGUARD_E2E_API_PORT)"
   port_free "$REGISTRY_PORT" || die "127.0.0.1:$REGISTRY_PORT is in use (NFGUARD_E2E_REGISTRY_PORT)"
+  port_free "$PRIVATE_REGISTRY_PORT" ||
+    die "127.0.0.1:$PRIVATE_REGISTRY_PORT is in use (NFGUARD_E2E_PRIVATE_REGISTRY_PORT)"
   mkdir -p "$STATE" "$RUN" "$NS_DIR"
   # ip netns add makes /run/netns a mount point of its own when it is none.
   mountpoint -q /run/netns 2>/dev/null || echo /run/netns >>"$RUN/made-mounts"
@@ -783,8 +848,10 @@ up() {
   make_network
   start_control_plane
   start_registry
+  start_private_registry
   forward api "$API_PORT" "$CP_IP:6443"
   forward registry "$REGISTRY_PORT" "$REGISTRY_PULL"
+  forward registry-private "$PRIVATE_REGISTRY_PORT" "$PRIVATE_REGISTRY_PULL"
   wait_for 60 "the apiserver through 127.0.0.1:$API_PORT" kctl get --raw /readyz
   build_images
   for node in "${NODES[@]}"; do start_node "$node"; done
@@ -904,6 +971,166 @@ kube_proxy() {
   die "kube-proxy $pid on node $1 is in state $state after SIG$sig"
 }
 
+# ---- a node's iptables release, for real --------------------------------------------
+# node_iptables NODE VERSION: NODE runs Debian's iptables VERSION (the
+# release scripts/fetch-iptables.sh extracts under $NFGUARD_FIXTURES) instead
+# of the machine's. Only in the node's own mount namespace: every regular
+# file of the release's /usr/sbin, /usr/bin and /usr/lib/<arch> (the
+# xtables-*-multi binaries, libxtables, libip4tc, libip6tc, libnftnl) is
+# bound over the machine's file of the same name, and its xtables/ directory
+# over the machine's; the reporter's host probe reads exactly these
+# (/host/usr, /host/sbin, /host/bin, /host/etc/alternatives; no dpkg
+# database is mounted into it). A node without iptables (NODE_BACKEND none)
+# first loses its hiding overlay and gains the alternatives of Debian's
+# default backend, nft. Then the node's kubelet and kube-proxy are
+# restarted, so that what they write (kubelet's marker chains, kube-proxy's
+# full resync in iptables mode) is written by that release, as after the
+# reboot an OS upgrade implies. The machine's files, mounts and namespaces
+# are not touched: nothing is created outside the node's mount namespace
+# and $STATE. Pods keep the view they started with (a hostPath is bound at
+# container start): restart the ones that must see the change.
+# node_iptables NODE restore: undoes all of it (also the iptables tables
+# kubelet made on a node that had no iptables) and restarts both again.
+FIXTURES=${NFGUARD_FIXTURES:-$REPO/target/fixtures}
+
+release_root() { # VERSION: the extracted release (fetched when missing)
+  local dir="$FIXTURES/iptables/$1"
+  [ -f "$dir/.complete" ] || scripts/fetch-iptables.sh "$FIXTURES/iptables" >&2
+  [ -f "$dir/.complete" ] || die "no iptables $1 in $FIXTURES/iptables (scripts/fetch-iptables.sh fetches 1.8.7, 1.8.9, 1.8.11)"
+  echo "$dir/root"
+}
+
+# release_binds ROOT: "SOURCE TARGET" per bind mount, one a line. Dies when
+# the release's layout differs from the machine's (a link the machine has
+# as a file or the reverse, or a link to another name): a bind over it would
+# not give the node that release. A link only the release has is left out.
+release_binds() {
+  local root=$1 lib d f t
+  lib=$(gcc -print-multiarch)
+  for d in usr/sbin usr/bin "usr/lib/$lib"; do
+    [ -d "$root/$d" ] || continue
+    for f in "$root/$d"/*; do
+      t="/$d/${f##*/}"
+      if [ -L "$f" ] && [ ! -e "$t" ] && [ ! -L "$t" ]; then
+        # A name new in the release (1.8.11: arptables-translate): making it
+        # would mean a file on the machine; nothing the node runs calls it.
+        log "$t: new in the release, not made"
+      elif [ -L "$f" ]; then
+        { [ -L "$t" ] && [ "$(readlink "$f")" = "$(readlink "$t")" ]; } ||
+          die "$t: the release has a link to $(readlink "$f"), the machine $(readlink "$t" || echo 'no link')"
+      elif [ -f "$f" ]; then
+        { [ -f "$t" ] && [ ! -L "$t" ]; } || die "$t: the release has a file, the machine none (nothing to bind over)"
+        echo "$f $t"
+      fi
+    done
+  done
+  { [ -d "$root/usr/lib/$lib/xtables" ] && [ -d "/usr/lib/$lib/xtables" ]; } ||
+    die "no xtables extension directory in $root or on the machine"
+  echo "$root/usr/lib/$lib/xtables /usr/lib/$lib/xtables"
+}
+
+# restart_node_writers NODE: kubelet and kube-proxy stopped and started
+# again; waits until kube-proxy answers its health port and the node is Ready.
+restart_node_writers() {
+  local node=$1 c pid
+  for c in kubelet kube-proxy; do
+    pid=$(cat "$RUN/pids/$c-$node.pid" 2>/dev/null) || die "no $c started on node $node"
+    [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$c" ] || die "process $pid of node $node is not $c"
+    kill "$pid"
+    for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+    ! kill -0 "$pid" 2>/dev/null || die "$c $pid on node $node did not stop in 30 s"
+  done
+  start_kubelet "$node"
+  start_kube_proxy "$node"
+  wait_for 60 "kube-proxy on $node healthy" in_node "$node" curl -fsS http://127.0.0.1:10256/healthz
+  wait_for 120 "node $node Ready" node_ready "$node"
+}
+
+node_iptables() {
+  local node=$1 want=$2 dir="$STATE/nodes/$1" record="$STATE/nodes/$1/iptables-release" root binds
+  [ -n "${NODE_IP[$node]:-}" ] || die "no node $node (${NODES[*]})"
+  [ -e "$NS_DIR/mnt-$node" ] || die "node $node is not running"
+  if [ "$want" = restore ]; then
+    node_iptables_restore "$node"
+    return 0
+  fi
+  [ ! -f "$record" ] || die "node $node runs iptables $(sed -n 1p "$record") already: restore it first"
+  root=$(release_root "$want")
+  binds=$(release_binds "$root")
+  # What restore needs: the release, the node's alternatives and, on a node
+  # without iptables, its nf_tables tables (kubelet adds its marker chains').
+  { echo "$want"; echo "$binds"; } >"$record.tmp"
+  rm -rf "$dir/alternatives.before"
+  cp -a "$dir/alternatives" "$dir/alternatives.before"
+  in_node "$node" nft list tables >"$dir/tables.before"
+  mv "$record.tmp" "$record"
+  if [ "${NODE_BACKEND[$node]}" = none ]; then
+    cp -a /etc/alternatives/{ip,ip6,arp,eb}tables* "$dir/alternatives/"
+    local t
+    for t in iptables ip6tables; do
+      ln -sfn "/usr/sbin/$t-nft" "$dir/alternatives/$t"
+      ln -sfn "/usr/sbin/$t-nft-restore" "$dir/alternatives/$t-restore"
+      ln -sfn "/usr/sbin/$t-nft-save" "$dir/alternatives/$t-save"
+    done
+  fi
+  # shellcheck disable=SC2016 # expanded by the inner shell
+  nsenter --mount="$NS_DIR/mnt-$node" -- sh -eu -c '
+    # The hiding overlay goes (lazily: the node runs containerd from
+    # /usr/bin; it keeps its binary, new lookups see the machine'"'"'s tree).
+    for d in /usr/sbin /usr/bin; do
+      if [ -d "$1/hide$d" ]; then umount -l "$d"; fi
+    done
+    echo "$2" | while read -r src dst; do mount --bind -o ro "$src" "$dst"; done
+  ' sh "$dir" "$binds"
+  local v
+  v=$(in_node "$node" iptables --version) || die "iptables does not run on $node after the change"
+  [[ "$v" == "iptables v$want "* ]] || die "iptables on $node says '$v', want v$want"
+  restart_node_writers "$node"
+  log "node $node runs $v (Debian's release, in its mount namespace); kubelet and kube-proxy restarted"
+}
+
+node_iptables_restore() {
+  local node=$1 dir="$STATE/nodes/$1" record="$STATE/nodes/$1/iptables-release" binds fam table
+  if [ ! -f "$record" ]; then
+    log "node $node runs the machine's iptables already"
+    return 0
+  fi
+  binds=$(sed 1d "$record")
+  # shellcheck disable=SC2016 # expanded by the inner shell
+  nsenter --mount="$NS_DIR/mnt-$node" -- sh -eu -c '
+    # What a failed change left half done is undone as far as it went.
+    # Lazily: an iptables that kube-proxy or kubelet started a moment ago
+    # may still map the release'"'"'s library; it keeps it, nothing new sees it.
+    echo "$2" | tac | while read -r src dst; do
+      if [ -n "$dst" ] && grep -q " $dst " /proc/self/mountinfo; then umount -l "$dst"; fi
+    done
+    for d in /usr/sbin /usr/bin; do
+      [ -d "$1/hide$d" ] || continue
+      [ "$(findmnt -n -o FSTYPE --mountpoint "$d" || true)" = overlay ] ||
+        mount -t overlay overlay -o "ro,lowerdir=$1/hide$d:$d" "$d"
+    done
+  ' sh "$dir" "$binds"
+  rm -rf "$dir/alternatives"/*
+  cp -a "$dir/alternatives.before/." "$dir/alternatives/"
+  rm -rf "$dir/alternatives.before"
+  restart_node_writers "$node"
+  if [ "${NODE_BACKEND[$node]}" = none ]; then
+    # The tables kubelet made through the release (its marker chains); the
+    # node had none of iptables' own.
+    while read -r _ fam table; do
+      case "$fam/$table" in ip/* | ip6/*) ;; *) continue ;; esac
+      case "$table" in filter | nat | mangle | raw | security) ;; *) continue ;; esac
+      grep -qxF "table $fam $table" "$dir/tables.before" || in_node "$node" nft delete table "$fam" "$table"
+    done < <(in_node "$node" nft list tables)
+  fi
+  local tables
+  tables=$(in_node "$node" nft list tables)
+  [ "$tables" = "$(cat "$dir/tables.before")" ] ||
+    die "node $node's nf_tables tables are not as before the change: $(tr '\n' ' ' <<<"$tables")"
+  rm -f "$record" "$dir/tables.before"
+  log "node $node runs the machine's iptables again: $(in_node "$node" sh -c 'iptables --version 2>/dev/null || echo "no iptables command"')"
+}
+
 diagnose() {
   BIN=$(cat "$STATE/bin")
   set +e
@@ -930,5 +1157,11 @@ case "${1:-}" in
   node) [ $# -ge 3 ] || die "usage: $0 node NODE CMD..."; shift; in_node "$@" ;;
   diagnose) diagnose ;;
   kube-proxy) [ $# = 3 ] || die "usage: $0 kube-proxy NODE stop|cont"; kube_proxy "$2" "$3" ;;
-  *) echo "usage: $0 up|down|env|install [kustomize|helm]|node NODE CMD...|kube-proxy NODE stop|cont|diagnose" >&2; exit 2 ;;
+  node-iptables)
+    [ $# = 3 ] || die "usage: $0 node-iptables NODE VERSION|restore"
+    [ -f "$STATE/up" ] || die "not up"
+    BIN=$(cat "$STATE/bin")
+    node_iptables "$2" "$3"
+    ;;
+  *) echo "usage: $0 up|down|env|install [kustomize|helm]|node NODE CMD...|kube-proxy NODE stop|cont|node-iptables NODE VERSION|restore|diagnose" >&2; exit 2 ;;
 esac

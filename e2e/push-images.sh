@@ -4,7 +4,9 @@
 # address `e2e/local-cluster.sh up` exports) as nfguard-e2e/NAME:TAG; nodes
 # and nfguard pull them as $NFGUARD_E2E_REGISTRY_PULL/... (or under the
 # loopback name, which the nodes mirror). Used by e2e/local.sh and
-# scripts/bench-cluster.sh. Fetches the iptables fixtures when missing.
+# scripts/bench-cluster.sh. Fetches the iptables fixtures when missing. With
+# NFGUARD_E2E_PRIVATE_REGISTRY (and its _AUTH_FILE, USER:PASSWORD), the
+# 1.8.7 writer also goes there as nfguard-e2e/private-writer:1.8.7-nft.
 # Each image is built once (e2e/images/build.sh, ~50 s) into an OCI archive
 # in $NFGUARD_E2E_CACHE/images, keyed by everything the build reads (its
 # scripts, the release's .debs, this machine's busybox and libc); later
@@ -17,8 +19,8 @@ CACHE=${NFGUARD_E2E_CACHE:-/var/cache/nfguard-e2e}
 export NFGUARD_FIXTURES=${NFGUARD_FIXTURES:-$PWD/target/fixtures}
 [ -d "$NFGUARD_FIXTURES/iptables/1.8.7" ] || scripts/fetch-iptables.sh "$NFGUARD_FIXTURES/iptables"
 
-push() { # repo:tag version mode
-  local ref=$1 version=$2 mode=$3 key archive
+push() { # repo:tag version mode [registry USER:PASSWORD-file]
+  local ref=$1 version=$2 mode=$3 registry=${4:-$NFGUARD_E2E_REGISTRY} auth=${5:-} key archive creds=()
   key=$(
     {
       cat e2e/images/build.sh e2e/images/Dockerfile.iptables e2e/images/iptables-wrapper
@@ -33,8 +35,15 @@ push() { # repo:tag version mode
     e2e/images/build.sh iptables "$version" "$mode" "oci-archive:$archive.tmp:nfguard-e2e/$ref"
     mv "$archive.tmp" "$archive"
   fi
-  skopeo --insecure-policy copy --quiet --dest-tls-verify=false "oci-archive:$archive" "docker://$NFGUARD_E2E_REGISTRY/nfguard-e2e/$ref" >&2
+  [ -z "$auth" ] || creds=(--dest-creds "$(cat "$auth")")
+  skopeo --insecure-policy copy --quiet --dest-tls-verify=false "${creds[@]}" "oci-archive:$archive" \
+    "docker://$registry/nfguard-e2e/$ref" >&2
 }
 push incident:1.8.7-nft 1.8.7 nft
 push compatible:1.8.11-wrapper 1.8.11 wrapper
 push legacy:1.8.9-legacy 1.8.9 legacy
+# The private registry (local provider): an iptables-nft 1.8.7 writer under a
+# name only it holds, readable only with its credentials (scenario 25).
+if [ -n "${NFGUARD_E2E_PRIVATE_REGISTRY:-}" ]; then
+  push private-writer:1.8.7-nft 1.8.7 nft "$NFGUARD_E2E_PRIVATE_REGISTRY" "$NFGUARD_E2E_PRIVATE_REGISTRY_AUTH_FILE"
+fi

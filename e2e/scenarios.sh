@@ -125,6 +125,21 @@
 #      (NFGUARD_BIN: the CLI, default target/release/nfguard; the pod's image
 #      is named by NFGUARD_E2E_REGISTRY, the registry as this machine
 #      reaches it on loopback)
+#  24. (local provider) the what-if checked against the change done for real:
+#      with a 1.8.7 writer on the nft node with new rules and on the node
+#      without iptables, the what-if's prediction for both moved to
+#      iptables 1.8.11 (nft) is kept; both are moved for real
+#      (`e2e/local-cluster.sh node-iptables`), and once their profiles report
+#      1.8.11, `nfguard check --running` gives exactly the predicted
+#      workloads, verdicts, reason codes and nodes (e2e/s24-node-change.sh)
+#  25. (a registry with credentials: NFGUARD_E2E_PRIVATE_REGISTRY_PULL and
+#      _AUTH_FILE, local provider) an iptables-nft 1.8.7 writer only in that
+#      registry, under an `action: Taint` policy: a DaemonSet with
+#      imagePullSecrets, then one whose ServiceAccount has the secret, each
+#      admitted with [OldReaderNewRules] (not [ImageUnresolved]); the
+#      controller reads the pods' pull secrets, taints the nft node, its
+#      Tainted event names pod, reason and image; deleted, the taint goes
+#      (e2e/s25-private-image-taint.sh)
 set -euo pipefail
 set -E
 cd "$(dirname "$0")/.."
@@ -136,8 +151,8 @@ REGISTRY=${NFGUARD_E2E_REGISTRY_PULL:-}
 IMG_INCIDENT=$REGISTRY/nfguard-e2e/incident:1.8.7-nft
 IMG_COMPATIBLE=$REGISTRY/nfguard-e2e/compatible:1.8.11-wrapper
 IMG_LEGACY=$REGISTRY/nfguard-e2e/legacy:1.8.9-legacy
-ALL_SCENARIOS="1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 30"
-NFT_SCENARIOS="19 20 21 22 23"
+ALL_SCENARIOS="1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 25 30"
+NFT_SCENARIOS="19 20 21 22 23 24"
 NFT_NODE=${NFGUARD_E2E_NFTABLES_NODE:-}
 [ -z "$NFT_NODE" ] || ALL_SCENARIOS+=" $NFT_SCENARIOS"
 
@@ -2593,9 +2608,13 @@ s23_what_if() {
   ok "the what-if: $(jq -c '.whatIf | {selector, assume, nodes, denied, warned}' "$work/assumed")"
 }
 
-# ---- 30. policy reports -------------------------------------------------------------------
+# Scenarios in files of their own.
+# shellcheck source=e2e/s24-node-change.sh
+source "$REPO/e2e/s24-node-change.sh"
+# shellcheck source=e2e/s25-private-image-taint.sh
+source "$REPO/e2e/s25-private-image-taint.sh"
 # shellcheck source=e2e/scenario-reports.sh
-. "$REPO/e2e/scenario-reports.sh"
+source "$REPO/e2e/scenario-reports.sh"
 
 # ---- main --------------------------------------------------------------------------------
 case "$PROVIDER" in
@@ -2642,6 +2661,8 @@ run_scenario 20 "the node without iptables: a ClusterIP Service is reached from 
 run_scenario 21 "the node without iptables: a legacy hostNetwork + NET_ADMIN writer pinned to it is denied as [BackendMismatch] naming it" s21_legacy_denied
 run_scenario 22 "the node without iptables: an iptables-nft 1.8.7 writer of its own chain pinned to it is admitted and adds that chain in table ip filter, the only table beside kube-proxy's" s22_own_rules_allowed
 run_scenario 23 "the what-if: the 1.8.7 writer running on the node without iptables is allowed today and predicted denied if the node gets iptables 1.8.11 (nft)" s23_what_if
+run_scenario 24 "the what-if against the change done for real: two nodes moved to iptables 1.8.11 give exactly the predicted findings" s24_real_node_change
+run_scenario 25 "a private image under a Taint policy: the controller reads the pod's pull secret (own or its ServiceAccount's) and taints the node" s25_private_image_taint
 
 CURRENT=finished
 echo "$PASSED passed, 0 failed"

@@ -10,7 +10,7 @@ use super::labels::{desired_labels, label_patch, relabels};
 use super::taints::{Brake, TaintChange, TaintPlan, TaintSettings, WantedTaints, plan_taints};
 use crate::api::{ActiveBackend, NodeNetfilterProfile, NodeNetfilterProfileStatus, PolicyAction};
 use crate::compat::evaluate::{
-    Candidate, ImageKey, ImageResolutions, ReasonCode, pod_spec_can_write,
+    Candidate, ImageKey, ImageResolutions, Reason, ReasonCode, pod_spec_can_write,
 };
 use crate::facts::{HazardCode, Platform, Severity};
 use crate::judgement::{PolicyBook, Scene, Subject};
@@ -195,11 +195,22 @@ fn violations(
             out.push(Violation {
                 pod: format!("{ns}/{pod_name}"),
                 codes: decision.unsafe_codes(),
-                message: first.message.clone(),
+                message: violation_message(first),
             });
         }
     }
     out
+}
+
+/// The reason's line, led by the container and image it is about: the
+/// taint's event must say which image to replace (the message itself says
+/// only "in the image").
+fn violation_message(reason: &Reason) -> String {
+    match (&reason.container, &reason.image) {
+        (Some(c), Some(i)) => format!("container {c} ({i}): {}", reason.message),
+        (None, Some(i)) => format!("{i}: {}", reason.message),
+        _ => reason.message.clone(),
+    }
 }
 
 fn first_critical(status: Option<&NodeNetfilterProfileStatus>) -> Option<HazardCode> {
@@ -579,6 +590,12 @@ pub(crate) mod tests {
         let selected = plan_under_team_selector(Some(&[("team", "net")]));
         assert_eq!(selected.violations.len(), 1, "{:?}", selected.violations);
         assert_eq!(selected.violations[0].pod, "payments/router");
+        // The taint's event names the container and the image to replace.
+        let message = &selected.violations[0].message;
+        assert!(
+            message.starts_with("container c (router:old): "),
+            "{message}"
+        );
         assert_eq!(
             selected.violations[0].codes,
             [ReasonCode::OldReaderNewRules]
