@@ -5,8 +5,12 @@
 # Two nodes move to Debian trixie's iptables (1.8.11, nft): the nft node
 # whose rules need a reader >= 1.8.8 (local: e2e-nft, today 1.8.9) and the
 # node without iptables (NFGUARD_E2E_NFTABLES_NODE). An iptables-nft 1.8.7
-# writer runs on each (named by the loopback registry address, as in
-# scenario 23: admission only warns, the CLI here reads the image). The
+# writer runs on each, named by the registry address the cluster pulls
+# from, so the webhook, the controller (its policy reports) and the CLI all
+# read the image: the CLI runs in the control plane's network namespace
+# (`e2e/local-cluster.sh cp`), where that registry and the API server are.
+# A NetfilterPolicy `action: Warn` for the scenario's namespace (and
+# no other policy there) lets the writers run where they are unsafe. The
 # what-if's prediction is kept, the nodes are changed for real
 # (`e2e/local-cluster.sh node-iptables NODE 1.8.11`: the release's files in
 # the node's mount namespace, kubelet and kube-proxy restarted, so the rules
@@ -20,11 +24,14 @@ S24_RELEASE=1.8.11
 S24_PATCH="iptables=$S24_RELEASE/nft"
 S24_NODES=()
 S24_BEFORE=""
+S24_KUBECONFIG=""
 
 # The "after" sources: each writes the findings it sees now, in
-# s24_findings' form, to the file $1. The comparison runs over all of them;
-# another source (the policy reports) is one more name here.
-S24_AFTER_SOURCES=(s24_after_check)
+# s24_findings' form, to the file $1, and may write to $1.scope the object
+# prefix it can see (the prediction is compared on those lines only). The
+# comparison runs over all of them.
+S24_AFTER_SOURCES=(s24_after_check s24_after_reports)
+S24_NS=nfguard-e2e-s24
 
 # s24_findings CHECK_JSON: one line per workload (`object verdict`) and one
 # per finding on a changed node (`object verdict code node`), sorted: what a
@@ -41,13 +48,69 @@ s24_findings() {
        | [$r.object, $r.verdict, $x.code, .] | @tsv)' "$1" | sort -u
 }
 
+# s24_check OUT [ARGS...]: `nfguard check --running` as scenario 23 runs it,
+# but in the control plane's network namespace, against the API server and
+# the registry as the cluster reaches them (the exit status is returned).
+s24_check() {
+  local out=$1 rc=0
+  shift
+  "$REPO/e2e/local-cluster.sh" cp "$S23_BIN" check --kubeconfig "$S24_KUBECONFIG" --running \
+    --insecure-registry "$REGISTRY" --registry-allow-cidr "${REGISTRY%:*}/32" --timeout 60 -o json "$@" \
+    >"$out" 2>"$out.err" </dev/null || rc=$?
+  return "$rc"
+}
+
 # The CLI without assumptions (the same command the what-if ran).
 s24_after_check() {
   local rc=0
-  s23_check "$1.json" || rc=$?
+  s24_check "$1.json" || rc=$?
   [ "$rc" = 0 ] || [ "$rc" = 1 ] || fail "nfguard check --running exited $rc: $(cat "$1.json.err")"
   echo "$rc" >"$1.rc"
   s24_findings "$1.json" >"$1"
+}
+
+# The controller's policy reports (the openreports CRD installed by this
+# scenario) of the scenario's pods, in s24_findings' form: a workload's
+# verdict is its worst result (fail: deny, warn: warn, else allow), a
+# finding is a result on a changed node. The reports see only the pods
+# they are of, so the prediction is compared on this namespace's lines.
+s24_after_reports() {
+  local nodes json
+  nodes=$(printf '%s\n' "${S24_NODES[@]}" | jq -R . | jq -sc .)
+  json=$(kubectl -n "$S24_NS" get reports.openreports.io -o json) || fail "cannot list the Reports in $S24_NS"
+  jq -r --argjson nodes "$nodes" '
+    .items[] | (.results // []) as $res | select($res | length > 0)
+    | ($res | map(.result)
+       | if index("fail") then "deny" elif index("warn") then "warn" else "allow" end) as $v
+    | ($res[0].resources[0] | "\(.kind)/\(.namespace)/\(.name)") as $obj
+    | ([$obj, $v] | @tsv),
+      ($res[] | select(.rule != "Compatible") | select(.properties.node as $n | $nodes | index($n))
+       | [$obj, $v, .rule, .properties.node] | @tsv)' <<<"$json" | sort -u >"$1"
+  echo "Pod/$S24_NS/" >"$1.scope"
+}
+
+# s24_agrees SOURCE WORK: SOURCE's findings now equal the prediction (on
+# its scope); the diff is left in WORK/diff-SOURCE.
+s24_agrees() {
+  local src=$1 work=$2 predicted=$2/predicted scope
+  "$src" "$work/after-$src"
+  if [ -f "$work/after-$src.scope" ]; then
+    scope=$(cat "$work/after-$src.scope")
+    grep -F -- "$scope" "$work/predicted" >"$work/predicted-$src" || true
+    predicted=$work/predicted-$src
+  fi
+  diff -u "$predicted" "$work/after-$src" >"$work/diff-$src" && return 0
+  WHY="$src differs from the prediction (- predicted, + after):
+$(cat "$work/diff-$src")"
+  return 1
+}
+
+s24_admit() { # NODE: the 1.8.7 writer created on NODE (retried until the webhook has the policy)
+  local out
+  out=$(incident_pod "writer-187-$1" "$1" '{}' '["sleep", "infinity"]' | kubectl -n "$S24_NS" create -f - 2>&1) || {
+    WHY="not admitted: $out"
+    return 1
+  }
 }
 
 s24_reporter_restart() { # NODE: its reporter pod replaced (sees the node's mounts anew)
@@ -72,29 +135,49 @@ s24_restore() { # NODE VERSION_BEFORE
 }
 
 s24_real_node_change() {
-  local ns=nfguard-e2e-s24 work rc n sel pod src changed=0 t0
+  local ns=$S24_NS work rc n sel pod src changed=0 t0 crd hint
   if [ "$PROVIDER" != local ]; then
     skip "scenario 24 changes a node's iptables for real: only the local provider can (e2e/local-cluster.sh node-iptables)"
     return 0
   fi
   S23_BIN=${NFGUARD_BIN:-$REPO/target/release/nfguard}
   [ -x "$S23_BIN" ] || fail "NFGUARD_BIN=$S23_BIN is not an executable nfguard"
-  S23_REGISTRY=${NFGUARD_E2E_REGISTRY:-}
-  [ -n "$S23_REGISTRY" ] || fail "scenario 24 needs NFGUARD_E2E_REGISTRY (the registry as this machine reaches it)"
   nftables_node
   new_rules_node
   S24_NODES=("$RULES_NODE" "$NFT_NODE")
   sel="kubernetes.io/hostname in ($RULES_NODE,$NFT_NODE)"
   work=$(mktemp -d)
   defer rm -rf "$work"
+  # The API server as the control plane's namespace reaches it (the
+  # registry's host: both are the control plane's address).
+  S24_KUBECONFIG=$work/kubeconfig
+  sed "s#server: .*#server: https://${REGISTRY%:*}:6443#" "$KUBECONFIG" >"$S24_KUBECONFIG"
   scenario_ns "$ns"
   on_dump kubectl get nodenetfilterprofiles "${S24_NODES[@]}" -o yaml
+  on_dump kubectl -n "$ns" get reports.openreports.io -o yaml
+  # The policy reports are one of the "after" sources: their API served for
+  # this scenario (scenario 30's CRD file; removed at the end).
+  s30_no_crd reports.openreports.io || fail "the cluster already serves reports.openreports.io: this scenario installs and removes it itself"
+  crd=$(report_crd "$REPORTS_MODULE" "$REPORTS_VERSION" config/crd/openreports.io_reports.yaml)
+  defer s30_delete_crds "$crd"
+  kubectl apply --server-side -f "$crd" >/dev/null
+  kubectl wait --for=condition=Established --timeout=60s crd/reports.openreports.io >/dev/null
 
+  # Warn, not the install's Deny: the writers must run where they are unsafe.
+  defer kubectl delete netfilterpolicy nfguard-e2e-s24 --ignore-not-found
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: nfguard.io/v1alpha1
+kind: NetfilterPolicy
+metadata: {name: nfguard-e2e-s24, labels: {app.kubernetes.io/part-of: nfguard-e2e}}
+spec:
+  action: Warn
+  unresolvedImages: Warn
+  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: $ns}}
+YAML
+  keep_out_of_namespace "$ns" nfguard-e2e-s24
   for n in "${S24_NODES[@]}"; do
     defer kubectl -n "$ns" delete pod "writer-187-$n" --ignore-not-found --grace-period=0 --force --wait=true --timeout=60s
-    incident_pod "writer-187-$n" "$n" '{}' '["sleep", "infinity"]' |
-      sed "s|image: $IMG_INCIDENT|image: $S23_REGISTRY/nfguard-e2e/incident:1.8.7-nft|" |
-      kubectl -n "$ns" create -f - >/dev/null || fail "the iptables-nft 1.8.7 writer was not admitted on $n"
+    wait_for 60 "the iptables-nft 1.8.7 writer admitted on $n (action: Warn)" s24_admit "$n"
   done
   for n in "${S24_NODES[@]}"; do
     kubectl -n "$ns" wait --for=condition=Ready "pod/writer-187-$n" --timeout=120s >/dev/null ||
@@ -107,12 +190,12 @@ s24_real_node_change() {
   grep -qxF "$pod"$'\t'allow "$work/today" ||
     fail "today $pod should be allowed: $(cat "$work/today")"
   rc=0
-  s23_check "$work/predicted.json" --assume-nodes "$sel" --assume "$S24_PATCH" || rc=$?
+  s24_check "$work/predicted.json" --assume-nodes "$sel" --assume "$S24_PATCH" || rc=$?
   [ "$rc" = 0 ] || [ "$rc" = 1 ] || fail "the what-if exited $rc: $(cat "$work/predicted.json.err")"
   echo "$rc" >"$work/predicted.rc"
   s24_findings "$work/predicted.json" >"$work/predicted"
-  grep -qxF "$(printf '%s\tdeny\tOldReaderNewRules\t%s' "$pod" "$NFT_NODE")" "$work/predicted" ||
-    fail "the what-if does not predict $pod denied as [OldReaderNewRules] on $NFT_NODE: $(cat "$work/predicted")"
+  grep -qxF "$(printf '%s\twarn\tOldReaderNewRules\t%s' "$pod" "$NFT_NODE")" "$work/predicted" ||
+    fail "the what-if does not predict $pod warned of [OldReaderNewRules] on $NFT_NODE (action: Warn): $(cat "$work/predicted")"
   ok "the what-if [$sel: $S24_PATCH] (exit $rc) predicts, for the workloads on ${S24_NODES[*]}:"
   show <"$work/predicted"
 
@@ -131,25 +214,24 @@ s24_real_node_change() {
   done
   ok "both nodes changed and reported in $((SECONDS - t0)) s"
   # kubelet wrote its marker chains through 1.8.11 on the node that had no iptables.
-  node_exec "$NFT_NODE" iptables-save -t mangle | grep -q '^:KUBE-IPTABLES-HINT' ||
+  hint=$(node_exec "$NFT_NODE" iptables-save -t mangle)
+  [[ $'\n'$hint == *$'\n:KUBE-IPTABLES-HINT'* ]] ||
     fail "no KUBE-IPTABLES-HINT chain on $NFT_NODE after kubelet's restart with iptables $S24_RELEASE"
 
-  # After: every source must see what was predicted.
+  # After: every source must see what was predicted (the reports follow
+  # the profiles within a pass, so each source is given a little time).
   for src in "${S24_AFTER_SOURCES[@]}"; do
-    "$src" "$work/after-$src"
-    if ! diff -u "$work/predicted" "$work/after-$src" >"$work/diff-$src"; then
-      fail "$src after the change differs from the prediction (- predicted, + after):
-$(cat "$work/diff-$src")"
-    fi
+    wait_for 90 "$src to give exactly the predicted findings" s24_agrees "$src" "$work"
     changed=$((changed + 1))
-    ok "$src after the change: exactly the predicted workloads, verdicts, reason codes and nodes"
+    ok "$src after the change: exactly the predicted workloads, verdicts, reason codes and nodes:"
+    show <"$work/after-$src"
   done
   [ "$(cat "$work/after-s24_after_check.rc")" = "$(cat "$work/predicted.rc")" ] ||
     fail "check exits $(cat "$work/after-s24_after_check.rc") after the change, the what-if exited $(cat "$work/predicted.rc")"
 
-  # What the finding implies for the nodes: it is about a workload (the gate
-  # denies it; under the default Deny policy a running one is reported, not
-  # tainted for), and the host's 1.8.11 reads its own rules.
+  # What the finding implies for the nodes: it is about a workload (under
+  # action: Warn a running one is warned of and reported, not tainted
+  # for), and the host's 1.8.11 reads its own rules.
   for n in "${S24_NODES[@]}"; do
     [ "$(condition "$n" Healthy status)" = True ] ||
       fail "$n: Healthy=$(condition "$n" Healthy status) ($(condition "$n" Healthy message))"
