@@ -124,8 +124,9 @@ YAML
   ok "without a pull secret: admitted with [ImageUnresolved] (the registry wants credentials)"
 
   s25_round writer-secret secret "$RULES_NODE" OldReaderNewRules
-  # On another node: a second taint of the same node within the event
-  # recorder's cache would be folded into the first Tainted event's series,
-  # which keeps the first note (the first pod and image).
+  # On another node, for a second reason. (A second pod's taint of the same
+  # node soon after used to fold into the first Tainted event's series,
+  # which keeps the first note; the pod is now the event's related object:
+  # tests/it/controller_reconcile.rs.)
   s25_round writer-sa sa "$legacy" BackendMismatch
 }

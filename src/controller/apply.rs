@@ -156,7 +156,8 @@ impl Applier<'_> {
         node: &ObjectReference,
         profile: Option<&ObjectReference>,
     ) {
-        let event = event(e.warning, e.reason, e.action, &e.note);
+        let mut event = event(e.warning, e.reason, e.action, &e.note);
+        event.secondary = e.related_pod.as_deref().and_then(pod_reference);
         let targets: Vec<&ObjectReference> = match e.target {
             EventTarget::Node => vec![node],
             EventTarget::Profile => profile.into_iter().collect(),
@@ -183,6 +184,18 @@ pub fn event(warning: bool, reason: &str, action: &str, note: &str) -> Event {
         action: action.into(),
         secondary: None,
     }
+}
+
+/// A reference to the pod "namespace/name" (for an event's related object).
+fn pod_reference(pod: &str) -> Option<ObjectReference> {
+    let (namespace, name) = pod.split_once('/')?;
+    Some(ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        namespace: Some(namespace.into()),
+        name: Some(name.into()),
+        ..Default::default()
+    })
 }
 
 fn truncate(s: &str, max: usize) -> String {

@@ -63,6 +63,11 @@ pub struct PlannedEvent {
     pub action: &'static str,
     pub note: String,
     pub target: EventTarget,
+    /// The pod the event is about ("namespace/name"), its `related` object.
+    /// The recorder folds events of equal type, reason, action, object and
+    /// related object into one series and keeps the first note, so without
+    /// it a second pod's taint soon after the first read as the first's.
+    pub related_pod: Option<String>,
 }
 
 /// The event action for a condition's new status. kube-runtime's recorder
@@ -293,6 +298,7 @@ pub fn plan_node(facts: &NodeFacts<'_>) -> NodePlan {
             action: "Label",
             note: describe_labels(p),
             target: EventTarget::Node,
+            related_pod: None,
         });
     }
 
@@ -332,6 +338,7 @@ pub fn plan_node(facts: &NodeFacts<'_>) -> NodePlan {
                         c.message
                     ),
                     target: EventTarget::Profile,
+                    related_pod: None,
                 });
             }
         }
@@ -350,6 +357,7 @@ pub fn plan_node(facts: &NodeFacts<'_>) -> NodePlan {
                 action: "UpdateStatus",
                 note: format!("{n} container(s) on this node can write its iptables rules"),
                 target: EventTarget::Profile,
+                related_pod: None,
             });
         }
         // Judge running workloads against the profile as it will be (new
@@ -436,6 +444,9 @@ pub fn plan_node(facts: &NodeFacts<'_>) -> NodePlan {
                 action: "Taint",
                 note: format!("added {}: {}", taint_text(t), why(&t.key)),
                 target: EventTarget::Both,
+                related_pod: (t.key == crate::wellknown::TAINT_INCOMPATIBLE)
+                    .then(|| violations.first().map(|v| v.pod.clone()))
+                    .flatten(),
             },
             TaintChange::Removed(t) => PlannedEvent {
                 warning: false,
@@ -443,6 +454,7 @@ pub fn plan_node(facts: &NodeFacts<'_>) -> NodePlan {
                 action: "Untaint",
                 note: format!("removed {}: the cause has cleared", taint_text(t)),
                 target: EventTarget::Both,
+                related_pod: None,
             },
             TaintChange::Withheld {
                 taint,
@@ -460,6 +472,7 @@ pub fn plan_node(facts: &NodeFacts<'_>) -> NodePlan {
                     facts.total_nodes
                 ),
                 target: EventTarget::Both,
+                related_pod: None,
             },
         };
         events.push(e);

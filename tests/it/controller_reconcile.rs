@@ -762,6 +762,21 @@ async fn incompatible_workload_taints_under_action_taint_and_clears_when_it_leav
         note.contains("kube-system/kube-router-z") && note.contains("OldReaderNewRules"),
         "{note}"
     );
+    // The pod is the events' related object, so a taint for another pod
+    // soon after is an event of its own, not a fold into this one's series.
+    for e in &tainted {
+        let related = &e.body["related"];
+        assert_eq!(
+            (&related["kind"], &related["namespace"], &related["name"]),
+            (
+                &json!("Pod"),
+                &json!("kube-system"),
+                &json!("kube-router-z")
+            ),
+            "{}",
+            e.body
+        );
+    }
 
     // The pod leaves: the taint is cleared.
     let n1 = node(
