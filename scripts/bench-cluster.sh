@@ -50,29 +50,14 @@ GEN=$PWD/target/release/examples/bench_cluster
 WORK=$(mktemp -d)
 controller_pid=""
 
-stop_controller() {
-  [ -n "$controller_pid" ] || return 0
-  kill "$controller_pid" 2>/dev/null || true
-  wait "$controller_pid" 2>/dev/null || true
-  controller_pid=""
-}
+. scripts/bench-lib.sh
+stop_controller() { stop_bg controller_pid; }
 finish() {
   local rc=$?
   stop_controller
-  if [ "$rc" != 0 ] && [ -f "$WORK/controller.log" ]; then
-    log "the host controller's last lines:"
-    tail -n 20 "$WORK/controller.log" >&2
-  fi
-  if [ "${KEEP_CLUSTER:-}" = 1 ]; then
-    log "KEEP_CLUSTER=1: the cluster stays up (e2e/local-cluster.sh down removes it); the host controller's log and the snapshots are in $WORK"
-  else
-    e2e/local-cluster.sh down
-    rm -rf "$WORK"
-  fi
-  exit "$rc"
+  bench_finish "$rc" "$WORK/controller.log" "the host controller"
 }
 trap finish EXIT
-. scripts/bench-lib.sh
 
 bench_cluster_up
 log "cluster ready after $((SECONDS - started)) s"

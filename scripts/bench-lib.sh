@@ -5,6 +5,34 @@
 # The caller sets WORK (a scratch directory), GEN (the bench_cluster
 # generator) and defines log and die.
 
+# stop_bg VAR: stop the background process whose pid the variable VAR
+# holds (gone already is fine) and empty VAR.
+stop_bg() {
+  local pid=${!1}
+  [ -n "$pid" ] || return 0
+  kill "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  printf -v "$1" '%s' ""
+}
+
+# bench_finish RC LOG WHAT: the exit trap's end: LOG's last lines when RC
+# is a failure, then the cluster down and WORK removed unless KEEP_CLUSTER=1;
+# exits RC.
+bench_finish() {
+  local rc=$1
+  if [ "$rc" != 0 ] && [ -f "$2" ]; then
+    log "$3's last lines:"
+    tail -n 30 "$2" >&2
+  fi
+  if [ "${KEEP_CLUSTER:-}" = 1 ]; then
+    log "KEEP_CLUSTER=1: the cluster stays up (e2e/local-cluster.sh down removes it); logs in $WORK"
+  else
+    e2e/local-cluster.sh down
+    rm -rf "$WORK"
+  fi
+  exit "$rc"
+}
+
 # bench_cluster_up: the local cluster in bench mode, nfguard's in-cluster
 # controller scaled to 0 (the caller runs its own, or none), the reporters
 # on the real nodes only, and the e2e images in the test registry. Exports

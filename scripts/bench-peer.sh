@@ -57,29 +57,19 @@ KYVERNO_SRC=$(cd tools/kyverno && GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' gith
 WORK=$(mktemp -d)
 kyverno_pid=""
 
-stop_kyverno() {
-  [ -n "$kyverno_pid" ] || return 0
-  kill "$kyverno_pid" 2>/dev/null || true
-  wait "$kyverno_pid" 2>/dev/null || true
-  kyverno_pid=""
-}
+. scripts/bench-lib.sh
+stop_kyverno() { stop_bg kyverno_pid; }
 finish() {
   local rc=$?
-  if [ "$rc" != 0 ] && [ -f "$WORK/kyverno.log" ]; then
-    log "Kyverno's last lines:"
-    tail -n 30 "$WORK/kyverno.log" >&2
-  fi
+  # KEEP_CLUSTER=1 keeps Kyverno too (its pid is in the log line below).
   if [ "${KEEP_CLUSTER:-}" = 1 ]; then
-    log "KEEP_CLUSTER=1: the cluster and Kyverno (pid ${kyverno_pid:-none}) stay up; logs in $WORK"
+    log "Kyverno runs as pid ${kyverno_pid:-none}"
   else
     stop_kyverno
-    e2e/local-cluster.sh down
-    rm -rf "$WORK"
   fi
-  exit "$rc"
+  bench_finish "$rc" "$WORK/kyverno.log" Kyverno
 }
 trap finish EXIT
-. scripts/bench-lib.sh
 
 bench_cluster_up
 log "cluster ready after $((SECONDS - started)) s"
