@@ -22,6 +22,10 @@
 #                              iptables command and kube-proxy in nftables
 #                              mode; scenarios 19-22 run only when it is set
 #                              (asking for one of them without it fails)
+#   NFGUARD_E2E_PROMETHEUS     optional (local: e2e/local.sh builds it): a
+#                              prometheus binary; a live Prometheus then
+#                              scrapes nfguard (e2e/monitoring.sh): scenario
+#                              6's alert hooks and scenario 27 use it
 #   NFGUARD_E2E_LOG_DIR        local only: the components' logs, kubelet's as
 #                              kubelet-NODE.log (kind: journalctl in the node)
 #   node_exec NODE CMD...      (below) runs CMD in the node's network and mount
@@ -125,6 +129,12 @@
 #      (NFGUARD_BIN: the CLI, default target/release/nfguard; the pod's image
 #      is named by NFGUARD_E2E_REGISTRY, the registry as this machine
 #      reaches it on loopback)
+#  27. monitoring, live (NFGUARD_E2E_PROMETHEUS; e2e/monitoring.sh): the
+#      operator's CRDs validate monitoring/ and the chart's render; every
+#      PodMonitor target is up; an invalid policy fires and resolves
+#      NfguardPolicyInvalid; a denied rollout fires no alert; every dashboard
+#      query returns data. Scenario 6 checks its alerts there too (the stale
+#      reporter of the dark node, the degraded node, both resolved)
 set -euo pipefail
 set -E
 cd "$(dirname "$0")/.."
@@ -140,6 +150,8 @@ ALL_SCENARIOS="1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18"
 NFT_SCENARIOS="19 20 21 22 23"
 NFT_NODE=${NFGUARD_E2E_NFTABLES_NODE:-}
 [ -z "$NFT_NODE" ] || ALL_SCENARIOS+=" $NFT_SCENARIOS"
+# shellcheck source=e2e/monitoring.sh
+source "$REPO/e2e/monitoring.sh"
 
 PASSED=0
 FAILED=""
@@ -1039,6 +1051,9 @@ YAML
   wait_for 180 "the profile of $S6_NODE to turn stale" s6_stale
   ok "profile $S6_NODE: Fresh=Unknown HeartbeatStale ($((SECONDS - t0)) s): $(condition "$S6_NODE" Fresh message)"
   s6_record "the node cut off"
+  # The stale reporter: its node is dark, its heartbeat stale.
+  expect_alert firing NfguardTargetDown job=nfguard-reporter "node=$S6_NODE"
+  expect_alert firing NfguardProfileStale "node=$S6_NODE"
   if [ -n "$(nfguard_taints "$S6_NODE")" ]; then
     ok "nfguard taint while cut off: $(nfguard_taints "$S6_NODE")"
   else
@@ -1060,6 +1075,11 @@ YAML
   wait_for 180 "nfguard to report the corrupted KUBE-FIREWALL of $S6_NODE (hazard, Healthy=False, taint)" s6_reported
   ok "nfguard reports it $(($(date -u +%s) - reconnected)) s after the node came back: hazard FirewallUnconditionalDrop on KUBE-FIREWALL, Healthy=False FirewallUnconditionalDrop, Node tainted $(nfguard_taints "$S6_NODE")"
   s6_record "reachable again, the corrupted KUBE-FIREWALL still present"
+  expect_alert firing NfguardNodeNetfilterDegraded "node=$S6_NODE"
+  expect_alert firing NfguardNodeHazard code=FirewallUnconditionalDrop
+  expect_alert firing NfguardNodesTainted
+  expect_alert gone NfguardTargetDown job=nfguard-reporter "node=$S6_NODE"
+  expect_alert gone NfguardProfileStale "node=$S6_NODE"
   s6_restore_firewall
   if s6_rule_present "$S6_MARK_RULE"; then fail "the seeded rule is still there after the repair"; fi
   ok "repair 2: the seeded chain removed, KUBE-FIREWALL and its jumps as before the scenario:"
@@ -1073,6 +1093,9 @@ YAML
   kubectl -n "$NS" logs "$(kubectl -n "$NS" get pods -l app.kubernetes.io/component=reporter \
     --field-selector "spec.nodeName=$S6_NODE" -o jsonpath='{.items[0].metadata.name}')" 2>&1 |
     sed 's/\x1b\[[0-9;]*m//g' | tail -n 12 | show
+  expect_alert gone NfguardNodeNetfilterDegraded "node=$S6_NODE"
+  expect_alert gone NfguardNodeHazard code=FirewallUnconditionalDrop
+  expect_alert gone NfguardNodesTainted
   ok "Node $S6_NODE Ready, profile probed at $(nnp "$S6_NODE" '{.status.lastProbeTime}') Fresh and Healthy, nfguard's taint removed ($((SECONDS - t0)) s after the incident began; repair to recovery ${WAITED} s)"
 }
 
@@ -2614,6 +2637,7 @@ for e in ${NFGUARD_E2E_EXPECT_BACKENDS:-}; do
 done
 say "provider $PROVIDER, registry $REGISTRY, $(kubectl version 2>/dev/null | tr '\n' ' ')"
 
+monitoring_up
 run_scenario 1 "a NodeNetfilterProfile per node, owned by its Node, with its backend" s1_profiles
 run_scenario 2 "the incident DaemonSet (iptables-nft 1.8.7) is denied" s2_incident_denied
 run_scenario 3 "a compatible DaemonSet (1.8.11, iptables-wrapper) runs on every node with an iptables command" s3_compatible_runs
@@ -2637,6 +2661,8 @@ run_scenario 20 "the node without iptables: a ClusterIP Service is reached from 
 run_scenario 21 "the node without iptables: a legacy hostNetwork + NET_ADMIN writer pinned to it is denied as [BackendMismatch] naming it" s21_legacy_denied
 run_scenario 22 "the node without iptables: an iptables-nft 1.8.7 writer of its own chain pinned to it is admitted and adds that chain in table ip filter, the only table beside kube-proxy's" s22_own_rules_allowed
 run_scenario 23 "the what-if: the 1.8.7 writer running on the node without iptables is allowed today and predicted denied if the node gets iptables 1.8.11 (nft)" s23_what_if
+run_scenario 27 "monitoring, live: the operator's CRDs validate monitoring/; a real Prometheus scrapes every component as the PodMonitors say; alerts fire and resolve; every dashboard query answers" s27_monitoring
+monitoring_down
 
 CURRENT=finished
 echo "$PASSED passed, 0 failed"
