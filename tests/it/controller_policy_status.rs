@@ -118,12 +118,14 @@ fn fake_api(items: Vec<Value>) -> (kube::Client, Arc<Mutex<Vec<Seen>>>, Deletion
     (client, seen, delete_tx)
 }
 
-#[tokio::test]
-async fn an_invalid_policy_gets_its_status_an_event_and_is_counted() {
-    let (client, seen, _) = fake_api(vec![
-        policy("broken", &["ok:*", "a["], Value::Null),
-        policy("fine", &["ok:*"], in_sync()),
-    ]);
+/// run_policy_status against `client`: its metrics, the stop signal, the task.
+fn spawn_policy_status(
+    client: kube::Client,
+) -> (
+    Arc<Metrics>,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
     let recorder = Recorder::new(
         client.clone(),
         Reporter {
@@ -142,6 +144,16 @@ async fn an_invalid_policy_gets_its_status_an_event_and_is_counted() {
             let _ = stop_rx.await;
         },
     ));
+    (metrics, stop_tx, run)
+}
+
+#[tokio::test]
+async fn an_invalid_policy_gets_its_status_an_event_and_is_counted() {
+    let (client, seen, _) = fake_api(vec![
+        policy("broken", &["ok:*", "a["], Value::Null),
+        policy("fine", &["ok:*"], in_sync()),
+    ]);
+    let (metrics, stop_tx, run) = spawn_policy_status(client);
     let counted = async {
         while !metrics
             .encode()
@@ -224,24 +236,7 @@ async fn a_deleted_invalid_policy_is_no_longer_counted() {
     let broken = policy("broken", &["a["], Value::Null);
     let (client, _seen, delete) =
         fake_api(vec![broken.clone(), policy("fine", &["ok:*"], in_sync())]);
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: "nfguard-controller".into(),
-            instance: Some("test".into()),
-        },
-    );
-    let metrics = Arc::new(Metrics::new());
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let run = tokio::spawn(run_policy_status(
-        client,
-        Arc::new(ManualClock::new(NOW.parse::<Timestamp>().unwrap())),
-        metrics.clone(),
-        recorder,
-        async move {
-            let _ = stop_rx.await;
-        },
-    ));
+    let (metrics, stop_tx, run) = spawn_policy_status(client);
     let counts = |n: u32| {
         let metrics = metrics.clone();
         async move {
