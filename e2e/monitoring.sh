@@ -242,10 +242,11 @@ monitoring_up() {
   prom_start
 }
 monitoring_down() {
+  local t=$SECONDS
   [ -n "$PROM_PID" ] || return 0
   CURRENT="monitoring down"
   prom_stop || fail "removing the live Prometheus and the monitoring objects did not complete"
-  ok "live Prometheus stopped; the monitoring objects, its identity and the operator's CRDs deleted"
+  ok "live Prometheus stopped; the monitoring objects, its identity and the operator's CRDs deleted ($((SECONDS - t)) s)"
 }
 
 # ---- 27. monitoring, live -------------------------------------------------------------------
