@@ -1078,9 +1078,6 @@ YAML
   expect_alert firing NfguardNodeNetfilterDegraded "node=$S6_NODE"
   expect_alert firing NfguardNodeHazard code=FirewallUnconditionalDrop
   expect_alert firing NfguardNodesTainted
-  # Its writes failed while it was dark (resolves only 10 min after, the
-  # alert's window: not awaited).
-  expect_alert firing NfguardReporterWriteFailures "node=$S6_NODE"
   expect_alert gone NfguardTargetDown job=nfguard-reporter "node=$S6_NODE"
   expect_alert gone NfguardProfileStale "node=$S6_NODE"
   s6_restore_firewall
