@@ -351,6 +351,7 @@ DASHBOARD_EVENT_ONLY=(
   "nfguard_controller_taints_withheld_total: a taint withheld by the safety brake (the scenarios lift the brake to taint)"
   "nfguard_webhook_rejected_requests_total: a malformed or unreadable AdmissionReview (only the API server may call the webhook, and it sends none)"
   "nfguard_controller_reconcile_errors_total: a failed reconcile step"
+  "increase(nfguard_reporter_status_write_failures_total[1m])) > 0: a failed status write (scenario 6's dark reporter fails one in some runs only)"
 )
 event_only() { # EXPR: the reason when its metric is one of DASHBOARD_EVENT_ONLY
   local e
