@@ -19,6 +19,9 @@
 #                                 upgrade --reset-then-reuse-values)
 #   e2e/local-cluster.sh node NODE CMD...   run CMD inside a node (its network
 #                                 and mount namespace: the node's view)
+#   e2e/local-cluster.sh cp CMD...  exec CMD in the control plane's network
+#                                 namespace (the e2e's live Prometheus,
+#                                 e2e/monitoring.sh: its pid is CMD's)
 #   e2e/local-cluster.sh diagnose print nodes, profiles, pods and component logs
 #   e2e/local-cluster.sh kube-proxy NODE stop|cont   freeze (SIGSTOP) or resume
 #                                 the node's kube-proxy (e2e scenario 6)
@@ -1155,6 +1158,7 @@ case "${1:-}" in
   env) [ -f "$STATE/bin" ] || die "not up"; BIN=$(cat "$STATE/bin"); print_env ;;
   install) [ -f "$STATE/up" ] || die "not up"; BIN=$(cat "$STATE/bin"); install_nfguard "${2:-}" ;;
   node) [ $# -ge 3 ] || die "usage: $0 node NODE CMD..."; shift; in_node "$@" ;;
+  cp) [ $# -ge 2 ] || die "usage: $0 cp CMD..."; shift; exec nsenter --net="/run/netns/$CP_NS" -- "$@" ;;
   diagnose) diagnose ;;
   kube-proxy) [ $# = 3 ] || die "usage: $0 kube-proxy NODE stop|cont"; kube_proxy "$2" "$3" ;;
   node-iptables)
@@ -1163,5 +1167,5 @@ case "${1:-}" in
     BIN=$(cat "$STATE/bin")
     node_iptables "$2" "$3"
     ;;
-  *) echo "usage: $0 up|down|env|install [kustomize|helm]|node NODE CMD...|kube-proxy NODE stop|cont|node-iptables NODE VERSION|restore|diagnose" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|env|install [kustomize|helm]|node NODE CMD...|cp CMD...|kube-proxy NODE stop|cont|node-iptables NODE VERSION|restore|diagnose" >&2; exit 2 ;;
 esac

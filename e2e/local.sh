@@ -12,6 +12,9 @@
 # nfguard is installed and upgraded to this checkout, with kustomize and with
 # Helm (e2e/upgrade.sh), each uninstalled again. Last, the controller's
 # correctness on 200 hollow nodes (scripts/bench-cluster.sh --check).
+# The live Prometheus of the monitoring checks (e2e/monitoring.sh: scenario
+# 27, scenario 6's alerts) is built from the Go module proxy while the
+# cluster comes up (scripts/go-tool.sh prometheus; cached afterwards).
 # Env: KEEP_CLUSTER=1 leaves the cluster up afterwards (no final check);
 #      NFGUARD_E2E_ONLY="1 5" runs only those scenarios.
 set -euo pipefail
@@ -38,8 +41,15 @@ machine_state() {
 before=$(mktemp)
 machine_state >"$before"
 
+prom_build=""
+prom_out=$(mktemp)
 finish() {
   local rc=$?
+  if [ -n "$prom_build" ] && kill -0 "$prom_build" 2>/dev/null; then
+    kill "$prom_build" 2>/dev/null || true
+    wait "$prom_build" 2>/dev/null || true
+  fi
+  rm -f "$prom_out" "$prom_out.err"
   if [ "$rc" != 0 ]; then
     log "collecting diagnostics"
     e2e/local-cluster.sh diagnose >&2 || true
@@ -59,6 +69,10 @@ finish() {
 trap finish EXIT
 
 start=$SECONDS
+# Cold, it takes minutes of CPU: started now, it overlaps the cluster's
+# start-up and the image pushes instead of adding to them.
+scripts/go-tool.sh prometheus >"$prom_out" 2>"$prom_out.err" &
+prom_build=$!
 eval "$(NFGUARD_E2E_INSTALL=helm e2e/local-cluster.sh up)"
 log "cluster and nfguard ready in $((SECONDS - start)) s"
 
@@ -69,6 +83,16 @@ e2e/push-images.sh
 export NFGUARD_E2E_EXPECT_BACKENDS="e2e-nft=nft e2e-legacy=legacy e2e-nftables=nft"
 # The node without iptables, kube-proxy in nftables mode: scenarios 19-22.
 export NFGUARD_E2E_NFTABLES_NODE=e2e-nftables
+t=$SECONDS
+if ! wait "$prom_build"; then
+  cat "$prom_out.err" >&2
+  log "FAIL: building prometheus (scripts/go-tool.sh prometheus) failed"
+  exit 1
+fi
+prom_build=""
+NFGUARD_E2E_PROMETHEUS="$(cat "$prom_out")/prometheus"
+export NFGUARD_E2E_PROMETHEUS
+log "prometheus ready ($(grep -o 'built in [0-9]* s' "$prom_out.err" || echo cached); waited $((SECONDS - t)) s for it after the image pushes)"
 e2e/scenarios.sh
 log "scenarios done after $((SECONDS - start)) s"
 e2e/plugin-status.sh

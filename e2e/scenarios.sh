@@ -22,6 +22,10 @@
 #                              iptables command and kube-proxy in nftables
 #                              mode; scenarios 19-22 run only when it is set
 #                              (asking for one of them without it fails)
+#   NFGUARD_E2E_PROMETHEUS     optional (local: e2e/local.sh builds it): a
+#                              prometheus binary; a live Prometheus then
+#                              scrapes nfguard (e2e/monitoring.sh): scenario
+#                              6's alert hooks and scenario 27 use it
 #   NFGUARD_E2E_LOG_DIR        local only: the components' logs, kubelet's as
 #                              kubelet-NODE.log (kind: journalctl in the node)
 #   node_exec NODE CMD...      (below) runs CMD in the node's network and mount
@@ -140,6 +144,16 @@
 #      controller reads the pods' pull secrets, taints the nft node, its
 #      Tainted event names pod, reason and image; deleted, the taint goes
 #      (e2e/s25-private-image-taint.sh)
+#  27. monitoring, live (NFGUARD_E2E_PROMETHEUS; e2e/monitoring.sh): the
+#      operator's CRDs validate monitoring/ and the chart's render; every
+#      PodMonitor target is up; an invalid policy fires and resolves
+#      NfguardPolicyInvalid; a denied rollout fires no alert; every dashboard
+#      query returns data. Scenario 6 checks its alerts there too (the stale
+#      reporter of the dark node, the degraded node, both resolved)
+#  30. policy reports (e2e/scenario-reports.sh): none without a report CRD
+#      (said once), PolicyReport with only the wgpolicyk8s.io CRD, Report
+#      once the openreports.io CRDs are applied (the PolicyReport removed);
+#      written only when their content changes; removed with the workload
 set -euo pipefail
 set -E
 cd "$(dirname "$0")/.."
@@ -155,6 +169,8 @@ ALL_SCENARIOS="1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 25 30"
 NFT_SCENARIOS="19 20 21 22 23 24"
 NFT_NODE=${NFGUARD_E2E_NFTABLES_NODE:-}
 [ -z "$NFT_NODE" ] || ALL_SCENARIOS+=" $NFT_SCENARIOS"
+# shellcheck source=e2e/monitoring.sh
+source "$REPO/e2e/monitoring.sh"
 
 PASSED=0
 FAILED=""
@@ -1054,6 +1070,9 @@ YAML
   wait_for 180 "the profile of $S6_NODE to turn stale" s6_stale
   ok "profile $S6_NODE: Fresh=Unknown HeartbeatStale ($((SECONDS - t0)) s): $(condition "$S6_NODE" Fresh message)"
   s6_record "the node cut off"
+  # The stale reporter: its node is dark, its heartbeat stale.
+  expect_alert firing NfguardTargetDown job=nfguard-reporter "node=$S6_NODE"
+  expect_alert firing NfguardProfileStale "node=$S6_NODE"
   if [ -n "$(nfguard_taints "$S6_NODE")" ]; then
     ok "nfguard taint while cut off: $(nfguard_taints "$S6_NODE")"
   else
@@ -1075,6 +1094,11 @@ YAML
   wait_for 180 "nfguard to report the corrupted KUBE-FIREWALL of $S6_NODE (hazard, Healthy=False, taint)" s6_reported
   ok "nfguard reports it $(($(date -u +%s) - reconnected)) s after the node came back: hazard FirewallUnconditionalDrop on KUBE-FIREWALL, Healthy=False FirewallUnconditionalDrop, Node tainted $(nfguard_taints "$S6_NODE")"
   s6_record "reachable again, the corrupted KUBE-FIREWALL still present"
+  expect_alert firing NfguardNodeNetfilterDegraded "node=$S6_NODE"
+  expect_alert firing NfguardNodeHazard code=FirewallUnconditionalDrop
+  expect_alert firing NfguardNodesTainted
+  expect_alert gone NfguardTargetDown job=nfguard-reporter "node=$S6_NODE"
+  expect_alert gone NfguardProfileStale "node=$S6_NODE"
   s6_restore_firewall
   if s6_rule_present "$S6_MARK_RULE"; then fail "the seeded rule is still there after the repair"; fi
   ok "repair 2: the seeded chain removed, KUBE-FIREWALL and its jumps as before the scenario:"
@@ -1088,6 +1112,9 @@ YAML
   kubectl -n "$NS" logs "$(kubectl -n "$NS" get pods -l app.kubernetes.io/component=reporter \
     --field-selector "spec.nodeName=$S6_NODE" -o jsonpath='{.items[0].metadata.name}')" 2>&1 |
     sed 's/\x1b\[[0-9;]*m//g' | tail -n 12 | show
+  expect_alert gone NfguardNodeNetfilterDegraded "node=$S6_NODE"
+  expect_alert gone NfguardNodeHazard code=FirewallUnconditionalDrop
+  expect_alert gone NfguardNodesTainted
   ok "Node $S6_NODE Ready, profile probed at $(nnp "$S6_NODE" '{.status.lastProbeTime}') Fresh and Healthy, nfguard's taint removed ($((SECONDS - t0)) s after the incident began; repair to recovery ${WAITED} s)"
 }
 
@@ -2637,6 +2664,7 @@ for e in ${NFGUARD_E2E_EXPECT_BACKENDS:-}; do
 done
 say "provider $PROVIDER, registry $REGISTRY, $(kubectl version 2>/dev/null | tr '\n' ' ')"
 
+monitoring_up
 run_scenario 1 "a NodeNetfilterProfile per node, owned by its Node, with its backend" s1_profiles
 run_scenario 2 "the incident DaemonSet (iptables-nft 1.8.7) is denied" s2_incident_denied
 run_scenario 3 "a compatible DaemonSet (1.8.11, iptables-wrapper) runs on every node with an iptables command" s3_compatible_runs
@@ -2663,6 +2691,8 @@ run_scenario 22 "the node without iptables: an iptables-nft 1.8.7 writer of its 
 run_scenario 23 "the what-if: the 1.8.7 writer running on the node without iptables is allowed today and predicted denied if the node gets iptables 1.8.11 (nft)" s23_what_if
 run_scenario 24 "the what-if against the change done for real: two nodes moved to iptables 1.8.11 give exactly the predicted findings" s24_real_node_change
 run_scenario 25 "a private image under a Taint policy: the controller reads the pod's pull secret (own or its ServiceAccount's) and taints the node" s25_private_image_taint
+run_scenario 27 "monitoring, live: the operator's CRDs validate monitoring/; a real Prometheus scrapes every component as the PodMonitors say; alerts fire and resolve; every dashboard query answers" s27_monitoring
+monitoring_down
 
 CURRENT=finished
 echo "$PASSED passed, 0 failed"

@@ -19,7 +19,7 @@ use crate::compat::evaluate::validate_policy;
 use crate::named::named_enum;
 use crate::runtime::clock::Clock;
 use crate::runtime::status_apply::StatusApply;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
@@ -32,6 +32,9 @@ use std::time::Duration;
 
 /// Retry a failed status write after this long.
 const RETRY: Duration = Duration::from_secs(30);
+/// How often the invalid-policy gauge is recounted from the store besides
+/// after each reconcile (deletions trigger none).
+const RECOUNT: Duration = Duration::from_secs(10);
 
 named_enum! {
     /// The policy's condition types.
@@ -228,18 +231,34 @@ pub async fn run_policy_status(
         metrics: metrics.clone(),
         recorder,
     });
-    controller
+    let run = controller
         .graceful_shutdown_on(stop)
         .run(reconcile, error_policy, ctx)
         .for_each(|res| {
             if let Err(e) = res {
                 tracing::debug!(error = %e, "policy status controller");
             }
-            // After every reconcile (and a deletion's last one): from the store.
+            // After every reconcile: from the store.
             metrics.invalid_policies.set(count_invalid(&store));
             std::future::ready(())
-        })
-        .await;
+        });
+    // kube's Controller reconciles applied objects only: deleting a policy
+    // triggers nothing, and the gauge (with NfguardPolicyInvalid) kept counting
+    // a deleted invalid policy until some other policy changed (found by the
+    // e2e's live Prometheus). Recount from the store on a tick as well.
+    let recount = async {
+        let mut tick = tokio::time::interval(RECOUNT);
+        loop {
+            tick.tick().await;
+            if matches!(store.wait_until_ready().now_or_never(), Some(Ok(()))) {
+                metrics.invalid_policies.set(count_invalid(&store));
+            }
+        }
+    };
+    tokio::select! {
+        () = run => {}
+        () = recount => {}
+    }
 }
 
 #[cfg(test)]

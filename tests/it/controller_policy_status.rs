@@ -44,12 +44,16 @@ fn in_sync() -> Value {
 }
 
 /// Lists `items`, holds every watch open, answers status patches with the
-/// patched object and events with themselves; records everything.
-fn fake_api(items: Vec<Value>) -> (kube::Client, Arc<Mutex<Vec<Seen>>>) {
+/// patched object and events with themselves; records everything. A policy
+/// sent on the returned channel is deleted: the held watch answers its
+/// DELETED event.
+type Deletions = tokio::sync::mpsc::UnboundedSender<Value>;
+fn fake_api(items: Vec<Value>) -> (kube::Client, Arc<Mutex<Vec<Seen>>>, Deletions) {
     let (svc, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let client = kube::Client::new(svc, "default");
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = seen.clone();
+    let (delete_tx, mut deletions) = tokio::sync::mpsc::unbounded_channel::<Value>();
     tokio::spawn(async move {
         let mut watches = Vec::new();
         let reply = |code: u16, body: &Value| {
@@ -59,7 +63,28 @@ fn fake_api(items: Vec<Value>) -> (kube::Client, Arc<Mutex<Vec<Seen>>>) {
                 .body(Body::from(serde_json::to_vec(body).unwrap()))
                 .unwrap()
         };
-        while let Some((req, send)) = handle.next_request().await {
+        loop {
+            let (req, send) = tokio::select! {
+                r = handle.next_request() => match r {
+                    Some(r) => r,
+                    None => break,
+                },
+                Some(object) = deletions.recv() => {
+                    let send: tower_test::mock::SendResponse<Response<Body>> =
+                        watches.pop().expect("a watch is open");
+                    let mut line =
+                        serde_json::to_vec(&json!({"type": "DELETED", "object": object})).unwrap();
+                    line.push(b'\n');
+                    send.send_response(
+                        Response::builder()
+                            .status(200)
+                            .header("content-type", "application/json")
+                            .body(Body::from(line))
+                            .unwrap(),
+                    );
+                    continue;
+                }
+            };
             let s = capture(req).await;
             log.lock().unwrap().push(s.clone());
             if s.query.contains("watch=true") {
@@ -90,15 +115,17 @@ fn fake_api(items: Vec<Value>) -> (kube::Client, Arc<Mutex<Vec<Seen>>>) {
         }
         drop(watches);
     });
-    (client, seen)
+    (client, seen, delete_tx)
 }
 
-#[tokio::test]
-async fn an_invalid_policy_gets_its_status_an_event_and_is_counted() {
-    let (client, seen) = fake_api(vec![
-        policy("broken", &["ok:*", "a["], Value::Null),
-        policy("fine", &["ok:*"], in_sync()),
-    ]);
+/// run_policy_status against `client`: its metrics, the stop signal, the task.
+fn spawn_policy_status(
+    client: kube::Client,
+) -> (
+    Arc<Metrics>,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
     let recorder = Recorder::new(
         client.clone(),
         Reporter {
@@ -117,6 +144,16 @@ async fn an_invalid_policy_gets_its_status_an_event_and_is_counted() {
             let _ = stop_rx.await;
         },
     ));
+    (metrics, stop_tx, run)
+}
+
+#[tokio::test]
+async fn an_invalid_policy_gets_its_status_an_event_and_is_counted() {
+    let (client, seen, _) = fake_api(vec![
+        policy("broken", &["ok:*", "a["], Value::Null),
+        policy("fine", &["ok:*"], in_sync()),
+    ]);
+    let (metrics, stop_tx, run) = spawn_policy_status(client);
     let counted = async {
         while !metrics
             .encode()
@@ -190,4 +227,36 @@ async fn an_invalid_policy_gets_its_status_an_event_and_is_counted() {
             .any(|s| s.path == POLICIES && s.query.contains("watch=true")),
         "the policies are watched: {seen:?}"
     );
+}
+
+/// Deleting a policy triggers no reconcile in kube's Controller: the gauge
+/// (and the NfguardPolicyInvalid alert) must still stop counting it.
+#[tokio::test]
+async fn a_deleted_invalid_policy_is_no_longer_counted() {
+    let broken = policy("broken", &["a["], Value::Null);
+    let (client, _seen, delete) =
+        fake_api(vec![broken.clone(), policy("fine", &["ok:*"], in_sync())]);
+    let (metrics, stop_tx, run) = spawn_policy_status(client);
+    let counts = |n: u32| {
+        let metrics = metrics.clone();
+        async move {
+            let want = format!("nfguard_controller_invalid_policies {n}\n");
+            while !metrics.encode().contains(&want) {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), counts(1))
+        .await
+        .unwrap_or_else(|_| panic!("never counted: {}", metrics.encode()));
+    // Only now, with the reconcile done, the deletion arrives on the watch.
+    delete.send(broken).unwrap();
+    tokio::time::timeout(Duration::from_secs(30), counts(0))
+        .await
+        .unwrap_or_else(|_| panic!("the deleted policy is still counted: {}", metrics.encode()));
+    let _ = stop_tx.send(());
+    tokio::time::timeout(Duration::from_secs(10), run)
+        .await
+        .expect("the controller stops when told")
+        .unwrap();
 }

@@ -51,6 +51,7 @@ mod node_min_reader;
 mod node_scenarios;
 mod plugin_cli;
 mod plugin_krew;
+mod prometheus_config;
 mod registry_egress;
 mod release_workflow;
 mod reporter_api;
