@@ -158,7 +158,7 @@ s24_real_node_change() {
   # The policy reports are one of the "after" sources: their API served for
   # this scenario (scenario 30's CRD file; removed at the end).
   s30_no_crd reports.openreports.io || fail "the cluster already serves reports.openreports.io: this scenario installs and removes it itself"
-  crd=$(report_crd "$REPORTS_MODULE" "$REPORTS_VERSION" config/crd/openreports.io_reports.yaml)
+  crd=$(report_crd openreports "$REPORTS_MODULE" config/crd/openreports.io_reports.yaml)
   defer s30_delete_crds "$crd"
   kubectl apply --server-side -f "$crd" >/dev/null
   kubectl wait --for=condition=Established --timeout=60s crd/reports.openreports.io >/dev/null

@@ -18,28 +18,17 @@
 #   - deleting the workload removes its report.
 # The CRDs it installed are deleted at its end (their objects with them).
 
-REPORTS_MODULE=github.com/openreports/reports-api
-REPORTS_VERSION=v0.2.1
-WG_MODULE=github.com/kyverno/kyverno
-WG_VERSION=v1.19.1
+REPORTS_MODULE=github.com/openreports/reports-api # pinned by tools/openreports
+WG_MODULE=github.com/kyverno/kyverno               # pinned by tools/kyverno
 
-# report_crd MODULE VERSION PATH: the file PATH of the Go module
-# MODULE@VERSION, downloaded through the Go module proxy once and kept in
-# the e2e cache (a second run needs neither Go nor the network).
+# report_crd TOOL MODULE PATH: the file PATH of the Go module MODULE at the
+# version tools/TOOL pins (scripts/go-module-dir.sh: downloaded through the
+# Go module proxy once, checked against that go.sum).
 report_crd() {
-  local cache=${NFGUARD_E2E_CACHE:-/var/cache/nfguard-e2e}/crds/${1//\//_}@$2
-  local out json dir
-  out=$cache/$(basename "$3")
-  if [ ! -s "$out" ]; then
-    command -v go >/dev/null || fail "the CRD $3 of $1@$2 is not cached and Go is not installed to fetch it"
-    json=$(cd / && go mod download -json "$1@$2") || fail "go mod download $1@$2 failed: $json"
-    dir=$(jq -r '.Dir // empty' <<<"$json")
-    [ -f "$dir/$3" ] || fail "$1@$2 has no $3 (go mod download said: $json)"
-    mkdir -p "$cache"
-    cp "$dir/$3" "$out.tmp"
-    mv "$out.tmp" "$out"
-  fi
-  echo "$out"
+  local dir
+  dir=$("$REPO/scripts/go-module-dir.sh" "$1" "$2") || fail "scripts/go-module-dir.sh $1 $2 failed"
+  [ -f "$dir/$3" ] || fail "$2 (tools/$1) has no $3"
+  echo "$dir/$3"
 }
 
 s30_controller() { # the controller pod holding the Lease
@@ -141,9 +130,9 @@ s30_policy_reports() {
   wait_for 30 "the controller's log line about it" s30_logged "no policy report API served"
   ok "no report CRD: nfguard_controller_reports_api{api=\"none\"} 1, logged 'no policy report API served'"
 
-  wg_crd=$(report_crd "$WG_MODULE" "$WG_VERSION" config/crds/policyreport/wgpolicyk8s.io_policyreports.yaml)
-  or_crd=$(report_crd "$REPORTS_MODULE" "$REPORTS_VERSION" config/crd/openreports.io_reports.yaml)
-  cr_crd=$(report_crd "$REPORTS_MODULE" "$REPORTS_VERSION" config/crd/openreports.io_clusterreports.yaml)
+  wg_crd=$(report_crd kyverno "$WG_MODULE" config/crds/policyreport/wgpolicyk8s.io_policyreports.yaml)
+  or_crd=$(report_crd openreports "$REPORTS_MODULE" config/crd/openreports.io_reports.yaml)
+  cr_crd=$(report_crd openreports "$REPORTS_MODULE" config/crd/openreports.io_clusterreports.yaml)
   or_dir=$(dirname "$or_crd")
   say "CRDs: $wg_crd (wgpolicyk8s.io/v1alpha2), $or_dir (openreports.io/v1alpha1)"
 

@@ -52,7 +52,7 @@ log "building the generator and Kyverno"
 cargo build --release --locked --bin nfguard --example bench_cluster >&2
 GEN=$PWD/target/release/examples/bench_cluster
 KYVERNO=$(scripts/go-tool.sh kyverno)/kyverno
-KYVERNO_SRC=$(cd tools/kyverno && GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' github.com/kyverno/kyverno)
+KYVERNO_SRC=$(scripts/go-module-dir.sh kyverno github.com/kyverno/kyverno)
 [ -d "$KYVERNO_SRC/config/crds" ] || die "Kyverno's module has no config/crds at $KYVERNO_SRC"
 WORK=$(mktemp -d)
 kyverno_pid=""
@@ -218,7 +218,7 @@ done
 
 cat <<EOF
 
-==== nfguard and Kyverno $(cd tools/kyverno && GOFLAGS=-mod=mod go list -m -f '{{.Version}}' github.com/kyverno/kyverno) side by side (load average $(cut -d' ' -f1-3 /proc/loadavg))
+==== nfguard and Kyverno ${KYVERNO_SRC##*@} side by side (load average $(cut -d' ' -f1-3 /proc/loadavg))
 $results
 EOF
 log "done after $((SECONDS - started)) s"
