@@ -60,6 +60,11 @@ finish() {
 trap finish EXIT
 
 bench_cluster_up
+# The policy reports' API (issue #24), so the controller writes them: their
+# writes are counted with the rest.
+REPORT_CRD=$(scripts/go-module-dir.sh openreports github.com/openreports/reports-api)/config/crd/openreports.io_reports.yaml
+kubectl apply --server-side -f "$REPORT_CRD" >&2
+kubectl wait --for=condition=Established --timeout=60s crd/reports.openreports.io >&2
 log "cluster ready after $((SECONDS - started)) s"
 
 t=$SECONDS
@@ -98,6 +103,28 @@ wait_reconciled() {
     n=$(reconciled)
   done
 }
+# metric_sum NAME: the sum of the host controller's samples whose name (with
+# its labels, if NAME ends in "{") starts with NAME.
+metric_sum() {
+  curl -fsS "http://127.0.0.1:$PORT/metrics" 2>/dev/null |
+    awk -v n="$1" 'index($1, n) == 1 {s += $2} END {print s + 0}'
+}
+# wait_reports: until the controller writes openreports.io reports and its
+# report writes have settled (6 s without one: passes run at most every 5 s).
+wait_reports() {
+  local deadline=$((SECONDS + 300)) n last=-1
+  until [ "$(metric_sum 'nfguard_controller_reports_api{api="openreports.io/v1alpha1"}')" = 1 ]; do
+    [ "$SECONDS" -lt "$deadline" ] || die "the controller did not discover openreports.io/v1alpha1 in 300 s"
+    sleep 1
+  done
+  until [ "$n" = "$last" ]; do
+    last=$n
+    sleep 6
+    n=$(metric_sum 'nfguard_controller_report_writes_total{')
+  done
+}
+# report_writes AUDIT: the report writes an audit's summary lists.
+report_writes() { awk '/^audit: reports / {s += $NF} END {print s + 0}' <<<"$1"; }
 snapshot() { "$GEN" metrics-snapshot --out "$WORK/$1.json"; }
 # converge_in_background ARGS...: watch for convergence; returns once listed.
 converge_in_background() {
@@ -126,6 +153,7 @@ start_controller
 converged_ms "$t0"
 cold_ms=$elapsed_ms
 wait_reconciled
+wait_reports
 cold_t1=$(now_ms)
 snapshot cold-after
 rss_cold=$(peak_rss_kib)
@@ -133,6 +161,7 @@ cold_writes=$("$GEN" metrics-diff --before "$WORK/cold-before.json" --after "$WO
 cold_ok=1
 cold_audit=$(audit --since-ms "$t0" --until-ms "$cold_t1" --cold-start-nodes "$NODES" 2>&1) || cold_ok=0
 log "cold start: every node converged after $cold_ms ms"
+writer_pods=$(kubectl get pods -n nfguard-bench -o json | jq '[.items[] | select(.spec.hostNetwork == true)] | length')
 
 # ---- 2: restart with nothing changed ---------------------------------------------
 stop_controller
@@ -140,6 +169,7 @@ snapshot restart-before
 t0=$(now_ms)
 start_controller
 wait_reconciled
+wait_reports
 t1=$(now_ms)
 snapshot restart-after
 rss_restart=$(peak_rss_kib)
@@ -178,10 +208,16 @@ if [ "$mode" = check ]; then
     log "FAIL: a cold start wrote more than 2 per node (and 2 per degraded node):"$'\n'"$cold_audit"
     failed=1
   fi
-  if [ "$(value audit_writes "$restart_audit")" = 0 ]; then
-    log "a restart with nothing changed: no write"
+  if [ "$(report_writes "$cold_audit")" -gt 0 ]; then
+    log "cold start: $(report_writes "$cold_audit") policy report write(s) for $writer_pods writer pods (each a bare pod: a report each)"
   else
-    log "FAIL: a restart with nothing changed wrote (nodes, profiles, events):"$'\n'"$restart_audit"
+    log "FAIL: a cold start wrote no policy report for $writer_pods writer pods:"$'\n'"$cold_audit"
+    failed=1
+  fi
+  if [ "$(value audit_writes "$restart_audit")" = 0 ] && [ "$(report_writes "$restart_audit")" = 0 ]; then
+    log "a restart with nothing changed: no write (nor a policy report)"
+  else
+    log "FAIL: a restart with nothing changed wrote (nodes, profiles, events, reports):"$'\n'"$restart_audit"
     failed=1
   fi
   if [ "$change_ok" = 1 ]; then
@@ -242,6 +278,8 @@ $cold_audit
   restart with nothing changed ($restart_s s until every node was reconciled):
 $restart_writes
 $restart_audit
+  policy reports (openreports.io Report, one per writer pod: bare pods): cold start $(report_writes "$cold_audit") writes
+  for $writer_pods writer pods ($(ratio "$(report_writes "$cold_audit")" "$NODES") per node), restart with nothing changed $(report_writes "$restart_audit")
   one node's profile change ($changed_name; converged after $change_ms ms; the generator's own
   profile write, a create (409) and an apply, is in the counts):
 $change_writes
