@@ -112,7 +112,7 @@ metric_sum() {
 # wait_reports: until the controller writes openreports.io reports and its
 # report writes have settled (6 s without one: passes run at most every 5 s).
 wait_reports() {
-  local deadline=$((SECONDS + 300)) n last=-1
+  local deadline=$((SECONDS + 300)) n="" last=-1
   until [ "$(metric_sum 'nfguard_controller_reports_api{api="openreports.io/v1alpha1"}')" = 1 ]; do
     [ "$SECONDS" -lt "$deadline" ] || die "the controller did not discover openreports.io/v1alpha1 in 300 s"
     sleep 1
