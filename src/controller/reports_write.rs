@@ -124,22 +124,10 @@ pub fn plan_writes(
 /// The report APIs the cluster serves, in order of preference. None: the
 /// discovery itself failed (keep what was chosen before).
 pub async fn discover(client: &kube::Client) -> Option<Vec<ReportApi>> {
-    let mut served = Vec::new();
-    for api in ReportApi::ALL {
-        match client.list_api_group_resources(api.api_version()).await {
-            Ok(list) => {
-                if list.resources.iter().any(|r| r.name == api.plural()) {
-                    served.push(api);
-                }
-            }
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(error) => {
-                tracing::warn!(%error, api = api.api_version(), "report API discovery failed");
-                return None;
-            }
-        }
-    }
-    Some(served)
+    crate::reports::served_apis(client)
+        .await
+        .inspect_err(|error| tracing::warn!(%error, "report API discovery failed"))
+        .ok()
 }
 
 fn managed_by() -> ListParams {

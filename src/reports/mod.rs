@@ -2,9 +2,10 @@
 //! (the same `Decision` and one-line messages as the webhook) becomes
 //! results in one report per workload, written as `openreports.io/v1alpha1`
 //! `Report` or the older `wgpolicyk8s.io/v1alpha2` `PolicyReport`.
-//! Pure (no I/O, no clock): the controller gathers and judges, this module
-//! says what the reports should hold and whether a stored one must be
-//! rewritten. See docs/reports.md.
+//! Pure (no I/O, no clock) but for [`served_apis`], the discovery both the
+//! controller and `status` use: the controller gathers and judges, this
+//! module says what the reports should hold and whether a stored one must
+//! be rewritten. See docs/reports.md.
 //!
 //! 1. [`resolve_owner`]: the pod's workload (through its ReplicaSet or Job).
 //! 2. [`build_reports`]: results grouped per workload, ordered, capped.
@@ -13,6 +14,7 @@
 //! 4. [`needs_write`]: only a changed content is written.
 
 mod build;
+mod discovery;
 #[cfg(test)]
 mod docs_example;
 mod owner;
@@ -27,6 +29,7 @@ pub use build::{
     ANNOTATION_CONTENT_HASH, ANNOTATION_RESULTS_LEFT_OUT, DesiredReport, LABEL_MANAGED_BY,
     MANAGED_BY, MAX_RESULTS, build_reports, needs_write, report_name,
 };
+pub use discovery::served_apis;
 pub use owner::{ObjectId, OwnerError, Parent, PodRef, resolve_owner};
 pub use result::{
     DEFAULT_POLICY, JudgedPod, MAX_MESSAGE_BYTES, MAX_PROPERTY_BYTES, RULE_COMPATIBLE, SOURCE,

@@ -93,21 +93,10 @@ pub async fn reports(
     Vec<(String, ReportSummary)>,
     Option<String>,
 ) {
-    let mut api = None;
-    for candidate in ReportApi::ALL {
-        match client
-            .list_api_group_resources(candidate.api_version())
-            .await
-        {
-            Ok(list) if list.resources.iter().any(|r| r.name == candidate.plural()) => {
-                api = Some(candidate);
-                break;
-            }
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => return (None, Vec::new(), Some(chain(&e))),
-        }
-    }
+    let api = match crate::reports::served_apis(client).await {
+        Ok(served) => served.into_iter().next(),
+        Err(e) => return (None, Vec::new(), Some(chain(&e))),
+    };
     let Some(api) = api else {
         return (None, Vec::new(), None);
     };
