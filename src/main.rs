@@ -95,6 +95,9 @@ fn parse(plugin: bool) -> Cli {
 }
 
 fn main() -> ExitCode {
+    // Before any thread: image inspection's freed buffers must not stay
+    // resident in per-thread arenas (runtime/allocator.rs).
+    let tuned = nfguard::runtime::allocator::return_large_frees_to_the_kernel();
     let plugin = nfguard::plugin::invoked_as_plugin(std::env::args_os().next().as_deref());
     let cli = parse(plugin);
     let filter = cli
@@ -102,6 +105,10 @@ fn main() -> ExitCode {
         .clone()
         .unwrap_or_else(|| default_log_filter(&cli.command).to_string());
     init_logging(cli.log_format, &filter);
+    tracing::debug!(
+        mmap_threshold = tuned.then_some(nfguard::runtime::allocator::MMAP_THRESHOLD),
+        "allocator"
+    );
     // One rustls crypto provider (ring, the webhook server's) for the whole
     // process, before any TLS client exists.
     nfguard::runtime::client::install_crypto_provider();

@@ -4,6 +4,7 @@
 //! - [`list`]: paged lists of cluster-scoped kinds (`status`, `check`).
 //! - [`shutdown`]: the one shutdown signal (SIGTERM or Ctrl-C) and the stop
 //!   flag tasks wait on ([`flag_raised`]).
+//! - [`allocator`]: glibc returns large frees to the kernel (bounded RSS).
 //! - [`admin`]: `/healthz`, `/readyz`, `/metrics` on plain HTTP.
 //! - [`clock`]: wall-clock time on jiff, injectable for tests.
 //! - [`status_apply`]: the server-side apply body of a status subresource.
@@ -11,6 +12,7 @@
 //!   watch event changed, and whether a store has its first list.
 
 pub mod admin;
+pub mod allocator;
 pub mod client;
 pub mod clock;
 pub mod list;
