@@ -23,7 +23,10 @@
 # Env: KEEP_CLUSTER=1 leaves the cluster up (its processes then hold the
 # lock they inherited: run `e2e/local-cluster.sh down` without flock);
 # BENCH_REPORTER_WINDOW (120 s);
-# BENCH_CONTROLLER_PORT (39090, the host controller's /metrics).
+# BENCH_CONTROLLER_PORT (39090, the host controller's /metrics);
+# BENCH_CONTROLLER_LOG (info; the host controller's log filter);
+# BENCH_CONTROLLER_LOG_TO (a file the host controller's log is copied to at
+# the end; otherwise it goes with WORK).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -55,6 +58,7 @@ stop_controller() { stop_bg controller_pid; }
 finish() {
   local rc=$?
   stop_controller
+  if [ -n "${BENCH_CONTROLLER_LOG_TO:-}" ]; then cp "$WORK/controller.log" "$BENCH_CONTROLLER_LOG_TO" || true; fi
   bench_finish "$rc" "$WORK/controller.log" "the host controller"
 }
 trap finish EXIT
@@ -78,7 +82,7 @@ total_nodes=$((NODES + real_nodes))
 now_ms() { date +%s%3N; }
 start_controller() {
   # The registry is on loopback here, which the controller refuses unless allowed.
-  NFGUARD_INSECURE_REGISTRIES=$NFGUARD_E2E_REGISTRY NFGUARD_REGISTRY_ALLOW_CIDRS=127.0.0.1/32 NFGUARD_LOG=info \
+  NFGUARD_INSECURE_REGISTRIES=$NFGUARD_E2E_REGISTRY NFGUARD_REGISTRY_ALLOW_CIDRS=127.0.0.1/32 NFGUARD_LOG="${BENCH_CONTROLLER_LOG:-info}" \
     "$NFGUARD" controller --kubeconfig "$KUBECONFIG" --metrics-listen "127.0.0.1:$PORT" \
     --identity bench-host --lease-name nfguard-bench >>"$WORK/controller.log" 2>&1 &
   controller_pid=$!
