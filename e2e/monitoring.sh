@@ -34,8 +34,11 @@
 # target is up (the reporter's over HTTPS with the token, its series carry
 # node); an invalid NetfilterPolicy fires NfguardPolicyInvalid, deleting it
 # resolves it; a denied rollout fires no alert (a denial is nfguard doing its
-# job) and shows on the dashboard; every dashboard panel's query returns data
-# from the live Prometheus over the run.
+# job) and shows on the dashboard; refused writes of the controller and of a
+# reporter (a ValidatingAdmissionPolicy) and a malformed AdmissionReview are
+# counted, and both writers recover; every dashboard panel's query returns
+# data from the live Prometheus over the run (37 of 37); no alert fires that
+# a scenario did not cause.
 
 PROM_BIN=${NFGUARD_E2E_PROMETHEUS:-}
 PROM_PORT=39090
@@ -369,11 +372,15 @@ prom_above() { # EXPR MIN: EXPR's value is above MIN
   awk -v v="$v" -v m="$2" 'BEGIN { exit !(v + 0 > m + 0) }'
 }
 
-# A failed reconcile step, for real: a ValidatingAdmissionPolicy (what any
-# cluster admin may add) refuses the status of one NetfilterPolicy. The
-# controller counts the refused write (stage policy_status), keeps running,
-# and writes the status at its retry once the refusal is gone.
+# Refused writes, for real: a ValidatingAdmissionPolicy (what any cluster
+# admin may add) refuses the status of one NetfilterPolicy, and the status
+# writes of one node's reporter. The controller counts its refused write
+# (reconcile_errors_total{stage="policy_status"}), the reporter its own
+# (status_write_failures_total, from its restart: a new process writes at
+# once); both keep running and write at their retry once the refusal is gone.
 S27_REFUSED=nfguard-e2e-s27-status-refused
+S27_VAP=nfguard-e2e-s27-refuse-status
+S27_NODE=""
 s27_status_refused() { # the API server refuses that status (the VAP is in force)
   local out
   if out=$(kubectl patch netfilterpolicy "$S27_REFUSED" --subresource=status --type=merge \
@@ -391,29 +398,45 @@ s27_status_written() {
   WHY="generation $g, status.observedGeneration ${o:-none}"
   [ -n "$g" ] && [ "$o" = "$g" ]
 }
-s27_refuse_policy_status() { # -> S27_ERRORS_BEFORE
-  local t=$SECONDS
+s27_reporter_pod() { # "POD READY" of each reporter pod on S27_NODE
+  kubectl -n "$NS" get pods -l app.kubernetes.io/component=reporter --field-selector "spec.nodeName=$S27_NODE" \
+    -o jsonpath='{range .items[*]}{.metadata.name} {.status.containerStatuses[0].ready}{"\n"}{end}'
+}
+s27_reporter_ready() { # OLD_POD: a new reporter pod on S27_NODE is ready (it wrote)
+  local pods
+  pods=$(s27_reporter_pod)
+  WHY="reporter pods on $S27_NODE: $(tr '\n' ';' <<<"$pods")"
+  grep -q "true$" <<<"$pods" && ! grep -q "^$1 " <<<"$pods"
+}
+s27_refuse_writes() {
+  local t=$SECONDS before old
+  S27_NODE=${NODES[0]}
   defer kubectl delete netfilterpolicy "$S27_REFUSED" --ignore-not-found
-  defer kubectl delete validatingadmissionpolicybinding,validatingadmissionpolicy nfguard-e2e-s27-refuse-status --ignore-not-found
-  S27_ERRORS_BEFORE=$(prom_value 'sum(nfguard_controller_reconcile_errors_total{stage="policy_status"})')
+  defer kubectl delete validatingadmissionpolicybinding,validatingadmissionpolicy "$S27_VAP" --ignore-not-found
+  before=$(prom_value 'sum(nfguard_controller_reconcile_errors_total{stage="policy_status"})')
   kubectl apply -f - >/dev/null <<YAML
 apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicy
-metadata: {name: nfguard-e2e-s27-refuse-status, labels: {app.kubernetes.io/part-of: nfguard-e2e}}
+metadata: {name: $S27_VAP, labels: {app.kubernetes.io/part-of: nfguard-e2e}}
 spec:
   failurePolicy: Fail
   matchConstraints:
     resourceRules:
-      - {apiGroups: [nfguard.io], apiVersions: ["*"], operations: [UPDATE], resources: [netfilterpolicies/status]}
+      - apiGroups: [nfguard.io]
+        apiVersions: ["*"]
+        operations: [UPDATE]
+        resources: [netfilterpolicies/status, nodenetfilterprofiles/status]
   validations:
-    - expression: "object.metadata.name != '$S27_REFUSED'"
+    - expression: "request.resource.resource != 'netfilterpolicies' || object.metadata.name != '$S27_REFUSED'"
       message: "e2e: the status of this NetfilterPolicy is refused"
+    - expression: "request.resource.resource != 'nodenetfilterprofiles' || object.metadata.name != '$S27_NODE' || request.userInfo.username != 'system:serviceaccount:$NS:nfguard-reporter'"
+      message: "e2e: this reporter's status writes are refused"
 ---
 apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicyBinding
-metadata: {name: nfguard-e2e-s27-refuse-status, labels: {app.kubernetes.io/part-of: nfguard-e2e}}
+metadata: {name: $S27_VAP, labels: {app.kubernetes.io/part-of: nfguard-e2e}}
 spec:
-  policyName: nfguard-e2e-s27-refuse-status
+  policyName: $S27_VAP
   validationActions: [Deny]
 YAML
   kubectl apply -f - >/dev/null <<YAML
@@ -429,18 +452,33 @@ YAML
   # (its first write may have come before the refusal was in force).
   kubectl patch netfilterpolicy "$S27_REFUSED" --type=merge \
     -p '{"spec":{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"nfguard-e2e-s27-none-2"}}}}' >/dev/null
+  # A new reporter process on S27_NODE: its first write, refused, and its
+  # retries (backing off from 1 s).
+  old=$(s27_reporter_pod)
+  old=${old%% *}
+  [ -n "$old" ] || fail "no reporter pod on $S27_NODE"
+  kubectl -n "$NS" delete pod "$old" --wait=false >/dev/null
   wait_for 60 "the controller's refused status write to reach Prometheus" prom_above \
-    'sum(nfguard_controller_reconcile_errors_total{stage="policy_status"})' "$S27_ERRORS_BEFORE"
+    'sum(nfguard_controller_reconcile_errors_total{stage="policy_status"})' "$before"
   caused_alert NfguardControllerReconcileErrors stage=policy_status
-  ok "a ValidatingAdmissionPolicy refuses the status of NetfilterPolicy $S27_REFUSED: the controller counts reconcile_errors_total{stage=\"policy_status\"} $S27_ERRORS_BEFORE -> $(prom_value 'sum(nfguard_controller_reconcile_errors_total{stage="policy_status"})') ($((SECONDS - t)) s)"
+  ok "a ValidatingAdmissionPolicy refuses the status of NetfilterPolicy $S27_REFUSED: the controller counts reconcile_errors_total{stage=\"policy_status\"} $before -> $(prom_value 'sum(nfguard_controller_reconcile_errors_total{stage="policy_status"})') ($((SECONDS - t)) s)"
+  # The panel's own expression: a rise Prometheus saw in the new process.
+  wait_for 90 "the reporter on $S27_NODE to fail its refused writes, as Prometheus sees it" prom_above \
+    "sum(increase(nfguard_reporter_status_write_failures_total{node=\"$S27_NODE\"}[1m]))" 0
+  expect_alert firing NfguardReporterWriteFailures "node=$S27_NODE"
+  ok "the reporter on $S27_NODE (new pod $(s27_reporter_pod | tr '\n' ' ')) counts its refused status writes: status_write_failures_total{node=\"$S27_NODE\"} $(prom_value "sum(nfguard_reporter_status_write_failures_total{node=\"$S27_NODE\"})") ($((SECONDS - t)) s)"
+  S27_OLD_REPORTER=$old
 }
-s27_policy_status_recovers() {
-  kubectl delete validatingadmissionpolicybinding,validatingadmissionpolicy nfguard-e2e-s27-refuse-status >/dev/null
+s27_writes_recover() {
+  local t=$SECONDS
+  kubectl delete validatingadmissionpolicybinding,validatingadmissionpolicy "$S27_VAP" >/dev/null
+  wait_for 60 "the reporter on $S27_NODE to write at its retry (ready)" s27_reporter_ready "$S27_OLD_REPORTER"
+  ok "the refusal lifted: the reporter on $S27_NODE wrote at its retry ($WHY; ${WAITED} s)"
   # The controller's retry comes within 30 s (src/controller/policy_status.rs).
   wait_for 90 "the controller to write the status of $S27_REFUSED at its retry" s27_status_written
   [ "$(get deployment nfguard-controller '{.status.availableReplicas}' -n "$NS")" -ge 1 ] ||
     fail "no controller replica available after the refused writes"
-  ok "the refusal lifted: the controller wrote the status at its retry ($WHY, ${WAITED} s), still running"
+  ok "the controller wrote the status of $S27_REFUSED at its retry ($WHY), still running ($((SECONDS - t)) s)"
   kubectl delete netfilterpolicy "$S27_REFUSED" >/dev/null
 }
 
@@ -530,9 +568,9 @@ s27_monitoring() {
   s27_targets
   s27_invalid_policy
   s27_denied_rollout
-  s27_refuse_policy_status
+  s27_refuse_writes
   s27_webhook_unjudged
-  s27_policy_status_recovers
+  s27_writes_recover
   s27_dashboard
   s27_no_uncaused_alerts
 }
