@@ -405,7 +405,7 @@ s27_reporter_pod() { # "POD READY" of each reporter pod on S27_NODE
 s27_reporter_ready() { # OLD_POD: a new reporter pod on S27_NODE is ready (it wrote)
   local pods
   pods=$(s27_reporter_pod)
-  WHY="reporter pods on $S27_NODE: $(tr '\n' ';' <<<"$pods")"
+  WHY="reporter pods on $S27_NODE: $(tr '\n' ' ' <<<"$pods")"
   grep -q "true$" <<<"$pods" && ! grep -q "^$1 " <<<"$pods"
 }
 s27_refuse_writes() {
@@ -559,7 +559,7 @@ s27_no_uncaused_alerts() {
     printf '%s\n' "${uncaused[@]}" | show
     fail "${#uncaused[@]} alert(s) fire that no scenario caused (above); caused: ${CAUSED_ALERTS[*]:-none}"
   fi
-  ok "no alert fires that the scenarios did not cause (firing: $(printf '%s\n' "${caused[@]}" | sort -u | tr '\n' ' ')caused in this run: $(printf '%s; ' "${CAUSED_ALERTS[@]}"))"
+  ok "no alert fires that the scenarios did not cause (firing: $(printf '%s\n' "${caused[@]}" | sort -u | tr '\n' ' ')of those caused in this run: $(printf '%s, ' "${CAUSED_ALERTS[@]}" | sed 's/, $//'))"
 }
 
 s27_monitoring() {
