@@ -820,6 +820,9 @@ print_env() {
   echo "export NFGUARD_E2E_PROVIDER=local"
   echo "export NFGUARD_E2E_AUDIT_LOG=$STATE/logs/audit.log"
   echo "export NFGUARD_E2E_LOG_DIR=$STATE/logs"
+  # The API server's webhook client certificate (PATH.crt, PATH.key):
+  # scenario 27 sends a malformed review as the API server would.
+  echo "export NFGUARD_E2E_WEBHOOK_CLIENT_CERT=$STATE/pki/apiserver-webhook-client"
   echo "export PATH=$BIN:\$PATH"
   echo "export NFGUARD_HELM=$(helm_bin)"
 }
