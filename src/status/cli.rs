@@ -4,9 +4,11 @@
 
 use super::{build_report, fetch, table};
 use crate::check::cli::{AssumeArgs, LookupArgs, predict_running};
+use crate::judgement::ImageLookup;
 use crate::output::{Format, render_structured};
 use crate::runtime::client::{ClusterArgs, connect};
 use anyhow::Context;
+use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -100,13 +102,15 @@ pub async fn report_from(
 /// `report` with the what-if section `check --running` predicts for
 /// `args`' assumed change (nothing read or looked up without `--assume`).
 /// Bounded by the request timeout plus the look-ups' own `--timeout`.
+/// `images`: a fixed image lookup (tests); None: the registry inspector.
 pub async fn add_what_if(
     report: &mut super::StatusReport,
     client: &kube::Client,
     args: &Args,
     limit: Option<Duration>,
+    images: Option<Arc<dyn ImageLookup>>,
 ) -> anyhow::Result<()> {
-    let predicting = predict_running(client.clone(), &args.lookup, &args.what_if, None);
+    let predicting = predict_running(client.clone(), &args.lookup, &args.what_if, images);
     let prediction = match limit {
         None => predicting.await?,
         Some(limit) => {
@@ -133,7 +137,7 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
     .await?;
     let limit = Some(args.request_timeout).filter(|t| !t.is_zero());
     let mut report = report_from(&conn.client, &conn.server, limit).await?;
-    add_what_if(&mut report, &conn.client, &args, limit).await?;
+    add_what_if(&mut report, &conn.client, &args, limit, None).await?;
     print!("{}", render(&report, args.output)?);
     Ok(0)
 }

@@ -216,8 +216,8 @@ pub fn whatif_text(w: &WhatIfStatus) -> String {
         }
         s.push_str(&format!(
             "  {:<5} -> {:<5} {} [{}] on {}\n",
-            c.today,
-            c.assumed,
+            c.today.as_str(),
+            c.assumed.as_str(),
             c.object,
             codes.join(", "),
             nodes
@@ -235,3 +235,7 @@ pub fn whatif_text(w: &WhatIfStatus) -> String {
     s.push_str(&format!("  every detail: {}\n", w.hint));
     s
 }
+
+#[cfg(test)]
+#[path = "whatif_tests.rs"]
+mod tests;

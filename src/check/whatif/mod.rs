@@ -240,4 +240,4 @@ pub fn annotate(report: &mut Report, today: &Report, mut what_if: WhatIf) {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
