@@ -235,6 +235,7 @@ YAML
   s24_status_agrees "$work/today.json" "$work/predicted.json" "$work/status.json"
   ok "status --assume-nodes ... --assume $S24_PATCH predicts what check does ($(jq -r .whatIf.changed "$work/status.json") changed workloads; two runs in $((SECONDS - t0)) s):"
   show <"$work/status.table"
+  jq .whatIf "$work/status.json" | show
 
   # The change, for real.
   t0=$SECONDS

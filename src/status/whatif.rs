@@ -4,7 +4,7 @@
 //! `check --running` makes (`check::whatif::predict`). Pure.
 
 use crate::check::whatif::predict::Prediction;
-use crate::check::whatif::{Touched, classify};
+use crate::check::whatif::{Touched, WhatIf, classify};
 use crate::compat::evaluate::{ReasonCode, Verdict};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -20,12 +20,10 @@ pub const MAX_NOTES: usize = 10;
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WhatIfStatus {
-    /// The label selector as given; empty: every node.
-    pub selector: String,
-    /// The patches as given.
-    pub assume: Vec<String>,
-    /// The nodes whose profiles were patched.
-    pub nodes: Vec<String>,
+    /// The assumption and `check`'s own counts of it (`selector`, `assume`,
+    /// `nodes`, `denied`, `warned`: check.md#output).
+    #[serde(flatten)]
+    pub assumption: WhatIf,
     /// Running workloads and DaemonSets judged.
     pub judged: usize,
     /// Of them, those the change judges differently: another verdict, or a
@@ -41,9 +39,6 @@ pub struct WhatIfStatus {
     pub more_notes: usize,
     /// The command that shows every finding in full.
     pub hint: String,
-    /// `pool=old: os=debian-13` (text only).
-    #[serde(skip)]
-    pub described: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -163,9 +158,7 @@ pub fn whatif_status(p: &Prediction) -> Option<WhatIfStatus> {
     changed.truncate(MAX_LISTED);
     let notes = &p.assumed.notes;
     Some(WhatIfStatus {
-        selector: w.selector.clone(),
-        assume: w.assume.clone(),
-        nodes: w.nodes.clone(),
+        assumption: w.clone(),
         judged: p.assumed.results.len(),
         changed: total,
         transitions,
@@ -174,7 +167,6 @@ pub fn whatif_status(p: &Prediction) -> Option<WhatIfStatus> {
         notes: notes.iter().take(MAX_NOTES).cloned().collect(),
         more_notes: notes.len().saturating_sub(MAX_NOTES),
         hint: hint(&w.selector, &w.assume),
-        described: w.describe(),
     })
 }
 
@@ -187,8 +179,8 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 pub fn whatif_text(w: &WhatIfStatus) -> String {
     let mut s = format!(
         "what-if [{}] on {}: ",
-        w.described,
-        plural(w.nodes.len(), "assumed node", "assumed nodes")
+        w.assumption.describe(),
+        plural(w.assumption.nodes.len(), "assumed node", "assumed nodes")
     );
     if w.changed == 0 {
         s.push_str(&format!(

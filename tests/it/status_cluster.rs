@@ -260,6 +260,16 @@ async fn without_assume_the_what_if_sends_no_request() {
     assert!(report.what_if.is_none());
 }
 
+/// One complete page of `items` answered at `path`.
+fn whole(
+    path: &'static str,
+    kind: &str,
+    api_version: &str,
+    items: serde_json::Value,
+) -> (&'static str, Option<&'static str>, u16, serde_json::Value) {
+    (path, None, 200, page(kind, api_version, items, None))
+}
+
 /// A node whose host writes its nft rules with iptables 1.8.7.
 fn host_187(name: &str) -> serde_json::Value {
     json!({"apiVersion": "nfguard.io/v1alpha1", "kind": "NodeNetfilterProfile",
@@ -305,52 +315,32 @@ async fn assume_reads_what_check_running_reads_and_adds_the_section() {
     let server = serve(
         handle,
         vec![
-            (
+            whole(
                 PROFILES,
-                None,
-                200,
-                page(
-                    "NodeNetfilterProfile",
-                    "nfguard.io/v1alpha1",
-                    json!([host_187("node-a"), host_187("node-b")]),
-                    None,
-                ),
+                "NodeNetfilterProfile",
+                "nfguard.io/v1alpha1",
+                json!([host_187("node-a"), host_187("node-b")]),
             ),
-            (
+            whole(
                 NODES,
-                None,
-                200,
-                page(
-                    "Node",
-                    "v1",
-                    json!([labelled("node-a", "old"), labelled("node-b", "new")]),
-                    None,
-                ),
+                "Node",
+                "v1",
+                json!([labelled("node-a", "old"), labelled("node-b", "new")]),
             ),
-            (
+            whole(
                 "/apis/nfguard.io/v1alpha1/netfilterpolicies",
-                None,
-                200,
-                page("NetfilterPolicy", "nfguard.io/v1alpha1", json!([]), None),
+                "NetfilterPolicy",
+                "nfguard.io/v1alpha1",
+                json!([]),
             ),
-            (
-                "/api/v1/namespaces",
-                None,
-                200,
-                page("Namespace", "v1", json!([]), None),
-            ),
-            (
+            whole("/api/v1/namespaces", "Namespace", "v1", json!([])),
+            whole(
                 "/apis/apps/v1/daemonsets",
-                None,
-                200,
-                page("DaemonSet", "apps/v1", json!([ds]), None),
+                "DaemonSet",
+                "apps/v1",
+                json!([ds]),
             ),
-            (
-                "/api/v1/pods",
-                None,
-                200,
-                page("Pod", "v1", json!([]), None),
-            ),
+            whole("/api/v1/pods", "Pod", "v1", json!([])),
         ],
     );
     let mut report = empty_report();
@@ -368,7 +358,7 @@ async fn assume_reads_what_check_running_reads_and_adds_the_section() {
     .unwrap();
     server.await.unwrap();
     let w = report.what_if.as_ref().expect("a what-if section");
-    assert_eq!(w.nodes, ["node-a"]);
+    assert_eq!(w.assumption.nodes, ["node-a"]);
     assert_eq!(w.judged, 1);
     let v = serde_json::to_value(&report).unwrap();
     assert_eq!(
