@@ -31,7 +31,7 @@ pub struct Args {
     #[arg(long, env = "NFGUARD_REQUEST_TIMEOUT", default_value = "30s", value_parser = parse_timeout)]
     pub request_timeout: Duration,
     /// The what-if section: what runs today judged on nodes changed as
-    /// assumed (`check`'s flags; docs/status.md#what-if).
+    /// assumed (`check`'s flags; docs/kubectl-plugin.md#what-if).
     #[command(flatten)]
     pub what_if: AssumeArgs,
     /// Image look-ups of the what-if (unused without `--assume`).

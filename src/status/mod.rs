@@ -28,7 +28,7 @@ pub struct StatusReport {
     /// nfguard's policy reports (docs/reports.md).
     pub reports: reports::ReportsStatus,
     /// Only with `--assume`: what the assumed node change does to what
-    /// runs today (docs/status.md#what-if).
+    /// runs today (docs/kubectl-plugin.md#what-if).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub what_if: Option<whatif::WhatIfStatus>,
 }
