@@ -105,6 +105,30 @@ $(cat "$work/diff-$src")"
   return 1
 }
 
+# s24_status_agrees TODAY_JSON PREDICTED_JSON STATUS_JSON: `status` with the
+# what-if's flags names the workloads `check` predicts a change for (a new
+# finding on a changed node, or another verdict), with the same verdicts
+# today and as assumed and the same reason codes: its count equals check's,
+# and each line it lists is one of check's (it lists at most 10).
+s24_status_agrees() {
+  local from_check from_status
+  from_check=$(jq -r --slurpfile today "$1" '
+    .whatIf.nodes as $nodes
+    | ($today[0].results | map({(.object): .}) | add // {}) as $t
+    | .results[] | . as $r | $t[$r.object] as $b
+    | [$r.reasons[] | select(.message | startswith("what-if [") and (contains("], as today: ") | not))] as $new
+    | select(($new | length) > 0 or $b.verdict != $r.verdict)
+    | (if ($new | length) > 0 then $new else [$b.reasons[] | select((.nodes // []) | any(. as $n | $nodes | index($n)))] end) as $why
+    | [$r.object, $b.verdict, $r.verdict, ([$why[].code] | unique | join(","))] | @tsv' "$2" | sort)
+  from_status=$(jq -r '.whatIf.workloads[] | [.object, .today, .assumed, (.codes | join(","))] | @tsv' "$3" | sort)
+  [ "$(jq -r '.whatIf.changed' "$3")" = "$(printf '%s' "$from_check" | grep -c . || true)" ] ||
+    fail "status's what-if counts $(jq -r '.whatIf.changed' "$3") changed workloads, check predicts:
+$from_check"
+  [ -z "$(comm -23 <(printf '%s\n' "$from_status") <(printf '%s\n' "$from_check"))" ] ||
+    fail "status's what-if lists (< status, > check):
+$(diff <(printf '%s\n' "$from_status") <(printf '%s\n' "$from_check") || true)"
+}
+
 s24_admit() { # NODE: the 1.8.7 writer created on NODE (retried until the webhook has the policy)
   local out
   out=$(incident_pod "writer-187-$1" "$1" '{}' '["sleep", "infinity"]' | kubectl -n "$S24_NS" create -f - 2>&1) || {
@@ -135,7 +159,7 @@ s24_restore() { # NODE VERSION_BEFORE
 }
 
 s24_real_node_change() {
-  local ns=$S24_NS work rc n sel pod src changed=0 t0 crd hint
+  local ns=$S24_NS work rc n sel pod src changed=0 t0 crd hint o fmt
   if [ "$PROVIDER" != local ]; then
     skip "scenario 24 changes a node's iptables for real: only the local provider can (e2e/local-cluster.sh node-iptables)"
     return 0
@@ -198,6 +222,20 @@ YAML
     fail "the what-if does not predict $pod warned of [OldReaderNewRules] on $NFT_NODE (action: Warn): $(cat "$work/predicted")"
   ok "the what-if [$sel: $S24_PATCH] (exit $rc) predicts, for the workloads on ${S24_NODES[*]}:"
   show <"$work/predicted"
+  # `status` with the same flags: the same prediction, in its section.
+  t0=$SECONDS
+  for o in json table; do
+    fmt=()
+    [ "$o" = table ] || fmt=(-o "$o")
+    "$REPO/e2e/local-cluster.sh" cp "$S23_BIN" status --kubeconfig "$S24_KUBECONFIG" "${fmt[@]}" \
+      --insecure-registry "$REGISTRY" --registry-allow-cidr "${REGISTRY%:*}/32" --timeout 60 \
+      --assume-nodes "$sel" --assume "$S24_PATCH" >"$work/status.$o" 2>"$work/status.$o.err" </dev/null ||
+      fail "nfguard status with the what-if's flags failed: $(cat "$work/status.$o.err")"
+  done
+  s24_status_agrees "$work/today.json" "$work/predicted.json" "$work/status.json"
+  ok "status --assume-nodes ... --assume $S24_PATCH predicts what check does ($(jq -r .whatIf.changed "$work/status.json") changed workloads; two runs in $((SECONDS - t0)) s):"
+  show <"$work/status.table"
+  jq .whatIf "$work/status.json" | show
 
   # The change, for real.
   t0=$SECONDS

@@ -34,16 +34,7 @@ pub struct Args {
     #[arg(long, env = "NFGUARD_POLICY")]
     pub policy: Option<PathBuf>,
     #[command(flatten)]
-    pub registry: RegistryArgs,
-    /// Platform for nodes whose labels do not say (os/arch[/variant]).
-    #[arg(long, env = "NFGUARD_PLATFORM_DEFAULT", default_value = DEFAULT_PLATFORM)]
-    pub platform_default: String,
-    /// Overall budget in seconds for image look-ups; the rest count as unresolved.
-    #[arg(long, env = "NFGUARD_TIMEOUT", default_value_t = 30)]
-    pub timeout: u64,
-    /// Image look-ups in flight at once.
-    #[arg(long, env = "NFGUARD_CONCURRENCY", default_value_t = 8)]
-    pub concurrency: usize,
+    pub lookup: LookupArgs,
     /// Read profiles (and nodes, policies, namespaces unless given as files)
     /// from the cluster in this kubeconfig.
     #[arg(long, env = "NFGUARD_KUBECONFIG")]
@@ -68,6 +59,44 @@ pub struct Args {
     pub what_if: WhatIfArgs,
 }
 
+/// How images are looked up (`check`, and `status` for its what-if).
+#[derive(clap::Args, Debug, Clone)]
+pub struct LookupArgs {
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+    /// Platform for nodes whose labels do not say (os/arch[/variant]).
+    #[arg(long, env = "NFGUARD_PLATFORM_DEFAULT", default_value = DEFAULT_PLATFORM)]
+    pub platform_default: String,
+    /// Overall budget in seconds for image look-ups; the rest count as unresolved.
+    #[arg(long, env = "NFGUARD_TIMEOUT", default_value_t = 30)]
+    pub timeout: u64,
+    /// Image look-ups in flight at once.
+    #[arg(long, env = "NFGUARD_CONCURRENCY", default_value_t = 8)]
+    pub concurrency: usize,
+}
+
+impl LookupArgs {
+    pub fn default_platform(&self) -> anyhow::Result<crate::facts::Platform> {
+        self.platform_default
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--platform-default: {e}"))
+    }
+
+    /// Look-ups through `lookup`, or the registry inspector these flags
+    /// configure, within `--timeout`.
+    pub fn options(&self, lookup: Option<Arc<dyn ImageLookup>>) -> ResolveOptions {
+        let timeout = Duration::from_secs(self.timeout.max(1));
+        let registry = self.registry.config(timeout);
+        let credentials = Arc::new(DockerConfigFile::for_config(&registry));
+        ResolveOptions {
+            lookup: lookup.unwrap_or_else(|| Arc::new(ImageInspector::new(registry))),
+            credentials,
+            timeout,
+            concurrency: self.concurrency,
+        }
+    }
+}
+
 /// What runs today, and nodes changed as assumed (`docs/check.md#what-if`).
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct WhatIfArgs {
@@ -75,6 +104,13 @@ pub struct WhatIfArgs {
     /// DaemonSet and running pod that can touch netfilter.
     #[arg(long, env = "NFGUARD_CHECK_RUNNING")]
     pub running: bool,
+    #[command(flatten)]
+    pub change: AssumeArgs,
+}
+
+/// The assumed node change (`check` and `status` take the same flags).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct AssumeArgs {
     /// Label selector of the nodes --assume changes (kubectl syntax;
     /// default: every node).
     #[arg(long, env = "NFGUARD_ASSUME_NODES", requires = "assume")]
@@ -84,6 +120,17 @@ pub struct WhatIfArgs {
     /// kernel.nfTables=..., os=debian-11|debian-12|debian-13.
     #[arg(long, env = "NFGUARD_ASSUME", value_delimiter = ',')]
     pub assume: Vec<String>,
+}
+
+impl AssumeArgs {
+    /// The selector and the parsed patches; None without `--assume`. Bad
+    /// input is refused here, before anything is read.
+    pub fn parse(&self) -> Result<Option<(String, Vec<patch::Patch>)>, whatif::WhatIfError> {
+        let patches = patch::parse_all(&self.assume)?;
+        let selector = self.assume_nodes.clone().unwrap_or_default();
+        whatif::selector::parse_label_selector(&selector)?;
+        Ok((!patches.is_empty()).then_some((selector, patches)))
+    }
 }
 
 /// `check`'s own formats: the shared ones plus those only a gate needs, so
@@ -124,10 +171,7 @@ impl Args {
 
 /// Load manifests and facts from files and/or the cluster.
 pub async fn gather(args: &Args, client: Option<kube::Client>) -> anyhow::Result<Inputs> {
-    let default_platform: crate::facts::Platform = args
-        .platform_default
-        .parse()
-        .map_err(|e| anyhow::anyhow!("--platform-default: {e}"))?;
+    let default_platform = args.lookup.default_platform()?;
     let cluster_mode = args.cluster_mode() || client.is_some();
     if args.what_if.running && !cluster_mode {
         anyhow::bail!("--running reads what runs in a cluster: add --cluster or --kubeconfig PATH");
@@ -189,59 +233,50 @@ pub async fn gather(args: &Args, client: Option<kube::Client>) -> anyhow::Result
 /// Gather, resolve, evaluate.
 pub async fn execute(args: &Args, env: Env) -> anyhow::Result<super::Report> {
     // A bad patch is refused before anything is read.
-    let patches = patch::parse_all(&args.what_if.assume)?;
-    let selector = args.what_if.assume_nodes.as_deref().unwrap_or("");
-    whatif::selector::parse_label_selector(selector)?;
-    let mut inputs = gather(args, env.client).await?;
-    let what_if = if patches.is_empty() {
-        None
-    } else {
-        let today_profiles = inputs.profiles.clone();
-        Some((
-            whatif::assume(&mut inputs, selector, &patches)?,
-            today_profiles,
-        ))
-    };
-    let timeout = Duration::from_secs(args.timeout.max(1));
-    let registry = args.registry.config(timeout);
-    let credentials = Arc::new(DockerConfigFile::for_config(&registry));
-    let lookup: Arc<dyn ImageLookup> = match env.lookup {
-        Some(l) => l,
-        None => Arc::new(ImageInspector::new(registry)),
-    };
-    let Some((what_if, today_profiles)) = what_if else {
-        return Ok(check(
-            &inputs,
-            &resolve_options(args, lookup, credentials, timeout),
-        )
-        .await?);
-    };
-    // Judged twice, today and as assumed, on the same image answers.
-    let opts = resolve_options(
-        args,
-        Arc::new(whatif::memo::Memo::new(lookup)),
-        credentials,
-        timeout,
-    );
-    let mut report = check(&inputs, &opts).await?;
-    inputs.profiles = today_profiles;
-    let today = check(&inputs, &opts).await?;
-    whatif::annotate(&mut report, &today, what_if);
-    Ok(report)
+    let change = args.what_if.change.parse()?;
+    let inputs = gather(args, env.client).await?;
+    let opts = args.lookup.options(env.lookup);
+    Ok(match change {
+        None => check(&inputs, &opts).await?,
+        Some((selector, patches)) => {
+            whatif::predict::predict(inputs, &selector, &patches, opts)
+                .await?
+                .assumed
+        }
+    })
 }
 
-fn resolve_options(
-    args: &Args,
-    lookup: Arc<dyn ImageLookup>,
-    credentials: Arc<DockerConfigFile>,
-    timeout: Duration,
-) -> ResolveOptions {
-    ResolveOptions {
-        lookup,
-        credentials,
-        timeout,
-        concurrency: args.concurrency,
-    }
+/// What `check --cluster --running` with `change` predicts, both
+/// judgements kept (`status`'s what-if section); None without `--assume`.
+pub async fn predict_running(
+    client: kube::Client,
+    lookup: &LookupArgs,
+    change: &AssumeArgs,
+    image_lookup: Option<Arc<dyn ImageLookup>>,
+) -> anyhow::Result<Option<whatif::predict::Prediction>> {
+    let Some((selector, patches)) = change.parse()? else {
+        return Ok(None);
+    };
+    let args = Args {
+        files: Vec::new(),
+        profiles: None,
+        nodes: None,
+        policy: None,
+        lookup: lookup.clone(),
+        kubeconfig: None,
+        cluster: true,
+        output: CheckFormat::Json,
+        max_nodes: 0,
+        what_if: WhatIfArgs {
+            running: true,
+            change: change.clone(),
+        },
+    };
+    let inputs = gather(&args, Some(client)).await?;
+    let opts = lookup.options(image_lookup);
+    Ok(Some(
+        whatif::predict::predict(inputs, &selector, &patches, opts).await?,
+    ))
 }
 
 /// The report in the requested format.

@@ -1,10 +1,14 @@
-//! `nfguard status [-o wide|json|yaml] [--kubeconfig PATH] [--context NAME]`.
-//! Exit 0 with the report; any failure is an Err (exit 2, one line).
+//! `nfguard status [-o wide|json|yaml] [--kubeconfig PATH] [--context NAME]
+//! [--assume-nodes SELECTOR --assume PATCH...]`. Exit 0 with the report (a
+//! predicted deny too); any failure is an Err (exit 2, one line).
 
 use super::{build_report, fetch, table};
+use crate::check::cli::{AssumeArgs, LookupArgs, predict_running};
+use crate::judgement::ImageLookup;
 use crate::output::{Format, render_structured};
 use crate::runtime::client::{ClusterArgs, connect};
 use anyhow::Context;
+use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -26,6 +30,13 @@ pub struct Args {
     /// "30s", "2m", "1h"; "0" waits forever.
     #[arg(long, env = "NFGUARD_REQUEST_TIMEOUT", default_value = "30s", value_parser = parse_timeout)]
     pub request_timeout: Duration,
+    /// The what-if section: what runs today judged on nodes changed as
+    /// assumed (`check`'s flags; docs/kubectl-plugin.md#what-if).
+    #[command(flatten)]
+    pub what_if: AssumeArgs,
+    /// Image look-ups of the what-if (unused without `--assume`).
+    #[command(flatten)]
+    pub lookup: LookupArgs,
 }
 
 /// kubectl's `--request-timeout` values: seconds, or a number with s, m or h;
@@ -88,14 +99,45 @@ pub async fn report_from(
     Ok(report)
 }
 
+/// `report` with the what-if section `check --running` predicts for
+/// `args`' assumed change (nothing read or looked up without `--assume`).
+/// Bounded by the request timeout plus the look-ups' own `--timeout`.
+/// `images`: a fixed image lookup (tests); None: the registry inspector.
+pub async fn add_what_if(
+    report: &mut super::StatusReport,
+    client: &kube::Client,
+    args: &Args,
+    limit: Option<Duration>,
+    images: Option<Arc<dyn ImageLookup>>,
+) -> anyhow::Result<()> {
+    let predicting = predict_running(client.clone(), &args.lookup, &args.what_if, images);
+    let prediction = match limit {
+        None => predicting.await?,
+        Some(limit) => {
+            let limit = limit + Duration::from_secs(args.lookup.timeout);
+            tokio::time::timeout(limit, predicting)
+                .await
+                .map_err(|_| {
+                    anyhow::anyhow!("the what-if took longer than {}s", limit.as_secs())
+                })??
+        }
+    };
+    report.what_if = prediction.as_ref().and_then(super::whatif::whatif_status);
+    Ok(())
+}
+
 pub async fn run(args: Args) -> anyhow::Result<u8> {
+    // A bad selector or patch is refused before anything is read.
+    args.what_if.parse()?;
+    args.lookup.default_platform()?;
     let conn = connect(
         args.cluster.kubeconfig.as_deref(),
         args.cluster.context.as_deref(),
     )
     .await?;
     let limit = Some(args.request_timeout).filter(|t| !t.is_zero());
-    let report = report_from(&conn.client, &conn.server, limit).await?;
+    let mut report = report_from(&conn.client, &conn.server, limit).await?;
+    add_what_if(&mut report, &conn.client, &args, limit, None).await?;
     print!("{}", render(&report, args.output)?);
     Ok(0)
 }

@@ -1,11 +1,13 @@
 //! `nfguard status` / `kubectl nfguard status`: one row per node from its
-//! NodeNetfilterProfile and its Node. This module is the pure part (objects
+//! NodeNetfilterProfile and its Node, and with `--assume` a what-if section. This module is the
+//! pure part (objects
 //! and a clock in, a report out); `fetch` lists, `table` renders, `cli` wires.
 
 pub mod cli;
 pub mod fetch;
 pub mod reports;
 pub mod table;
+pub mod whatif;
 
 use crate::api::{ActiveBackend, NodeNetfilterProfile, Writer};
 use crate::controller::conditions::fresh_until;
@@ -25,6 +27,10 @@ pub struct StatusReport {
     pub summary: Summary,
     /// nfguard's policy reports (docs/reports.md).
     pub reports: reports::ReportsStatus,
+    /// Only with `--assume`: what the assumed node change does to what
+    /// runs today (docs/kubectl-plugin.md#what-if).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub what_if: Option<whatif::WhatIfStatus>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -225,6 +231,7 @@ pub fn build_report(
         nodes: rows,
         summary,
         reports: reports::ReportsStatus::default(),
+        what_if: None,
     }
 }
 

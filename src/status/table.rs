@@ -200,7 +200,8 @@ pub fn summary_line(s: &Summary) -> String {
     )
 }
 
-/// The table (wide: with the extra columns), a blank line, the summary.
+/// The table (wide: with the extra columns), a blank line, the reports
+/// line, the what-if section when asked for, the summary.
 pub fn render(report: &StatusReport, wide: bool) -> String {
     let mut headers: Vec<&str> = COLUMNS.to_vec();
     if wide {
@@ -208,8 +209,13 @@ pub fn render(report: &StatusReport, wide: bool) -> String {
     }
     let rows: Vec<Vec<String>> = report.nodes.iter().map(|n| cells(n, wide)).collect();
     // The summary stays the last line (scripts read it there).
+    let what_if = report
+        .what_if
+        .as_ref()
+        .map(super::whatif::whatif_text)
+        .unwrap_or_default();
     format!(
-        "{}\n{}\n{}\n",
+        "{}\n{}\n{what_if}{}\n",
         render_table(&headers, &rows),
         super::reports::reports_line(&report.reports),
         summary_line(&report.summary)

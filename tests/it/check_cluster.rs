@@ -143,10 +143,12 @@ fn args(manifest: &std::path::Path) -> Args {
         profiles: None,
         nodes: None,
         policy: None,
-        registry: Default::default(),
-        platform_default: "linux/amd64".into(),
-        timeout: 2,
-        concurrency: 2,
+        lookup: nfguard::check::cli::LookupArgs {
+            registry: Default::default(),
+            platform_default: "linux/amd64".into(),
+            timeout: 2,
+            concurrency: 2,
+        },
         kubeconfig: None,
         cluster: true,
         output: Format::Json,
@@ -339,8 +341,8 @@ fn whatif_args(assume: &[&str], selector: Option<&str>) -> Args {
     let mut a = args(std::path::Path::new("unused"));
     a.files.clear();
     a.what_if.running = true;
-    a.what_if.assume = assume.iter().map(|s| s.to_string()).collect();
-    a.what_if.assume_nodes = selector.map(str::to_string);
+    a.what_if.change.assume = assume.iter().map(|s| s.to_string()).collect();
+    a.what_if.change.assume_nodes = selector.map(str::to_string);
     a
 }
 

@@ -228,3 +228,144 @@ async fn a_silent_server_times_out_with_a_clear_error() {
         "no answer from the API server https://api.example:6443 within 1s"
     );
 }
+
+/// `nfguard status ARGS...` as clap parses it (flags and their defaults).
+fn status_args(extra: &[&str]) -> nfguard::status::cli::Args {
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: nfguard::status::cli::Args,
+    }
+    let argv = std::iter::once("status").chain(extra.iter().copied());
+    <Cli as clap::Parser>::try_parse_from(argv).unwrap().args
+}
+
+fn empty_report() -> nfguard::status::StatusReport {
+    nfguard::status::build_report(&[], &[], k8s_openapi::jiff::Timestamp::now())
+}
+
+#[tokio::test]
+async fn without_assume_the_what_if_sends_no_request() {
+    let (client, mut handle) = mock();
+    let mut report = empty_report();
+    let args = status_args(&[]);
+    // A request would wait for an answer no one sends: the timeout fails it.
+    let adding = nfguard::status::cli::add_what_if(&mut report, &client, &args, None, None);
+    tokio::time::timeout(Duration::from_secs(5), adding)
+        .await
+        .expect("no request waits for an answer")
+        .unwrap();
+    drop(client);
+    assert!(handle.next_request().await.is_none(), "a request was sent");
+    assert!(report.what_if.is_none());
+}
+
+/// One complete page of `items` answered at `path`.
+fn whole(
+    path: &'static str,
+    kind: &str,
+    api_version: &str,
+    items: serde_json::Value,
+) -> (&'static str, Option<&'static str>, u16, serde_json::Value) {
+    (path, None, 200, page(kind, api_version, items, None))
+}
+
+/// A node whose host writes its nft rules with iptables 1.8.7.
+fn host_187(name: &str) -> serde_json::Value {
+    json!({"apiVersion": "nfguard.io/v1alpha1", "kind": "NodeNetfilterProfile",
+           "metadata": {"name": name}, "spec": {"nodeName": name},
+           "status": {"iptables": {"version": "1.8.7", "backend": "nft", "evidence": []},
+                      "activeBackend": "nft",
+                      "backends": {"nft": {"tables": 3, "chains": 9, "rules": 20, "hintChain": true, "canaryChain": true},
+                                   "legacy": {"tables": 0, "chains": 0, "rules": 0, "hintChain": false, "canaryChain": false}}}})
+}
+
+#[tokio::test]
+async fn assume_reads_what_check_running_reads_and_adds_the_section() {
+    use nfguard::compat::evaluate::ImageResolutions;
+    use nfguard::facts::{Backend, ImageProfile, IptablesFacts, Platform};
+    // An iptables-nft 1.8.7 image (the DaemonSet's); every other is unknown.
+    let mut known = ImageResolutions::new();
+    known.insert_profile(
+        "kr:1.8.7",
+        &Platform::linux_amd64(),
+        ImageProfile {
+            image: "kr:1.8.7".into(),
+            digest: "sha256:0f".into(),
+            platform: "linux/amd64".into(),
+            iptables: Some(IptablesFacts {
+                version: Some("1.8.7".parse().unwrap()),
+                backend: Some(Backend::Nft),
+                ..Default::default()
+            }),
+        },
+    );
+    let images = std::sync::Arc::new(nfguard::judgement::FixedImages(known));
+    let labelled = |name: &str, pool: &str| {
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name,
+               "labels": {"pool": pool, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}}})
+    };
+    let ds = json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "kr", "namespace": "kube-system"},
+        "spec": {"selector": {"matchLabels": {"app": "kr"}}, "template": {
+            "metadata": {"labels": {"app": "kr"}},
+            "spec": {"hostNetwork": true, "containers": [{"name": "kr", "image": "kr:1.8.7",
+                     "securityContext": {"privileged": true}}]}}}});
+    let (client, handle) = mock();
+    let server = serve(
+        handle,
+        vec![
+            whole(
+                PROFILES,
+                "NodeNetfilterProfile",
+                "nfguard.io/v1alpha1",
+                json!([host_187("node-a"), host_187("node-b")]),
+            ),
+            whole(
+                NODES,
+                "Node",
+                "v1",
+                json!([labelled("node-a", "old"), labelled("node-b", "new")]),
+            ),
+            whole(
+                "/apis/nfguard.io/v1alpha1/netfilterpolicies",
+                "NetfilterPolicy",
+                "nfguard.io/v1alpha1",
+                json!([]),
+            ),
+            whole("/api/v1/namespaces", "Namespace", "v1", json!([])),
+            whole(
+                "/apis/apps/v1/daemonsets",
+                "DaemonSet",
+                "apps/v1",
+                json!([ds]),
+            ),
+            whole("/api/v1/pods", "Pod", "v1", json!([])),
+        ],
+    );
+    let mut report = empty_report();
+    // Today both hosts run 1.8.7, as the DaemonSet's image; the old pool
+    // moved to Debian trixie writes with 1.8.11, beyond the 1.8.7 writer.
+    let args = status_args(&["--assume-nodes", "pool=old", "--assume", "os=debian-13"]);
+    nfguard::status::cli::add_what_if(
+        &mut report,
+        &client,
+        &args,
+        Some(Duration::from_secs(10)),
+        Some(images),
+    )
+    .await
+    .unwrap();
+    server.await.unwrap();
+    let w = report.what_if.as_ref().expect("a what-if section");
+    assert_eq!(w.assumption.nodes, ["node-a"]);
+    assert_eq!(w.judged, 1);
+    let v = serde_json::to_value(&report).unwrap();
+    assert_eq!(
+        v["whatIf"]["workloads"],
+        json!([{"object": "DaemonSet/kube-system/kr", "today": "allow", "assumed": "deny",
+                "codes": ["OldReaderNewRules"], "nodes": ["node-a"], "moreNodes": 0}]),
+        "{v}"
+    );
+    assert_eq!(v["whatIf"]["selector"], "pool=old");
+}

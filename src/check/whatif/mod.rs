@@ -7,6 +7,7 @@
 pub mod apply;
 pub mod memo;
 pub mod patch;
+pub mod predict;
 pub mod selector;
 
 use super::{Inputs, ObjectResult, Report};
@@ -158,34 +159,79 @@ fn holds_today(reason: &Reason, today: Option<&ObjectResult>, assumed: &BTreeSet
         })
 }
 
+/// How the change touches one workload's findings (indexes into the
+/// predicted result's `reasons`): those about an assumed node that today's
+/// profiles do not give (`new`), and those they give already (`as_today`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Touched {
+    pub new: Vec<usize>,
+    pub as_today: Vec<usize>,
+}
+
+impl Touched {
+    /// The worst effect of the new findings (Allow: none).
+    pub fn worst_new(&self, result: &ObjectResult) -> Verdict {
+        self.new
+            .iter()
+            .map(|&i| result.reasons[i].effect)
+            .max()
+            .unwrap_or(Verdict::Allow)
+    }
+}
+
+/// For every result of the predicted `report` (same order), which findings
+/// on the `assumed` nodes are new and which hold today already. The one rule
+/// `check` and `status` both count by.
+pub fn classify(report: &Report, today: &Report, assumed: &BTreeSet<&str>) -> Vec<Touched> {
+    report
+        .results
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let before = today.results.get(i).filter(|t| t.object == r.object);
+            let mut t = Touched::default();
+            for (k, reason) in r.reasons.iter().enumerate() {
+                if !reason.nodes.iter().any(|n| assumed.contains(n.as_str())) {
+                    continue;
+                }
+                if holds_today(reason, before, assumed) {
+                    t.as_today.push(k);
+                } else {
+                    t.new.push(k);
+                }
+            }
+            t
+        })
+        .collect()
+}
+
 /// Label every finding about an assumed node as a prediction (its message
 /// names the assumption, in every output format; `, as today` when today's
 /// profiles give it too) and count the workloads the change itself would
 /// get denied or warned: findings that hold today already are not counted.
 /// `today`: the same workloads judged on today's profiles.
 pub fn annotate(report: &mut Report, today: &Report, mut what_if: WhatIf) {
-    let assumed: BTreeSet<&str> = what_if.nodes.iter().map(String::as_str).collect();
+    let touched = {
+        let assumed: BTreeSet<&str> = what_if.nodes.iter().map(String::as_str).collect();
+        classify(report, today, &assumed)
+    };
     let described = what_if.describe();
     let (mut denied, mut warned) = (0, 0);
-    for (i, r) in report.results.iter_mut().enumerate() {
-        let before = today.results.get(i).filter(|t| t.object == r.object);
-        let mut worst = Verdict::Allow;
-        for reason in &mut r.reasons {
-            if !reason.nodes.iter().any(|n| assumed.contains(n.as_str())) {
-                continue;
-            }
-            let prefix = if holds_today(reason, before, &assumed) {
-                format!("what-if [{described}], as today: ")
-            } else {
-                worst = worst.max(reason.effect);
-                format!("what-if [{described}]: ")
-            };
-            reason.message.insert_str(0, &prefix);
-        }
-        match worst {
+    for (r, t) in report.results.iter_mut().zip(&touched) {
+        match t.worst_new(r) {
             Verdict::Deny => denied += 1,
             Verdict::Warn => warned += 1,
             Verdict::Allow => {}
+        }
+        for &k in &t.new {
+            r.reasons[k]
+                .message
+                .insert_str(0, &format!("what-if [{described}]: "));
+        }
+        for &k in &t.as_today {
+            r.reasons[k]
+                .message
+                .insert_str(0, &format!("what-if [{described}], as today: "));
         }
     }
     what_if.denied = denied;
@@ -194,4 +240,4 @@ pub fn annotate(report: &mut Report, today: &Report, mut what_if: WhatIf) {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

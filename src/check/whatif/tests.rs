@@ -1,4 +1,5 @@
 //! `assume` and `annotate` on real profiles, judged by the real `check`.
+//! The fixtures are shared with status's what-if tests.
 
 use super::*;
 use crate::api::NodeNetfilterProfile;
@@ -11,7 +12,7 @@ use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
 
-fn profile(name: &str, host: &str) -> NodeNetfilterProfile {
+pub(crate) fn profile(name: &str, host: &str) -> NodeNetfilterProfile {
     serde_json::from_value(json!({
         "apiVersion": "nfguard.io/v1alpha1", "kind": "NodeNetfilterProfile",
         "metadata": {"name": name}, "spec": {"nodeName": name},
@@ -23,14 +24,14 @@ fn profile(name: &str, host: &str) -> NodeNetfilterProfile {
     .unwrap()
 }
 
-fn node(name: &str, pool: &str) -> Node {
+pub(crate) fn node(name: &str, pool: &str) -> Node {
     serde_json::from_value(json!({"apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name, "labels": {"pool": pool, "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux"}}}))
     .unwrap()
 }
 
 /// A kube-router-like DaemonSet whose image bundles iptables-nft 1.8.7.
-fn daemonset() -> Workload {
+pub(crate) fn daemonset() -> Workload {
     Workload::from_value(&json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
         "metadata": {"name": "kr", "namespace": "kube-system"},
         "spec": {"template": {"spec": {"hostNetwork": true,
@@ -39,7 +40,7 @@ fn daemonset() -> Workload {
     .unwrap()
 }
 
-fn inputs() -> Inputs {
+pub(crate) fn inputs() -> Inputs {
     // Both nodes' hosts run 1.8.7 today: the 1.8.7 image is safe everywhere.
     Inputs {
         workloads: vec![daemonset()],
@@ -49,7 +50,7 @@ fn inputs() -> Inputs {
     }
 }
 
-fn images() -> ResolveOptions {
+pub(crate) fn images() -> ResolveOptions {
     let facts = IptablesFacts {
         version: Some("1.8.7".parse().unwrap()),
         backend: Some(Backend::Nft),
@@ -71,7 +72,7 @@ fn images() -> ResolveOptions {
     }
 }
 
-fn patches(values: &[&str]) -> Vec<Patch> {
+pub(crate) fn patches(values: &[&str]) -> Vec<Patch> {
     patch::parse_all(&values.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap()
 }
 
