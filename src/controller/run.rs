@@ -95,6 +95,7 @@ pub async fn reconcile_node(node: &Node, ctx: &Ctx) -> Result<NodePlan, Reconcil
             ..Default::default()
         });
     }
+    tracing::debug!(node = %name, waited_ms = started.elapsed().as_millis() as u64, "planning");
     let deadline = tokio::time::Instant::now() + IMAGE_DEADLINE;
     let plan = plan_from_caches(
         node,
@@ -104,6 +105,7 @@ pub async fn reconcile_node(node: &Node, ctx: &Ctx) -> Result<NodePlan, Reconcil
         ctx.clock.now(),
     )
     .await;
+    tracing::debug!(node = %name, elapsed_ms = started.elapsed().as_millis() as u64, "planned");
     let profile = ctx.caches.profile(&name);
     let written = Applier {
         client: &ctx.client,

@@ -20,7 +20,7 @@ use super::plan::{pod_can_write, profile_node};
 use super::predicates::{self, Changes, Touched};
 use crate::api::{NetfilterPolicy, NodeNetfilterProfile};
 use crate::judgement::PolicyBook;
-use crate::runtime::watch::is_listed;
+use crate::runtime::watch::{Listed, MarkListed, listed_flag};
 use crate::wellknown::ANNOTATION_EXEMPT;
 use k8s_openapi::api::core::v1::{Container, EphemeralContainer, Node, Pod, PodSpec, PodStatus};
 use kube::Resource;
@@ -49,6 +49,10 @@ pub struct Caches {
     policy_generation: Arc<AtomicU64>,
     /// The policy book of a generation, shared by reconciles.
     policy_book: Arc<Mutex<Option<BookOf>>>,
+    /// Each store's first list, in [`Caches::listed`]'s order (waited on by
+    /// reconciles and the report writer at once: not the stores' own
+    /// single-waiter readiness).
+    first_lists: [Listed; 5],
 }
 
 /// A policy book and the generation it was built at.
@@ -70,21 +74,14 @@ pub struct Unlisted {
 impl Caches {
     /// (kind, resource, listed) for every store.
     fn listed(&self) -> [(&'static str, &'static str, bool); 5] {
-        [
-            ("Nodes", "nodes", is_listed(&self.nodes)),
-            (
-                "NodeNetfilterProfiles",
-                "nodenetfilterprofiles",
-                is_listed(&self.profiles),
-            ),
-            ("Pods", "pods", is_listed(&self.pods)),
-            (
-                "NetfilterPolicies",
-                "netfilterpolicies",
-                is_listed(&self.policies),
-            ),
-            ("Namespaces", "namespaces", is_listed(&self.namespaces)),
-        ]
+        const NAMES: [(&str, &str); 5] = [
+            ("Nodes", "nodes"),
+            ("NodeNetfilterProfiles", "nodenetfilterprofiles"),
+            ("Pods", "pods"),
+            ("NetfilterPolicies", "netfilterpolicies"),
+            ("Namespaces", "namespaces"),
+        ];
+        std::array::from_fn(|i| (NAMES[i].0, NAMES[i].1, self.first_lists[i].is_listed()))
     }
 
     /// Wait up to `wait` for every store's first list. Judging before it
@@ -96,13 +93,7 @@ impl Caches {
         }
         let all = async {
             // Errors (a dropped writer) show as unlisted below.
-            let _ = futures::join!(
-                self.nodes.wait_until_ready(),
-                self.profiles.wait_until_ready(),
-                self.pods.wait_until_ready(),
-                self.policies.wait_until_ready(),
-                self.namespaces.wait_until_ready(),
-            );
+            futures::future::join_all(self.first_lists.iter().map(Listed::wait)).await;
         };
         let _ = tokio::time::timeout(wait, all).await;
         let missing: Vec<_> = self
@@ -282,6 +273,7 @@ fn slim_meta<K: Resource>(mut o: K) -> K {
 /// One watched kind's store and change tracker.
 struct Feed<K: Resource<DynamicType = ()> + Clone + 'static, T> {
     writer: Writer<K>,
+    listed: MarkListed,
     changes: Changes<K, T>,
     /// The object as stored; None: not kept.
     prepare: fn(K) -> Option<K>,
@@ -292,9 +284,14 @@ where
     K: Resource<DynamicType = ()> + Clone + 'static,
     T: Clone + PartialEq,
 {
-    fn new(writer: Writer<K>, fingerprint: fn(&K) -> u64, tag: fn(&K) -> T) -> Self {
+    fn new(
+        (writer, listed): (Writer<K>, MarkListed),
+        fingerprint: fn(&K) -> u64,
+        tag: fn(&K) -> T,
+    ) -> Self {
         Feed {
             writer,
+            listed,
             changes: Changes::new(fingerprint, tag),
             prepare: Some,
         }
@@ -318,6 +315,7 @@ where
             other => other,
         };
         self.writer.apply_watcher_event(&event);
+        self.listed.observe(&event);
         let touched = self.changes.observe(&event);
         Some((event, touched))
     }
@@ -503,6 +501,11 @@ pub fn caches() -> (Caches, Feeds) {
     let tainted = Arc::new(Mutex::new(TaintedNodes::default()));
     let policy_generation = Arc::new(AtomicU64::new(0));
     let in_flight = Arc::new(InFlight::default());
+    let (mark_nodes, nodes_listed) = listed_flag();
+    let (mark_profiles, profiles_listed) = listed_flag();
+    let (mark_pods, pods_listed) = listed_flag();
+    let (mark_policies, policies_listed) = listed_flag();
+    let (mark_namespaces, namespaces_listed) = listed_flag();
     let node_name = |n: &Node| n.metadata.name.clone().unwrap_or_default();
     let profile_tag = |p: &NodeNetfilterProfile| profile_node(p).map(str::to_string);
     let pod_tag = |p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.clone());
@@ -510,7 +513,7 @@ pub fn caches() -> (Caches, Feeds) {
         nodes: NodeFeed {
             feed: Feed {
                 prepare: |n| Some(slim_node(n)),
-                ..Feed::new(node_writer, predicates::node, node_name)
+                ..Feed::new((node_writer, mark_nodes), predicates::node, node_name)
             },
             tainted: tainted.clone(),
             in_flight: in_flight.clone(),
@@ -518,14 +521,18 @@ pub fn caches() -> (Caches, Feeds) {
         profiles: ProfileFeed {
             feed: Feed {
                 prepare: |p| Some(slim_meta(p)),
-                ..Feed::new(profile_writer, predicates::profile, profile_tag)
+                ..Feed::new(
+                    (profile_writer, mark_profiles),
+                    predicates::profile,
+                    profile_tag,
+                )
             },
             in_flight: in_flight.clone(),
         },
         pods: PodFeed {
             feed: Feed {
                 prepare: |p| keep_pod(&p).then(|| slim_pod(p)),
-                ..Feed::new(pod_writer, predicates::pod, pod_tag)
+                ..Feed::new((pod_writer, mark_pods), predicates::pod, pod_tag)
             },
             stored: pods.clone(),
             index: pods_by_node.clone(),
@@ -533,7 +540,7 @@ pub fn caches() -> (Caches, Feeds) {
         policies: PolicyFeed {
             feed: Feed {
                 prepare: |p| Some(slim_meta(p)),
-                ..Feed::new(policy_writer, predicates::policy, |_| ())
+                ..Feed::new((policy_writer, mark_policies), predicates::policy, |_| ())
             },
             generation: policy_generation.clone(),
         },
@@ -541,7 +548,7 @@ pub fn caches() -> (Caches, Feeds) {
             feed: Feed {
                 prepare: |n| Some(slim_meta(n)),
                 ..Feed::new(
-                    namespace_writer,
+                    (namespace_writer, mark_namespaces),
                     predicates::namespace_labels::<NamespaceMeta>,
                     |_| (),
                 )
@@ -560,6 +567,13 @@ pub fn caches() -> (Caches, Feeds) {
         in_flight,
         policy_generation,
         policy_book: Arc::default(),
+        first_lists: [
+            nodes_listed,
+            profiles_listed,
+            pods_listed,
+            policies_listed,
+            namespaces_listed,
+        ],
     };
     (caches, feeds)
 }
@@ -909,5 +923,37 @@ mod tests {
             feeds.namespaces.feed(e);
         });
         caches.wait_listed(Duration::from_secs(10)).await.unwrap();
+    }
+
+    /// A reconcile and the report writer wait for the first lists at once,
+    /// and something checks them meanwhile: every waiter wakes when they
+    /// arrive. (kube's store readiness wakes only its last poller: the
+    /// others slept to their 10 s timeout on every cold start.)
+    #[tokio::test(start_paused = true)]
+    async fn every_waiter_wakes_when_the_first_lists_arrive() {
+        let (caches, mut feeds) = caches();
+        let started = tokio::time::Instant::now();
+        let wait = Duration::from_secs(10);
+        let first = tokio::spawn({
+            let c = caches.clone();
+            async move { c.wait_listed(wait).await.map(|_| started.elapsed()) }
+        });
+        let second = tokio::spawn({
+            let c = caches.clone();
+            async move { c.wait_listed(wait).await.map(|_| started.elapsed()) }
+        });
+        // Both waiting, then a check (the writer's `listed()`) in between.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(caches.listed().iter().all(|(_, _, listed)| !listed));
+        feeds.list(FirstLists::default());
+        let took = [
+            first.await.unwrap().unwrap(),
+            second.await.unwrap().unwrap(),
+        ];
+        assert_eq!(
+            took,
+            [Duration::from_secs(1); 2],
+            "each waiter woke at once"
+        );
     }
 }
