@@ -14,13 +14,11 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use kube::client::Body;
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector;
 use kube_mock::{Captured, capture};
 use nfguard::api::NodeNetfilterProfile;
 use nfguard::compat::evaluate::ImageResolutions;
 use nfguard::compat::evaluate::{Decision, ReasonCode, Verdict, Workload};
 use nfguard::controller::metrics::Metrics;
-use nfguard::controller::namespaces::NamespaceMeta;
 use nfguard::controller::plan::NodePlan;
 use nfguard::controller::run::{Ctx, reconcile_node, run_controller, sweep_orphans};
 use nfguard::controller::stores::{self, FirstLists};
@@ -1079,8 +1077,21 @@ async fn a_reconcile_waits_for_the_namespace_list_and_fails_clearly_without_it()
     let (client, task) = fake_api(vec![]);
     let listed = Listed::nodes(std::slice::from_ref(&n1));
     let (mut ctx, metrics) = make_ctx(client, listed, ImageResolutions::new());
-    let (never_listed, _writer) = reflector::store::<NamespaceMeta>();
-    ctx.caches.namespaces = never_listed;
+    // Every kind's first list but the Namespaces'.
+    let (caches, mut feeds) = stores::caches();
+    stores::listed([n1.clone()]).for_each(|e| {
+        let _ = feeds.nodes.feed(e);
+    });
+    stores::listed(Vec::<NodeNetfilterProfile>::new()).for_each(|e| {
+        let _ = feeds.profiles.feed(e);
+    });
+    stores::listed(Vec::<k8s_openapi::api::core::v1::Pod>::new()).for_each(|e| {
+        let _ = feeds.pods.feed(e);
+    });
+    stores::listed(Vec::<nfguard::api::NetfilterPolicy>::new()).for_each(|e| {
+        let _ = feeds.policies.feed(e);
+    });
+    ctx.caches = caches;
     tokio::time::pause();
     let err = reconcile_node(&n1, &ctx).await.unwrap_err();
     let text = err.to_string();
@@ -1090,7 +1101,7 @@ async fn a_reconcile_waits_for_the_namespace_list_and_fails_clearly_without_it()
     );
     let out = metrics.encode();
     assert!(out.contains("stage=\"gather\"} 1"), "{out}");
-    drop(ctx);
+    drop((ctx, feeds));
     let (seen, _) = finish(task).await;
     assert!(seen.is_empty(), "no reads before the namespaces are known");
 }
