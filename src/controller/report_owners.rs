@@ -5,7 +5,7 @@
 //! however large the object), fed by watches like the other caches.
 
 use crate::reports::{ObjectId, Parent};
-use crate::runtime::watch::is_listed;
+use crate::runtime::watch::{Listed, MarkListed, listed_flag};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::batch::v1::Job;
 use kube::core::PartialObjectMeta;
@@ -20,6 +20,9 @@ pub type JobMeta = PartialObjectMeta<Job>;
 pub struct Parents {
     replica_sets: Store<ReplicaSetMeta>,
     jobs: Store<JobMeta>,
+    /// Both kinds' first lists (the caches' flag, not the stores' own
+    /// single-waiter readiness: `runtime::watch::Listed`).
+    first_lists: [Listed; 2],
 }
 
 /// The write side, one per watched kind.
@@ -45,11 +48,23 @@ impl ParentFeeds {
 pub fn parents() -> (Parents, ParentFeeds) {
     let (replica_sets, rs_writer) = reflector::store::<ReplicaSetMeta>();
     let (jobs, job_writer) = reflector::store::<JobMeta>();
+    let (rs_listed, rs_first) = listed_flag();
+    let (job_listed, job_first) = listed_flag();
     (
-        Parents { replica_sets, jobs },
+        Parents {
+            replica_sets,
+            jobs,
+            first_lists: [rs_first, job_first],
+        },
         ParentFeeds {
-            replica_sets: ParentFeed { writer: rs_writer },
-            jobs: ParentFeed { writer: job_writer },
+            replica_sets: ParentFeed {
+                writer: rs_writer,
+                listed: rs_listed,
+            },
+            jobs: ParentFeed {
+                writer: job_writer,
+                listed: job_listed,
+            },
         },
     )
 }
@@ -58,7 +73,7 @@ impl Parents {
     /// Both stores have their first list (before it, every Deployment's pod
     /// would wait as `ParentUnknown`).
     pub fn listed(&self) -> bool {
-        is_listed(&self.replica_sets) && is_listed(&self.jobs)
+        self.first_lists.iter().all(Listed::is_listed)
     }
 
     /// What the stores say of `id`'s controller, in `namespace`. Only
@@ -121,6 +136,7 @@ where
     PartialObjectMeta<K>: kube::Resource<DynamicType = ()> + Clone,
 {
     writer: Writer<PartialObjectMeta<K>>,
+    listed: MarkListed,
 }
 
 impl<K> ParentFeed<K>
@@ -138,6 +154,7 @@ where
             other => other,
         };
         self.writer.apply_watcher_event(&event);
+        self.listed.observe(&event);
         let (Event::Apply(o) | Event::InitApply(o)) = &event else {
             return None;
         };

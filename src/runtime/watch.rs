@@ -34,8 +34,9 @@ pub fn hash_json<T: Serialize>(value: &T) -> u64 {
 
 /// Whether `store` has applied its first full list. Only for a store
 /// nobody awaits: kube's `Store::wait_until_ready` keeps one waker, and this
-/// check polls it with a no-op one, taking it from a waiter. Where several
-/// tasks wait, use [`Listed`].
+/// check polls it with a no-op one, taking it from a waiter. The controller
+/// uses [`Listed`] for every store; this stays for the webhook's facts,
+/// which nothing awaits.
 pub fn is_listed<K>(store: &Store<K>) -> bool
 where
     K: Resource + Clone + 'static,
