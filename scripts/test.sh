@@ -80,7 +80,13 @@ if [ "${NFGUARD_E2E:-1}" = 0 ]; then
   echo "skipped: the local-cluster e2e scenarios (NFGUARD_E2E=0)"
 else
   cargo build --release --locked --bin nfguard
-  e2e/local.sh || e2e_rc=$?
+  # Kept whole so its failure can be repeated last (below): the diagnostics
+  # and the test suite's output follow it.
+  e2e_log="$(mktemp)"
+  set +e
+  e2e/local.sh 2>&1 | tee "$e2e_log"
+  e2e_rc=${PIPESTATUS[0]}
+  set -e
 fi
 
 # Every test, the #[ignore]d privileged ones too (.config/nextest.toml keeps
@@ -89,6 +95,8 @@ fi
 test_rc=0
 cargo nextest run --locked --no-fail-fast --run-ignored all "$@" || test_rc=$?
 if [ "$e2e_rc" != 0 ]; then
+  echo "==== the e2e's failure, repeated from its output above:" >&2
+  scripts/repeat-failure.sh "$e2e_log" >&2 || true
   echo "scripts/test.sh: the e2e scenarios failed (exit $e2e_rc; output above)" >&2
   exit "$e2e_rc"
 fi
