@@ -3,6 +3,7 @@
 # cluster (e2e/local-cluster.sh), one install path at a time; e2e/local.sh
 # runs both after the kustomize uninstall (docs/e2e.md, "Upgrade"):
 #   e2e/upgrade.sh kustomize|helm
+#   e2e/upgrade.sh prebuild      only build (or find cached) the earlier binary
 # 1. The earlier commit's binary (e2e/build-old-nfguard.sh, cached by
 #    commit) as the image ghcr.io/nfguard/nfguard:e2e-old and its manifests/
 #    (kustomize) or charts/nfguard (Helm) installed the way it documented.
@@ -47,6 +48,9 @@ cd "$(dirname "$0")/.."
 # and client certificates, and it has no NetworkPolicy or controller Node
 # policy (docs/e2e.md, "Upgrade").
 FROM=${NFGUARD_E2E_UPGRADE_FROM:-20218418bba71c0c3650beeed1360b3fa75a8fe4}
+# `e2e/upgrade.sh prebuild`: only step 1's build (cached by commit), which
+# e2e/local.sh starts beside the scenarios instead of after them.
+if [ "${1:-}" = prebuild ]; then exec e2e/build-old-nfguard.sh "$FROM"; fi
 NS=nfguard-system
 LOG=e2e-upgrade
 POLICY=nfguard-e2e-upgrade
