@@ -55,6 +55,11 @@ pub struct Args {
     /// Seconds between sweeps for profiles whose Node is gone.
     #[arg(long, env = "NFGUARD_ORPHAN_INTERVAL", default_value_t = 600)]
     pub orphan_interval: u64,
+    /// Nodes reconciled at once (one node is never reconciled twice at
+    /// once; the taint brake holds across them).
+    #[arg(long, env = "NFGUARD_CONCURRENCY", default_value_t = super::run::CONCURRENCY,
+          value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub concurrency: u16,
 }
 
 fn identity(args: &Args) -> String {
@@ -144,6 +149,7 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
             clock.clone(),
             metrics.clone(),
             recorder.clone(),
+            args.concurrency,
             flag_raised(term_rx.clone()),
         );
         let policy_status = run_policy_status(

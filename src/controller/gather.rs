@@ -32,22 +32,26 @@ pub async fn plan_from_caches(
     let settings = TaintSettings::from_policies(policies.policies());
     let keys = images_to_inspect(node, &pods, &policies);
     let images = images.resolve_for_pods(&pods, &keys, deadline).await;
-    // After the look-ups: the brake counts the taints written meanwhile.
-    let (tainted_elsewhere, total_nodes) = {
-        let tainted = caches.tainted();
-        (tainted.elsewhere(name), tainted.total().max(1))
-    };
-    plan_node(&NodeFacts {
+    // After the look-ups, in one step under the brake's lock: count the
+    // taints written or reserved meanwhile, plan, and reserve this node's
+    // taint if the plan adds one. Reconciles run side by side; this is
+    // what keeps them from passing the brake together.
+    let mut tainted = caches.tainted();
+    let plan = plan_node(&NodeFacts {
         node,
         profile: profile.as_deref(),
         pods: &pods,
         policies: &policies,
         settings,
         images: &images,
-        tainted_elsewhere,
-        total_nodes,
+        tainted_elsewhere: tainted.elsewhere(name),
+        total_nodes: tainted.total().max(1),
         now,
-    })
+    });
+    if plan.taints.tainted_after {
+        tainted.reserve(name);
+    }
+    plan
 }
 
 #[cfg(test)]
@@ -122,6 +126,32 @@ mod tests {
             .filter(|p| p.events.iter().any(|e| e.reason == "TaintWithheld"))
             .count();
         assert_eq!((tainted, withheld), (2, 18));
+        assert_eq!(caches.tainted().tainted(), 2);
+    }
+
+    /// Reconciles side by side: each plans, writes (an await) and records
+    /// what it wrote. Here every plan comes before any write, the worst
+    /// case for the brake: the reservations made while planning hold it.
+    #[tokio::test]
+    async fn the_brake_holds_for_reconciles_side_by_side() {
+        let nodes: Vec<Node> = (0..20).map(node).collect();
+        let profiles: Vec<_> = (0..20).map(degraded_profile).collect();
+        let policies = [policy(json!({"taintDegradedNodes": true}))];
+        let caches = filled(&nodes, &profiles, &[], &policies);
+        caches.wait_listed(Duration::from_secs(1)).await.unwrap();
+        let images = Bounded::new(Arc::new(FixedImages(ImageResolutions::new())), 4);
+        let all_planned = tokio::sync::Barrier::new(nodes.len());
+        let reconciles = nodes.iter().map(|n| async {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            let plan = plan_from_caches(n, &caches, &images, deadline, NOW.parse().unwrap()).await;
+            all_planned.wait().await;
+            let name = n.metadata.name.as_deref().unwrap();
+            caches.tainted().wrote(name, plan.taints.tainted_after);
+            plan
+        });
+        let plans = futures::future::join_all(reconciles).await;
+        let tainted = plans.iter().filter(|p| p.taints.tainted_after).count();
+        assert_eq!(tainted, 2, "10 % of 20 nodes");
         assert_eq!(caches.tainted().tainted(), 2);
     }
 

@@ -193,6 +193,20 @@ impl TaintedNodes {
         });
     }
 
+    /// Count `node` as tainted from the moment a plan decides to taint it,
+    /// before the write: reconciles planned side by side then see it, so
+    /// together they never pass the brake. The reconcile records what it
+    /// wrote afterwards ([`Self::wrote`]); a failed write leaves the
+    /// reservation until the node's next reconcile (the brake errs on the
+    /// side of fewer taints).
+    pub fn reserve(&mut self, node: &str) {
+        if !self.effective(node) {
+            self.update(node, |s| {
+                s.written.insert(node.to_string(), true);
+            });
+        }
+    }
+
     /// Nodes tainted by nfguard, `node` aside.
     pub fn elsewhere(&self, node: &str) -> usize {
         self.count - usize::from(self.effective(node))

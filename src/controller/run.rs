@@ -210,9 +210,14 @@ fn node_refs(names: Vec<String>) -> Vec<ObjectRef<Node>> {
     names.iter().map(|n| ObjectRef::new(n)).collect()
 }
 
+/// Nodes reconciled at once unless `--concurrency` says otherwise.
+pub const CONCURRENCY: u16 = 4;
+
 /// Fill the caches from watches and run the node Controller on them until
-/// `stop` completes. Nodes are reconciled one at a time so the brake
-/// counts every taint it allows.
+/// `stop` completes. Up to `concurrency` nodes are reconciled at once (an
+/// image look-up of one no longer holds up the others); the brake holds
+/// across them because a plan reserves its taint when it is made
+/// ([`plan_from_caches`]).
 ///
 /// What triggers a node's reconcile: its Node's labels or spec changing
 /// (not its status), its profile changing (not a heartbeat while Fresh),
@@ -228,6 +233,7 @@ pub async fn run_controller(
     clock: Arc<dyn Clock>,
     metrics: Arc<Metrics>,
     recorder: Recorder,
+    concurrency: u16,
     stop: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let (caches, feeds) = super::stores::caches();
@@ -313,7 +319,7 @@ pub async fn run_controller(
         // actions, and which nodes run a namespace's writers is not indexed.
         .reconcile_all_on(policy_changed)
         .reconcile_all_on(relabelled)
-        .with_config(ControllerConfig::default().concurrency(1))
+        .with_config(ControllerConfig::default().concurrency(concurrency))
         .graceful_shutdown_on(stop.clone())
         .run(reconcile, error_policy, ctx)
         .for_each(|res| {

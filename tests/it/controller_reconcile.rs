@@ -1239,6 +1239,7 @@ fn start_controller(
         Arc::new(ManualClock::new(NOW.parse::<Timestamp>().unwrap())),
         metrics,
         recorder,
+        nfguard::controller::run::CONCURRENCY,
         async move {
             let _ = stop_rx.await;
         },
