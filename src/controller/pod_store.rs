@@ -8,15 +8,18 @@
 
 use crate::projection::PodFacts;
 use kube::runtime::watcher::Event;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// (namespace, name): sorts a node's pods as a LIST returns them. Shares
-/// the projection's strings.
+/// (namespace, name): the store's key. Shares the projection's strings.
 type PodKey = (Arc<str>, Arc<str>);
 
 fn key(p: &PodFacts) -> PodKey {
     (p.namespace.clone(), p.name.clone())
+}
+
+/// How a LIST sorts pods: by namespace, then name.
+fn order(p: &PodFacts) -> (&str, &str) {
+    (&p.namespace, &p.name)
 }
 
 type ByKey = foldhash::HashMap<PodKey, Arc<PodFacts>>;
@@ -25,7 +28,9 @@ type ByKey = foldhash::HashMap<PodKey, Arc<PodFacts>>;
 #[derive(Debug, Default)]
 pub struct PodStore {
     pods: ByKey,
-    by_node: foldhash::HashMap<Box<str>, BTreeMap<PodKey, Arc<PodFacts>>>,
+    /// Each node's pods in [`order`]: a sorted vector, not a tree (a node
+    /// runs a few writers; a tree's first leaf alone takes ~0.5 KiB).
+    by_node: foldhash::HashMap<Box<str>, Vec<Arc<PodFacts>>>,
     /// During a re-list: what it has listed so far.
     relist: Option<ByKey>,
 }
@@ -54,8 +59,10 @@ impl PodStore {
                 let before = self.pods.get(&k).cloned();
                 if before.as_deref() != Some(&p) {
                     let p = Arc::new(p);
-                    self.unindex(&k, before.as_deref());
-                    self.index(k.clone(), &p);
+                    if let Some(before) = &before {
+                        self.unindex(before);
+                    }
+                    self.index(&p);
                     self.pods.insert(k, p.clone());
                     touched(before.as_deref(), Some(&p), &mut nodes);
                 }
@@ -63,7 +70,7 @@ impl PodStore {
             Event::Delete(p) => {
                 let k = key(&p);
                 if let Some(before) = self.pods.remove(&k) {
-                    self.unindex(&k, Some(&before));
+                    self.unindex(&before);
                     touched(Some(&before), None, &mut nodes);
                 }
             }
@@ -84,13 +91,9 @@ impl PodStore {
                     touched(Some(gone), None, &mut nodes);
                 }
                 self.by_node.clear();
-                let pods: Vec<_> = self
-                    .pods
-                    .iter()
-                    .map(|(k, p)| (k.clone(), p.clone()))
-                    .collect();
-                for (k, p) in pods {
-                    self.index(k, &p);
+                let pods: Vec<_> = self.pods.values().cloned().collect();
+                for p in &pods {
+                    self.index(p);
                 }
             }
         }
@@ -99,24 +102,34 @@ impl PodStore {
         nodes
     }
 
-    fn index(&mut self, k: PodKey, p: &Arc<PodFacts>) {
-        if let Some(node) = p.node.as_deref() {
-            self.by_node
-                .entry(node.into())
-                .or_default()
-                .insert(k, p.clone());
+    fn index(&mut self, p: &Arc<PodFacts>) {
+        let Some(node) = p.node.as_deref() else {
+            return;
+        };
+        if !self.by_node.contains_key(node) {
+            self.by_node.insert(node.into(), Vec::new());
+        }
+        let Some(pods) = self.by_node.get_mut(node) else {
+            return;
+        };
+        match pods.binary_search_by(|q| order(q).cmp(&order(p))) {
+            Ok(i) => pods[i] = p.clone(),
+            Err(i) => pods.insert(i, p.clone()),
         }
     }
 
-    fn unindex(&mut self, k: &PodKey, before: Option<&PodFacts>) {
-        let Some(node) = before.and_then(|p| p.node.as_deref()) else {
+    fn unindex(&mut self, before: &PodFacts) {
+        let Some(node) = before.node.as_deref() else {
             return;
         };
-        if let Some(pods) = self.by_node.get_mut(node) {
-            pods.remove(k);
-            if pods.is_empty() {
-                self.by_node.remove(node);
-            }
+        let Some(pods) = self.by_node.get_mut(node) else {
+            return;
+        };
+        if let Ok(i) = pods.binary_search_by(|q| order(q).cmp(&order(before))) {
+            pods.remove(i);
+        }
+        if pods.is_empty() {
+            self.by_node.remove(node);
         }
     }
 
@@ -124,7 +137,7 @@ impl PodStore {
     pub fn on(&self, node: &str) -> Vec<Arc<PodFacts>> {
         self.by_node
             .get(node)
-            .map(|pods| pods.values().cloned().collect())
+            .map(|pods| pods.to_vec())
             .unwrap_or_default()
     }
 
