@@ -204,7 +204,7 @@ fn bench(c: &mut Criterion) {
         "nodes={} pods={} kept={} writers={writers} nodes_with_violations={violating} tainted_after={tainted} (limit {})",
         nodes.len(),
         all_pods.len(),
-        caches.pods.state().len(),
+        caches.pods().len(),
         NODES / 10
     );
     assert_eq!(writers, NODES * 2);
@@ -261,7 +261,7 @@ fn bench(c: &mut Criterion) {
                 for e in listed(pods) {
                     feeds.pods.feed(e);
                 }
-                black_box(caches.pods.state().len())
+                black_box(caches.pods().len())
             },
             BatchSize::PerIteration,
         )

@@ -15,6 +15,7 @@ mod named;
 pub mod node;
 pub mod output;
 pub mod plugin;
+pub mod projection;
 pub mod registry;
 pub mod reporter;
 pub mod reports;

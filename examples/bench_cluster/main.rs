@@ -15,16 +15,22 @@ mod apimetrics;
 mod audit;
 mod converge;
 mod floor;
+mod heap;
 mod load;
 mod reporters;
 mod retry;
 mod shape;
+mod store_memory;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::time::Duration;
 
 pub const USER_AGENT: &str = "nfguard-bench";
+
+/// Counts the heap for `store-memory` (a relaxed add per allocation).
+#[global_allocator]
+static HEAP: heap::Counting = heap::Counting;
 
 #[derive(Parser)]
 #[command(about = "Hollow nodes, profiles and pods for nfguard's cluster benchmark")]
@@ -50,6 +56,15 @@ enum Cmd {
         probe_interval: u32,
         #[arg(long, default_value_t = 32)]
         concurrency: usize,
+    },
+    /// The heap the controller's caches hold per Node and per writer pod,
+    /// fed the hollow cluster's objects through the controller's own
+    /// feeds (no cluster needed).
+    StoreMemory {
+        #[arg(long, default_value_t = 5000)]
+        nodes: usize,
+        #[arg(long, default_value_t = 20)]
+        pods_per_node: usize,
     },
     /// Delete every hollow object.
     Cleanup {
@@ -189,6 +204,13 @@ async fn main() -> anyhow::Result<()> {
                 concurrency,
             };
             load::load(&client().await?, &l).await
+        }
+        Cmd::StoreMemory {
+            nodes,
+            pods_per_node,
+        } => {
+            store_memory::measure(nodes, pods_per_node);
+            Ok(())
         }
         Cmd::Cleanup { concurrency } => load::cleanup(&client().await?, concurrency).await,
         Cmd::Converged {

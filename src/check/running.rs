@@ -6,7 +6,7 @@
 //! left to their DaemonSet, so a finding is not repeated once per node.
 
 use crate::compat::evaluate::{Workload, WorkloadKind, pod_spec_reaches_gate};
-use crate::controller::inventory::is_running;
+use crate::projection::is_running;
 use crate::runtime::list::list_kept;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Pod;

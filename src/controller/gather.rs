@@ -9,7 +9,8 @@ use super::plan::{NodeFacts, NodePlan, images_to_inspect, plan_node};
 use super::stores::Caches;
 use super::taints::TaintSettings;
 use crate::judgement::Bounded;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use crate::projection::PodFacts;
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use std::sync::Arc;
 use tokio::time::Instant;
@@ -27,7 +28,7 @@ pub async fn plan_from_caches(
     let name = node.metadata.name.as_deref().unwrap_or_default();
     let profile = caches.profile(name);
     let pods = caches.pods_on(name);
-    let pods: Vec<&Pod> = pods.iter().map(Arc::as_ref).collect();
+    let pods: Vec<&PodFacts> = pods.iter().map(Arc::as_ref).collect();
     let policies = caches.policy_book();
     let settings = TaintSettings::from_policies(policies.policies());
     let keys = images_to_inspect(node, &pods, &policies);
@@ -62,6 +63,7 @@ mod tests {
     use crate::controller::plan::tests::{degraded_profile, node};
     use crate::controller::stores::{FirstLists, caches};
     use crate::judgement::{Bounded, FixedImages, PolicyBook};
+    use k8s_openapi::api::core::v1::Pod;
     use serde_json::json;
     use std::time::Duration;
 
@@ -196,7 +198,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_kept_slimmed_pods_plan_as_every_full_pod() {
+    async fn the_kept_projected_pods_plan_as_every_full_pod() {
         let nodes: Vec<Node> = (0..3).map(node).collect();
         let profiles: Vec<_> = (0..3).map(degraded_profile).collect();
         let pods = mixed_cluster_pods();
@@ -221,17 +223,19 @@ mod tests {
                                       "maxTaintedNodesPercent": 100}),
         )];
         let caches = filled(&nodes, &profiles, &pods, &policies);
-        assert_eq!(caches.pods.state().len(), 9, "proxy, vpn and done pods");
+        assert_eq!(caches.pods().len(), 9, "proxy, vpn and done pods");
         let plans = plan_every_node(&caches, &nodes, images.clone()).await;
 
-        // The same plans from every full pod, unfiltered.
+        // The same plans from every pod, unfiltered, each projected.
         let book = PolicyBook::new(policies.iter().cloned());
         for (i, n) in nodes.iter().enumerate() {
             let name = format!("n{i}");
-            let on_node: Vec<&Pod> = pods
+            let on_node: Vec<PodFacts> = pods
                 .iter()
                 .filter(|p| p.spec.as_ref().unwrap().node_name.as_deref() == Some(&name))
+                .map(PodFacts::of)
                 .collect();
+            let on_node: Vec<&PodFacts> = on_node.iter().collect();
             let full = plan_node(&NodeFacts {
                 node: n,
                 profile: Some(&profiles[i]),

@@ -1,97 +1,10 @@
-//! Indexes fed from watch events (pure, tested by feeding objects in):
-//! which pods run on each node, and which nodes carry an nfguard taint.
-//! A reconcile reads its node's entry instead of scanning every pod or
-//! every node.
+//! Which nodes carry an nfguard taint, fed from Node watch events (pure,
+//! tested by feeding objects in): the brake reads a count instead of
+//! scanning every node. (Which pods run on each node: `pod_store`.)
 
 use super::taints::has_nfguard_taint;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use kube::runtime::watcher::Event;
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
-
-/// (namespace, name): sorts a node's pods as a LIST returns them.
-type PodKey = (String, String);
-
-fn pod_key(p: &Pod) -> Option<PodKey> {
-    let name = p.metadata.name.clone()?;
-    Some((p.metadata.namespace.clone().unwrap_or_default(), name))
-}
-
-fn bound_node(p: &Pod) -> Option<&str> {
-    p.spec.as_ref()?.node_name.as_deref()
-}
-
-/// Node name -> the pods bound to it (the pods the Pod feed keeps: those
-/// that can write netfilter rules). Holds the pod store's own `Arc`s, so
-/// it costs no copy of a pod, and a reconcile reads its node's pods with
-/// one look-up.
-#[derive(Debug, Default)]
-pub struct PodsByNode {
-    by_node: foldhash::HashMap<String, BTreeMap<PodKey, Arc<Pod>>>,
-    node_of: HashMap<PodKey, String>,
-}
-
-impl PodsByNode {
-    /// A pod was added or changed (bound to a node, or not yet).
-    pub fn apply(&mut self, pod: Arc<Pod>) {
-        let Some(k) = pod_key(&pod) else {
-            return;
-        };
-        self.remove(&k);
-        if let Some(node) = bound_node(&pod).map(str::to_string) {
-            self.by_node
-                .entry(node.clone())
-                .or_default()
-                .insert(k.clone(), pod);
-            self.node_of.insert(k, node);
-        }
-    }
-
-    /// A pod went away.
-    pub fn delete(&mut self, pod: &Pod) {
-        if let Some(k) = pod_key(pod) {
-            self.remove(&k);
-        }
-    }
-
-    /// A re-list ended: the pods are exactly these.
-    pub fn replace(&mut self, pods: impl IntoIterator<Item = Arc<Pod>>) {
-        self.by_node.clear();
-        self.node_of.clear();
-        for p in pods {
-            self.apply(p);
-        }
-    }
-
-    fn remove(&mut self, k: &PodKey) {
-        let Some(node) = self.node_of.remove(k) else {
-            return;
-        };
-        if let Some(pods) = self.by_node.get_mut(&node) {
-            pods.remove(k);
-            if pods.is_empty() {
-                self.by_node.remove(&node);
-            }
-        }
-    }
-
-    /// The pods on `node`, by namespace and name.
-    pub fn on(&self, node: &str) -> Vec<Arc<Pod>> {
-        self.by_node
-            .get(node)
-            .map(|pods| pods.values().cloned().collect())
-            .unwrap_or_default()
-    }
-
-    /// Pods indexed (all nodes).
-    pub fn len(&self) -> usize {
-        self.node_of.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.node_of.is_empty()
-    }
-}
 
 fn node_tainted(n: &Node) -> bool {
     has_nfguard_taint(n.spec.as_ref().and_then(|s| s.taints.as_ref()))
@@ -227,64 +140,6 @@ impl TaintedNodes {
 mod tests {
     use super::*;
     use serde_json::json;
-
-    fn pod(ns: &str, name: &str, node: Option<&str>) -> Pod {
-        serde_json::from_value(json!({
-            "metadata": {"name": name, "namespace": ns},
-            "spec": {"nodeName": node, "containers": []}
-        }))
-        .unwrap()
-    }
-
-    fn names(i: &PodsByNode, node: &str) -> Vec<String> {
-        i.on(node)
-            .iter()
-            .map(|p| {
-                let m = &p.metadata;
-                format!(
-                    "{}/{}",
-                    m.namespace.as_deref().unwrap_or(""),
-                    m.name.as_deref().unwrap_or("")
-                )
-            })
-            .collect()
-    }
-
-    #[test]
-    fn pods_are_indexed_by_node_in_list_order() {
-        let mut i = PodsByNode::default();
-        for p in [
-            pod("kube-system", "proxy", Some("n1")),
-            pod("default", "vpn", Some("n1")),
-            pod("default", "cni", Some("n2")),
-            pod("default", "pending", None),
-        ] {
-            i.apply(Arc::new(p));
-        }
-        assert_eq!(names(&i, "n1"), ["default/vpn", "kube-system/proxy"]);
-        assert_eq!(names(&i, "n2"), ["default/cni"]);
-        assert!(names(&i, "n9").is_empty());
-        assert_eq!(i.len(), 3, "a pending pod is on no node");
-        // Bound: the pending pod joins its node.
-        i.apply(Arc::new(pod("default", "pending", Some("n2"))));
-        assert_eq!(names(&i, "n2"), ["default/cni", "default/pending"]);
-        // The same object again changes nothing; a deletion removes it.
-        i.apply(Arc::new(pod("default", "vpn", Some("n1"))));
-        i.delete(&pod("default", "vpn", Some("n1")));
-        assert_eq!(names(&i, "n1"), ["kube-system/proxy"]);
-        i.delete(&pod("default", "never-seen", Some("n1")));
-        assert_eq!(i.len(), 3);
-    }
-
-    #[test]
-    fn a_relist_replaces_the_index() {
-        let mut i = PodsByNode::default();
-        i.apply(Arc::new(pod("a", "gone", Some("n1"))));
-        i.replace([Arc::new(pod("a", "new", Some("n2")))]);
-        assert!(names(&i, "n1").is_empty());
-        assert_eq!(names(&i, "n2"), ["a/new"]);
-        assert_eq!(i.len(), 1);
-    }
 
     fn node(name: &str, tainted: bool) -> Node {
         let taints = if tainted {

@@ -12,11 +12,9 @@
 //! their absence) make the wrapper pick nft.
 
 use crate::api::{NodeNetfilterProfileStatus, Writer};
-use crate::compat::evaluate::{
-    ContainerKind, ImageKey, ImageResolution, ImageResolutions, container_refs,
-};
+use crate::compat::evaluate::{ContainerKind, ImageKey, ImageResolution, ImageResolutions, Scope};
 use crate::facts::{Backend, Platform, Version};
-use k8s_openapi::api::core::v1::Pod;
+use crate::projection::PodFacts;
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
@@ -26,12 +24,6 @@ pub static DEFAULT_PLATFORM: LazyLock<Platform> = LazyLock::new(Platform::linux_
 /// A Node's platform from its labels (the default when they name none).
 pub fn node_platform(labels: Option<&BTreeMap<String, String>>) -> Platform {
     crate::compat::evaluate::node_platform(labels, &DEFAULT_PLATFORM)
-}
-
-/// A running pod whose containers may touch netfilter.
-pub fn is_running(pod: &Pod) -> bool {
-    pod.metadata.deletion_timestamp.is_none()
-        && pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
 }
 
 /// One container that can write the node's rules, before image resolution.
@@ -48,28 +40,24 @@ pub struct WriterContainer<'a> {
 /// The writer containers of one running pod (init containers too: what they
 /// wrote at start stays in the kernel; ephemeral ones while they exist).
 /// An iterator: most pods have none, and none needs a vector.
-pub fn writer_containers<'p>(pod: &'p Pod) -> impl Iterator<Item = WriterContainer<'p>> + 'p {
-    let spec = pod
-        .spec
-        .as_ref()
-        .filter(|s| s.host_network.unwrap_or(false) && is_running(pod));
-    let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
-    let pod_name = pod.metadata.name.as_deref().unwrap_or("");
-    spec.into_iter()
-        .flat_map(container_refs)
-        .filter(|c| c.can_write())
+pub fn writer_containers(pod: &PodFacts) -> impl Iterator<Item = WriterContainer<'_>> + '_ {
+    // The host's rules: hostNetwork and able to write (the scope says both).
+    let running = pod.running;
+    pod.containers
+        .iter()
+        .filter(move |c| running && c.scope == Scope::HostShared)
         .map(move |c| WriterContainer {
-            namespace,
-            pod: pod_name,
-            container: c.name,
-            image: c.image,
+            namespace: &pod.namespace,
+            pod: &pod.name,
+            container: &c.name,
+            image: c.image.as_deref(),
             init: c.kind == ContainerKind::Init,
         })
 }
 
 /// (image, platform) pairs the inventory needs resolved, deduplicated.
 pub fn images_needed<'a>(
-    pods: impl IntoIterator<Item = &'a Pod>,
+    pods: impl IntoIterator<Item = &'a PodFacts>,
     platform: &Platform,
 ) -> Vec<ImageKey> {
     let mut keys: Vec<ImageKey> = pods
@@ -114,7 +102,7 @@ fn nft_version(
 
 /// The inventory for one node from its running pods and resolved images.
 pub fn inventory<'a>(
-    pods: impl IntoIterator<Item = &'a Pod>,
+    pods: impl IntoIterator<Item = &'a PodFacts>,
     status: Option<&NodeNetfilterProfileStatus>,
     images: &ImageResolutions,
     platform: &Platform,
@@ -204,7 +192,16 @@ mod tests {
     use crate::facts::{ImageProfile, IptablesFacts};
     use serde_json::json;
 
-    fn pod(name: &str, host: bool, phase: &str, containers: serde_json::Value) -> Pod {
+    fn pod(name: &str, host: bool, phase: &str, containers: serde_json::Value) -> PodFacts {
+        PodFacts::of(&raw_pod(name, host, phase, containers))
+    }
+
+    fn raw_pod(
+        name: &str,
+        host: bool,
+        phase: &str,
+        containers: serde_json::Value,
+    ) -> k8s_openapi::api::core::v1::Pod {
         serde_json::from_value(json!({
             "metadata": {"name": name, "namespace": "kube-system"},
             "spec": {"hostNetwork": host, "nodeName": "n1", "containers": containers},
@@ -292,7 +289,7 @@ mod tests {
 
     #[test]
     fn inventory_resolves_versions_and_summarises_nft_readers() {
-        let mut p = pod(
+        let mut p = raw_pod(
             "cni",
             true,
             "Running",
@@ -312,6 +309,7 @@ mod tests {
             ))
             .unwrap(),
         ]);
+        let p = PodFacts::of(&p);
         let mut images = ImageResolutions::new();
         resolved(&mut images, "cni:new", Some("1.8.11"), Some(Backend::Nft));
         resolved(

@@ -24,6 +24,7 @@ pub mod metrics;
 pub mod namespaces;
 pub mod orphans;
 pub mod plan;
+pub mod pod_store;
 pub mod policy_status;
 pub mod predicates;
 pub mod report_owners;

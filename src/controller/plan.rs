@@ -9,12 +9,11 @@ use super::inventory::{self, Inventory, node_platform};
 use super::labels::{desired_labels, label_patch, relabels};
 use super::taints::{Brake, TaintChange, TaintPlan, TaintSettings, WantedTaints, plan_taints};
 use crate::api::{ActiveBackend, NodeNetfilterProfile, NodeNetfilterProfileStatus, PolicyAction};
-use crate::compat::evaluate::{
-    Candidate, ImageKey, ImageResolutions, Reason, ReasonCode, pod_spec_can_write,
-};
+use crate::compat::evaluate::{Candidate, ImageKey, ImageResolutions, Reason, ReasonCode};
 use crate::facts::{HazardCode, Platform, Severity};
 use crate::judgement::{PolicyBook, Scene, Subject};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use crate::projection::PodFacts;
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -26,7 +25,7 @@ pub struct NodeFacts<'a> {
     pub node: &'a Node,
     pub profile: Option<&'a NodeNetfilterProfile>,
     /// The node's pods (not running ones are ignored).
-    pub pods: &'a [&'a Pod],
+    pub pods: &'a [&'a PodFacts],
     /// Every policy and the namespaces' labels (judgements of running pods).
     pub policies: &'a PolicyBook,
     pub settings: TaintSettings,
@@ -122,12 +121,6 @@ pub fn controller_fields(s: &NodeNetfilterProfileStatus) -> NodeNetfilterProfile
     }
 }
 
-/// Whether any container of the pod can write netfilter rules (privileged or
-/// NET_ADMIN/ALL): such pods are writers and `action: Taint` subjects.
-pub(crate) fn pod_can_write(pod: &Pod) -> bool {
-    pod.spec.as_ref().is_some_and(pod_spec_can_write)
-}
-
 /// The judgement scene for pods running on known nodes: no candidates to
 /// select, only the policies.
 fn running_scene(policies: &PolicyBook) -> Scene<'_> {
@@ -142,7 +135,7 @@ fn running_scene(policies: &PolicyBook) -> Scene<'_> {
 
 /// Every (image, platform) the plan for this node looks at: the writers'
 /// images and, for pods under `action: Taint`, what their judgement needs.
-pub fn images_to_inspect(node: &Node, pods: &[&Pod], policies: &PolicyBook) -> Vec<ImageKey> {
+pub fn images_to_inspect(node: &Node, pods: &[&PodFacts], policies: &PolicyBook) -> Vec<ImageKey> {
     let platform = node_platform(node.metadata.labels.as_ref());
     let mut keys: BTreeSet<ImageKey> = inventory::images_needed(pods.iter().copied(), &platform)
         .into_iter()
@@ -162,12 +155,11 @@ pub fn images_to_inspect(node: &Node, pods: &[&Pod], policies: &PolicyBook) -> V
 }
 
 /// Running pods that can write netfilter rules under a `action: Taint` policy.
-fn taint_subjects<'p>(pods: &[&'p Pod], policies: &PolicyBook) -> Vec<&'p Pod> {
+fn taint_subjects<'p>(pods: &[&'p PodFacts], policies: &PolicyBook) -> Vec<&'p PodFacts> {
     pods.iter()
-        .filter(|p| inventory::is_running(p) && pod_can_write(p))
+        .filter(|p| p.running && p.can_write())
         .filter(|p| {
-            let ns = p.metadata.namespace.as_deref().unwrap_or("default");
-            let policy = policies.for_namespace(ns);
+            let policy = policies.for_namespace(&p.namespace);
             policy.action == PolicyAction::Taint && policy.applies()
         })
         .copied()
@@ -177,7 +169,7 @@ fn taint_subjects<'p>(pods: &[&'p Pod], policies: &PolicyBook) -> Vec<&'p Pod> {
 /// The subjects the judgement finds unsafe on this node.
 fn violations(
     facts: &NodeFacts<'_>,
-    subjects: &[&Pod],
+    subjects: &[&PodFacts],
     profile: &NodeNetfilterProfile,
     platform: &Platform,
 ) -> Vec<Violation> {
@@ -195,10 +187,8 @@ fn violations(
         // Only critical reasons make a violation: skip rendering the rest.
         let decision = prepared.decide(facts.images, Severity::Critical);
         if let Some(first) = decision.unsafe_reasons().next() {
-            let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
-            let pod_name = pod.metadata.name.as_deref().unwrap_or("");
             out.push(Violation {
-                pod: format!("{ns}/{pod_name}"),
+                pod: pod.key(),
                 codes: decision.unsafe_codes(),
                 message: violation_message(first),
             });
@@ -541,7 +531,7 @@ pub(crate) mod tests {
                        "hazards": [], "lastProbeTime": "2026-01-01T00:00:00Z"}
         }))
         .unwrap();
-        let pod: Pod = serde_json::from_value(json!({
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
             "metadata": {"name": "router", "namespace": "payments"},
             "spec": {"nodeName": "n0", "hostNetwork": true,
                      "containers": [{"name": "c", "image": "router:old",
@@ -579,6 +569,7 @@ pub(crate) mod tests {
         let policies = [policy];
         let cache = PolicyBook::new(policies.iter().cloned())
             .with_namespace_labels(std::sync::Arc::new(lookup));
+        let pod = PodFacts::of(&pod);
         let pods = [&pod];
         let keys = images_to_inspect(&node, &pods, &cache);
         assert!(

@@ -1,5 +1,6 @@
 //! Which watch events can change a node's plan. Each watched kind has a
-//! fingerprint: a hash of exactly what the plan reads of it. An event that
+//! fingerprint: a hash of exactly what the plan reads of it (pods have
+//! their projection instead, compared whole: `controller::pod_store`). An event that
 //! leaves an object's fingerprint as it was triggers no reconcile; that is
 //! how reporter heartbeats, kubelet Node status and pod status churn are
 //! ignored (in a cluster of thousands of nodes, several events a second).
@@ -14,7 +15,7 @@ use super::conditions::ConditionType;
 use crate::api::{NetfilterPolicy, NodeNetfilterProfile};
 use crate::runtime::watch::hash_json;
 pub use crate::runtime::watch::{Changes, Touched};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use kube::Resource;
 
 /// Whether the profile's `Fresh` condition (as the controller last wrote
@@ -60,22 +61,6 @@ pub fn node(n: &Node) -> u64 {
         &n.metadata.labels,
         &n.metadata.deletion_timestamp,
         &n.spec,
-    ))
-}
-
-/// A pod as the stores keep it (slimmed to what the plan reads, see
-/// `stores::slim_pod`): its status then holds only the phase, so
-/// container restarts and condition updates do not count.
-pub fn pod(p: &Pod) -> u64 {
-    hash_json(&(
-        &p.metadata.name,
-        &p.metadata.namespace,
-        &p.metadata.annotations,
-        // Its workload (the policy report it is listed in).
-        &p.metadata.owner_references,
-        &p.metadata.deletion_timestamp,
-        &p.spec,
-        &p.status,
     ))
 }
 
@@ -162,25 +147,6 @@ mod tests {
         assert_ne!(a, node(&node_obj(arch("amd64"), "True", tainted)));
     }
 
-    fn pod_obj(phase: &str, image: &str, exempt: Option<&str>) -> Pod {
-        serde_json::from_value(json!({
-            "metadata": {"name": "p", "namespace": "ns", "resourceVersion": phase,
-                         "annotations": exempt.map(|r| json!({"nfguard.io/exempt": r}))},
-            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": image}]},
-            "status": {"phase": phase}
-        }))
-        .unwrap()
-    }
-
-    #[test]
-    fn a_pod_counts_by_phase_images_and_exemption() {
-        let a = pod(&pod_obj("Running", "i:1", None));
-        assert_eq!(a, pod(&pod_obj("Running", "i:1", None)));
-        assert_ne!(a, pod(&pod_obj("Succeeded", "i:1", None)));
-        assert_ne!(a, pod(&pod_obj("Running", "i:2", None)));
-        assert_ne!(a, pod(&pod_obj("Running", "i:1", Some("why"))));
-    }
-
     #[test]
     fn a_policy_counts_by_its_spec_only() {
         let pol = |action: &str, status: serde_json::Value| -> NetfilterPolicy {
@@ -194,6 +160,13 @@ mod tests {
         let a = policy(&pol("Warn", json!({})));
         assert_eq!(a, policy(&pol("Warn", json!({"conditions": []}))));
         assert_ne!(a, policy(&pol("Taint", json!({}))));
+    }
+
+    use k8s_openapi::api::core::v1::Pod;
+
+    /// A fingerprint for the tracker's own tests.
+    fn pod(p: &Pod) -> u64 {
+        hash_json(&(&p.metadata.name, &p.spec))
     }
 
     fn tagged(name: &str, node: Option<&str>, image: &str) -> Pod {

@@ -5,15 +5,15 @@
 //! profiles, Nodes, policies and owners come from the caches; the only I/O
 //! is the image look-ups (cached by `Bounded`).
 
-use super::inventory::{is_running, node_platform};
+use super::inventory::node_platform;
 use super::report_owners::Parents;
 use super::stores::Caches;
 use crate::api::NodeNetfilterProfile;
 use crate::compat::evaluate::{Candidate, ImageKey};
 use crate::facts::{Platform, Severity};
 use crate::judgement::{Bounded, Scene, Subject};
+use crate::projection::PodFacts;
 use crate::reports::{DesiredReport, JudgedPod, ObjectId, PodRef, build_reports, resolve_owner};
-use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::ObjectRef;
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
@@ -42,19 +42,19 @@ impl Scope {
 
 /// A pod's raw workload key: its controller (a ReplicaSet or Job is
 /// resolved later, when the pass runs) or itself.
-pub fn raw_workload(pod: &Pod) -> Option<Workload> {
+pub fn raw_workload(pod: &PodFacts) -> Option<Workload> {
     let r = pod_ref(pod)?;
     let id = r.controller.clone().unwrap_or_else(|| r.id());
     Some((r.namespace, id))
 }
 
-fn pod_ref(pod: &Pod) -> Option<PodRef> {
-    let m = &pod.metadata;
-    Some(PodRef {
-        namespace: m.namespace.clone().unwrap_or_else(|| "default".into()),
-        name: m.name.clone()?,
-        uid: m.uid.clone().unwrap_or_default(),
-        controller: ObjectId::controller_of(m.owner_references.as_deref()),
+/// None for a pod without a name (no API object is one).
+fn pod_ref(pod: &PodFacts) -> Option<PodRef> {
+    (!pod.name.is_empty()).then(|| PodRef {
+        namespace: pod.namespace.to_string(),
+        name: pod.name.to_string(),
+        uid: pod.uid.to_string(),
+        controller: pod.controller.clone(),
     })
 }
 
@@ -75,7 +75,7 @@ pub fn resolve(parents: &Parents, raw: &Workload) -> Option<Workload> {
 
 /// One running pod to judge, with what its judgement borrows.
 struct Entry {
-    pod: Arc<Pod>,
+    pod: Arc<PodFacts>,
     pod_ref: PodRef,
     owner: ObjectId,
     node: String,
@@ -96,11 +96,11 @@ pub struct Judged {
 fn entries(caches: &Caches, parents: &Parents, scope: &Scope) -> (Vec<Entry>, usize) {
     let mut waiting = 0;
     let mut out = Vec::new();
-    for pod in caches.pods.state() {
-        if !is_running(&pod) {
+    for pod in caches.pods() {
+        if !pod.running {
             continue;
         }
-        let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else {
+        let Some(node) = pod.node.as_deref().map(str::to_string) else {
             continue;
         };
         let Some(pod_ref) = pod_ref(&pod) else {
@@ -168,7 +168,7 @@ pub async fn judge_reports(
         .flat_map(|p| p.images.iter().cloned())
         .collect();
     let keys: Vec<ImageKey> = keys.into_iter().collect();
-    let pods: Vec<&Pod> = entries.iter().map(|e| e.pod.as_ref()).collect();
+    let pods: Vec<&PodFacts> = entries.iter().map(|e| e.pod.as_ref()).collect();
     let resolved = images.resolve_for_pods(&pods, &keys, deadline).await;
     let mut decisions = Vec::with_capacity(entries.len());
     let mut sources = Vec::with_capacity(entries.len());
@@ -206,6 +206,7 @@ mod tests {
     use crate::facts::{Backend, ImageProfile, IptablesFacts};
     use crate::judgement::FixedImages;
     use crate::reports::ResultKind;
+    use k8s_openapi::api::core::v1::Pod;
     use serde_json::json;
     use std::time::Duration;
 
@@ -368,14 +369,14 @@ mod tests {
         let names: Vec<&str> = judged.reports.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names, ["nfguard-deployment-web"]);
         // A pod's raw key resolves to the same workload.
-        let raw = raw_workload(&pod(
+        let raw = raw_workload(&PodFacts::of(&pod(
             "web-2",
             "n1",
             OLD,
             Some(("apps/v1", "ReplicaSet", "web-5d")),
-        ));
+        )));
         assert_eq!(resolve(&parents, &raw.unwrap()), Some(web));
-        let bare = raw_workload(&pod("bare", "n2", NEW, None)).unwrap();
+        let bare = raw_workload(&PodFacts::of(&pod("bare", "n2", NEW, None))).unwrap();
         assert_eq!(
             resolve(&parents, &bare).map(|w| w.1.kind),
             Some("Pod".into())

@@ -14,6 +14,7 @@ use super::reports_write::{ReportQueue, ReportWriter};
 use super::stores::{Caches, Feeds, Unlisted};
 use crate::api::{NetfilterPolicy, NodeNetfilterProfile};
 use crate::judgement::Bounded;
+use crate::projection::PodFacts;
 use crate::runtime::clock::Clock;
 use futures::{FutureExt, Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -263,7 +264,7 @@ pub async fn run_controller(
             watch(Api::<Pod>::all(client.clone()), move |e| {
                 // A deleted pod is on no node any more: mark its workload here.
                 if let watcher::Event::Delete(p) = &e {
-                    queue.mark(raw_workload(p));
+                    queue.mark(raw_workload(&PodFacts::of(p)));
                 }
                 node_refs(pods.feed(e))
             })

@@ -9,20 +9,23 @@
 //! of events, so tests and the benchmark fill the caches by feeding objects
 //! in, exactly as the watches do.
 //!
-//! Memory stays bounded in large clusters (5,000 nodes × 20 pods): objects
-//! are slimmed to what the plan reads before they are stored, and only pods
-//! that can write netfilter rules are kept (see [`keep_pod`]).
+//! Memory stays bounded in large clusters (5,000 nodes × 20 pods): only
+//! pods that can write netfilter rules are kept (see [`keep_pod`]), as
+//! their projections ([`PodFacts`], a few hundred bytes each), and the
+//! other objects are slimmed to what the plan reads before they are stored.
 
 use super::in_flight::{InFlight, Written};
-use super::index::{PodsByNode, TaintedNodes};
+use super::index::TaintedNodes;
 use super::namespaces::{Labels, NamespaceMeta, labels_in};
-use super::plan::{pod_can_write, profile_node};
+use super::plan::profile_node;
+use super::pod_store::PodStore;
 use super::predicates::{self, Changes, Touched};
 use crate::api::{NetfilterPolicy, NodeNetfilterProfile};
+use crate::compat::evaluate::pod_spec_can_write;
 use crate::judgement::PolicyBook;
+use crate::projection::PodFacts;
 use crate::runtime::watch::{Listed, MarkListed, listed_flag};
-use crate::wellknown::ANNOTATION_EXEMPT;
-use k8s_openapi::api::core::v1::{Container, EphemeralContainer, Node, Pod, PodSpec, PodStatus};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Resource;
 use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 use kube::runtime::watcher::Event;
@@ -36,9 +39,8 @@ pub struct Caches {
     /// All Nodes (the Controller's own store): the brake's denominator.
     pub nodes: Store<Node>,
     pub profiles: Store<NodeNetfilterProfile>,
-    /// Pods that can write netfilter rules, slimmed ([`slim_pod`]).
-    pub pods: Store<Pod>,
-    pub pods_by_node: Arc<RwLock<PodsByNode>>,
+    /// Pods that can write netfilter rules, projected, by node.
+    pods: Arc<RwLock<PodStore>>,
     pub policies: Store<NetfilterPolicy>,
     /// All Namespaces' metadata: policies select namespaces by their labels.
     pub namespaces: Store<NamespaceMeta>,
@@ -120,8 +122,13 @@ impl Caches {
     }
 
     /// The pods on `node` the plan reads, by namespace and name.
-    pub fn pods_on(&self, node: &str) -> Vec<Arc<Pod>> {
-        read(&self.pods_by_node).on(node)
+    pub fn pods_on(&self, node: &str) -> Vec<Arc<PodFacts>> {
+        read(&self.pods).on(node)
+    }
+
+    /// Every pod kept (the writers), in no order.
+    pub fn pods(&self) -> Vec<Arc<PodFacts>> {
+        read(&self.pods).all()
     }
 
     /// Every policy, by name (as a LIST returns them).
@@ -172,85 +179,10 @@ fn read<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
 /// pod. Dropping the rest at the watch is safe because a pod never turns
 /// from writer into non-writer: containers' securityContext is immutable
 /// and ephemeral containers can only be added. A pod that becomes a writer
-/// (an ephemeral container added) is kept from that event on.
+/// (an ephemeral container added) is kept from that event on. Tested on
+/// the Pod itself, before projecting it: most pods are not kept.
 pub fn keep_pod(pod: &Pod) -> bool {
-    pod_can_write(pod)
-}
-
-fn slim_container(c: Container) -> Container {
-    Container {
-        name: c.name,
-        image: c.image,
-        security_context: c.security_context,
-        ..Default::default()
-    }
-}
-
-fn slim_ephemeral(c: EphemeralContainer) -> EphemeralContainer {
-    EphemeralContainer {
-        name: c.name,
-        image: c.image,
-        security_context: c.security_context,
-        ..Default::default()
-    }
-}
-
-/// A pod cut down to what the plan, `compat::evaluate` and the policy
-/// reports read: name, namespace, uid, the controlling owner reference
-/// (the report's workload), the `nfguard.io/exempt` annotation, deletion, node,
-/// hostNetwork, each container's name, image and securityContext, the
-/// ServiceAccount and imagePullSecrets (the images' credentials), and
-/// the phase. Everything else (managedFields, labels, env, volumes, probes,
-/// container statuses, conditions) is dropped. Keep in step with what
-/// `plan_node` reads (a test plans slim and full pods alike).
-pub fn slim_pod(pod: Pod) -> Pod {
-    let m = pod.metadata;
-    let annotations = m
-        .annotations
-        .map(|mut a| {
-            a.retain(|k, _| k == ANNOTATION_EXEMPT);
-            a
-        })
-        .filter(|a| !a.is_empty());
-    let spec = pod.spec.map(|s| PodSpec {
-        node_name: s.node_name,
-        host_network: s.host_network,
-        service_account_name: s.service_account_name,
-        image_pull_secrets: s.image_pull_secrets,
-        containers: s.containers.into_iter().map(slim_container).collect(),
-        init_containers: s
-            .init_containers
-            .map(|cs| cs.into_iter().map(slim_container).collect()),
-        ephemeral_containers: s
-            .ephemeral_containers
-            .map(|cs| cs.into_iter().map(slim_ephemeral).collect()),
-        ..Default::default()
-    });
-    let status = pod.status.map(|s| PodStatus {
-        phase: s.phase,
-        ..Default::default()
-    });
-    Pod {
-        metadata: kube::api::ObjectMeta {
-            name: m.name,
-            namespace: m.namespace,
-            uid: m.uid,
-            resource_version: m.resource_version,
-            deletion_timestamp: m.deletion_timestamp,
-            annotations,
-            owner_references: m
-                .owner_references
-                .map(|refs| {
-                    refs.into_iter()
-                        .filter(|o| o.controller == Some(true))
-                        .collect::<Vec<_>>()
-                })
-                .filter(|refs| !refs.is_empty()),
-            ..Default::default()
-        },
-        spec,
-        status,
-    }
+    pod.spec.as_ref().is_some_and(pod_spec_can_write)
 }
 
 /// A Node without its status (kubelet heartbeats, images, conditions: a
@@ -403,35 +335,42 @@ impl ProfileFeed {
     }
 }
 
-/// Pods: the writer pods' store and the node index.
+/// Pods: the writer pods' projections and their node index.
 pub struct PodFeed {
-    feed: Feed<Pod, Option<String>>,
-    /// The store the feed writes, read back for its `Arc`s.
-    stored: Store<Pod>,
-    index: Arc<RwLock<PodsByNode>>,
+    store: Arc<RwLock<PodStore>>,
+    listed: MarkListed,
 }
 
 impl PodFeed {
-    /// Apply one event; the nodes whose kept pods changed in what the plan
-    /// reads (status churn aside: [`predicates::pod`]).
+    /// Project the event's pod, apply it; the nodes whose kept pods changed
+    /// in what is read of them (status churn aside: see [`PodStore`]).
     pub fn feed(&mut self, event: Event<Pod>) -> Vec<String> {
-        // Locked first, as every index beside a store (see `Feed::apply`).
-        let mut index = self.index.write().unwrap_or_else(|e| e.into_inner());
-        let Some((event, touched)) = self.feed.apply(event) else {
-            return Vec::new();
+        let kept = |p: Pod| keep_pod(&p).then(|| PodFacts::of(&p));
+        let event = match event {
+            Event::Apply(p) => match kept(p) {
+                Some(f) => Event::Apply(f),
+                None => return Vec::new(),
+            },
+            Event::InitApply(p) => match kept(p) {
+                Some(f) => Event::InitApply(f),
+                None => return Vec::new(),
+            },
+            // Removing a pod never kept removes nothing.
+            Event::Delete(p) => Event::Delete(PodFacts::of(&p)),
+            Event::Init => Event::Init,
+            Event::InitDone => Event::InitDone,
         };
-        // After the store applied the event: the index shares its objects.
-        match &event {
-            Event::Apply(p) => {
-                if let Some(stored) = self.stored.get(&ObjectRef::from_obj(p)) {
-                    index.apply(stored);
-                }
-            }
-            Event::Delete(p) => index.delete(p),
-            Event::InitDone => index.replace(self.stored.state()),
-            Event::Init | Event::InitApply(_) => {}
+        let done = matches!(event, Event::InitDone);
+        let nodes = self
+            .store
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .apply(event);
+        // After the store holds the list: `listed` wakes reconciles.
+        if done {
+            self.listed.observe(&Event::<PodFacts>::InitDone);
         }
-        nodes_of(touched)
+        nodes
     }
 }
 
@@ -494,10 +433,9 @@ pub struct Feeds {
 pub fn caches() -> (Caches, Feeds) {
     let (nodes, node_writer) = reflector::store::<Node>();
     let (profiles, profile_writer) = reflector::store::<NodeNetfilterProfile>();
-    let (pods, pod_writer) = reflector::store::<Pod>();
     let (policies, policy_writer) = reflector::store::<NetfilterPolicy>();
     let (namespaces, namespace_writer) = reflector::store::<NamespaceMeta>();
-    let pods_by_node = Arc::new(RwLock::new(PodsByNode::default()));
+    let pods = Arc::new(RwLock::new(PodStore::default()));
     let tainted = Arc::new(Mutex::new(TaintedNodes::default()));
     let policy_generation = Arc::new(AtomicU64::new(0));
     let in_flight = Arc::new(InFlight::default());
@@ -508,7 +446,6 @@ pub fn caches() -> (Caches, Feeds) {
     let (mark_namespaces, namespaces_listed) = listed_flag();
     let node_name = |n: &Node| n.metadata.name.clone().unwrap_or_default();
     let profile_tag = |p: &NodeNetfilterProfile| profile_node(p).map(str::to_string);
-    let pod_tag = |p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.clone());
     let feeds = Feeds {
         nodes: NodeFeed {
             feed: Feed {
@@ -530,12 +467,8 @@ pub fn caches() -> (Caches, Feeds) {
             in_flight: in_flight.clone(),
         },
         pods: PodFeed {
-            feed: Feed {
-                prepare: |p| keep_pod(&p).then(|| slim_pod(p)),
-                ..Feed::new((pod_writer, mark_pods), predicates::pod, pod_tag)
-            },
-            stored: pods.clone(),
-            index: pods_by_node.clone(),
+            store: pods.clone(),
+            listed: mark_pods,
         },
         policies: PolicyFeed {
             feed: Feed {
@@ -560,7 +493,6 @@ pub fn caches() -> (Caches, Feeds) {
         nodes,
         profiles,
         pods,
-        pods_by_node,
         policies,
         namespaces,
         tainted,
@@ -691,7 +623,7 @@ mod tests {
     }
 
     #[test]
-    fn only_writer_pods_are_kept_slimmed_and_status_churn_does_not_reconcile() {
+    fn only_writer_pods_are_kept_projected_and_status_churn_does_not_reconcile() {
         let (caches, mut feeds) = caches();
         let proxy = pod("proxy", "n1", &["NET_ADMIN"], "Running", json!({}));
         let app = pod("app", "n1", &[], "Running", json!({}));
@@ -701,21 +633,9 @@ mod tests {
         assert_eq!(triggered, ["n1"]);
         let on_n1 = caches.pods_on("n1");
         assert_eq!(on_n1.len(), 1, "the pod that cannot write is not kept");
-        let kept = &on_n1[0];
-        assert_eq!(kept.metadata.name.as_deref(), Some("proxy"));
-        assert!(kept.metadata.managed_fields.is_none() && kept.metadata.labels.is_none());
-        assert_eq!(
-            kept.metadata.annotations,
-            Some([("nfguard.io/exempt".to_string(), "audited".to_string())].into())
-        );
-        let spec = kept.spec.as_ref().unwrap();
-        assert!(spec.containers[0].env.is_none());
+        assert_eq!(*on_n1[0], PodFacts::of(&proxy), "kept as its projection");
         // What the image's credentials come from (see `Bounded::resolve_for_pods`).
-        assert_eq!(spec.service_account_name.as_deref(), Some("sa"));
-        assert!(spec.containers[0].security_context.is_some());
-        let status = kept.status.as_ref().unwrap();
-        assert_eq!(status.phase.as_deref(), Some("Running"));
-        assert!(status.conditions.is_none() && status.pod_ip.is_none());
+        assert_eq!(on_n1[0].pull_secrets.service_account(), "sa");
 
         let churn = json!({"status": {"conditions": [{"type": "Ready", "status": "False"}]},
                            "metadata": {"resourceVersion": "7", "labels": {"app": "x"}}});
@@ -731,7 +651,7 @@ mod tests {
         assert_eq!(feeds.pods.feed(Event::Delete(upgraded)), ["n1"]);
         assert!(feeds.pods.feed(Event::Delete(app)).is_empty());
         assert!(caches.pods_on("n1").is_empty());
-        assert!(caches.pods.state().is_empty());
+        assert!(caches.pods().is_empty());
     }
 
     #[test]

@@ -4,28 +4,27 @@
 //! webhook reads them for the pod it admits, the controller for the pods
 //! running on a node, so both judge a private image with the same secret.
 
+pub use crate::projection::MAX_PULL_SECRETS;
+use crate::projection::PullSecretRefs;
 use crate::registry::PullSecrets;
-use k8s_openapi::api::core::v1::{PodSpec, Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use kube::Api;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Secrets read for one pod at most (its own and its ServiceAccount's); a
-/// pod naming more is judged with the first ones.
-pub const MAX_PULL_SECRETS: usize = 16;
-
 /// The Secret names a pod's pull credentials come from: its own, then its
 /// ServiceAccount's (`sa_secrets`), without repeats, at most `MAX_PULL_SECRETS`.
-fn secret_names(spec: &PodSpec, sa_secrets: Option<&ServiceAccount>) -> Vec<String> {
-    let own = spec.image_pull_secrets.iter().flatten();
+fn secret_names(refs: &PullSecretRefs, sa_secrets: Option<&ServiceAccount>) -> Vec<String> {
+    let own = refs.names.iter().map(|n| &**n);
     let of_sa = sa_secrets
         .and_then(|sa| sa.image_pull_secrets.as_ref())
         .into_iter()
-        .flatten();
+        .flatten()
+        .map(|r| r.name.as_str());
     let mut names: Vec<String> = Vec::new();
-    for r in own.chain(of_sa) {
-        if !names.contains(&r.name) && names.len() < MAX_PULL_SECRETS {
-            names.push(r.name.clone());
+    for name in own.chain(of_sa) {
+        if !names.iter().any(|n| n == name) && names.len() < MAX_PULL_SECRETS {
+            names.push(name.to_string());
         }
     }
     names
@@ -33,8 +32,12 @@ fn secret_names(spec: &PodSpec, sa_secrets: Option<&ServiceAccount>) -> Vec<Stri
 
 /// Read the pod's and its ServiceAccount's pull secrets. Missing or broken
 /// secrets are skipped with a log line: the image may well be public.
-pub async fn pull_secrets(client: &kube::Client, namespace: &str, spec: &PodSpec) -> PullSecrets {
-    let sa_name = spec.service_account_name.as_deref().unwrap_or("default");
+pub async fn pull_secrets(
+    client: &kube::Client,
+    namespace: &str,
+    refs: &PullSecretRefs,
+) -> PullSecrets {
+    let sa_name = refs.service_account();
     let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
     let sa = match sas.get_opt(sa_name).await {
         Ok(sa) => sa,
@@ -45,7 +48,7 @@ pub async fn pull_secrets(client: &kube::Client, namespace: &str, spec: &PodSpec
     };
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let mut out = PullSecrets::default();
-    for name in secret_names(spec, sa.as_ref()) {
+    for name in secret_names(refs, sa.as_ref()) {
         match secrets.get_opt(&name).await {
             Ok(Some(s)) => match s.data.as_ref().map(PullSecrets::parse_secret_data) {
                 Some(Ok(Some(a))) => out.push(a),
@@ -88,17 +91,15 @@ impl PullSecretReader {
         }
     }
 
-    pub async fn for_pod(&self, namespace: &str, spec: &PodSpec) -> Arc<PullSecrets> {
+    pub async fn for_pod(&self, namespace: &str, refs: &PullSecretRefs) -> Arc<PullSecrets> {
         let key = (
             namespace.to_string(),
-            spec.service_account_name
-                .clone()
-                .unwrap_or_else(|| "default".into()),
-            secret_names(spec, None),
+            refs.service_account().to_string(),
+            secret_names(refs, None),
         );
         self.cache
             .get_with(key, async {
-                Arc::new(pull_secrets(&self.client, namespace, spec).await)
+                Arc::new(pull_secrets(&self.client, namespace, refs).await)
             })
             .await
     }
@@ -107,6 +108,7 @@ impl PullSecretReader {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::PodSpec;
     use serde_json::json;
 
     #[test]
@@ -121,12 +123,18 @@ mod tests {
             "imagePullSecrets": [{"name": "b"}, {"name": "c"}]
         }))
         .unwrap();
-        assert_eq!(secret_names(&spec, Some(&sa)), ["a", "b", "c"]);
+        assert_eq!(
+            secret_names(&PullSecretRefs::of(&spec), Some(&sa)),
+            ["a", "b", "c"]
+        );
         let many: PodSpec = serde_json::from_value(json!({
             "imagePullSecrets": (0..40).map(|i| json!({"name": format!("s{i}")})).collect::<Vec<_>>(),
             "containers": []
         }))
         .unwrap();
-        assert_eq!(secret_names(&many, Some(&sa)).len(), MAX_PULL_SECRETS);
+        assert_eq!(
+            secret_names(&PullSecretRefs::of(&many), Some(&sa)).len(),
+            MAX_PULL_SECRETS
+        );
     }
 }

@@ -4,10 +4,10 @@
 
 use super::lookup::{ImageLookup, LookupError};
 use super::pull_secrets::PullSecretReader;
-use crate::compat::evaluate::{ImageKey, ImageResolutions, container_refs};
+use crate::compat::evaluate::{ImageKey, ImageResolutions};
+use crate::projection::PodFacts;
 use crate::registry::{Anonymous, CredentialSource, Credentials, PullSecrets, RegistryError};
 use futures::{FutureExt, StreamExt};
-use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use std::collections::{BTreeSet, HashMap};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -62,7 +62,7 @@ impl Bounded {
     /// budget (as in the webhook); what is not read by then is not used.
     pub async fn resolve_for_pods(
         &self,
-        pods: &[&Pod],
+        pods: &[&PodFacts],
         keys: &[ImageKey],
         deadline: Instant,
     ) -> ImageResolutions {
@@ -70,10 +70,12 @@ impl Bounded {
             return self.resolve(keys, deadline).await;
         };
         let until = Instant::now() + deadline.saturating_duration_since(Instant::now()) / 4;
-        let reads = pods.iter().filter_map(|pod| {
-            let spec = pod.spec.as_ref()?;
-            let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
-            Some(async move { (pod_images(spec), reader.for_pod(namespace, spec).await) })
+        let reads = pods.iter().map(|pod| async move {
+            let images = pod.containers.iter().filter_map(|c| c.image.clone());
+            (
+                images.collect::<Vec<_>>(),
+                reader.for_pod(&pod.namespace, &pod.pull_secrets).await,
+            )
         });
         let read = tokio::time::timeout_at(until, futures::future::join_all(reads))
             .await
@@ -99,14 +101,6 @@ impl Bounded {
         )
         .await
     }
-}
-
-/// Every image a pod's containers name (init and ephemeral ones too),
-/// through the one container walk.
-fn pod_images(spec: &PodSpec) -> Vec<String> {
-    container_refs(spec)
-        .filter_map(|c| c.image.map(str::to_string))
-        .collect()
 }
 
 /// The credentials of the pods running each image, then a fallback.

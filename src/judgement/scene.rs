@@ -6,11 +6,12 @@ use super::resolve::ResolveImages;
 use crate::api::NodeNetfilterProfile;
 use crate::compat::evaluate::{
     Candidate, ContainerFacts, Decision, EffectivePolicy, ImageKey, ImageResolutions, NodeIndex,
-    SubjectInput, Workload, evaluate, exempt_annotation, images_to_resolve, pod_containers,
-    select_candidates,
+    SubjectInput, Workload, evaluate, images_to_resolve, select_candidates,
 };
 use crate::facts::{Platform, Severity};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use crate::projection::PodFacts;
+use k8s_openapi::api::core::v1::Node;
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,7 +40,10 @@ pub enum Subject<'a> {
     /// A pod running on a known node: judged there only (the controller's
     /// `action: Taint` check). `node.profile` is the profile it is judged
     /// against (None while only the image look-ups are being listed).
-    RunningPod { pod: &'a Pod, node: Candidate<'a> },
+    RunningPod {
+        pod: &'a PodFacts,
+        node: Candidate<'a>,
+    },
 }
 
 /// Why nothing could be judged.
@@ -57,7 +61,8 @@ pub struct Prepared<'a> {
     /// The (image, platform) pairs `decide` will look at: empty for
     /// workloads that cannot touch netfilter, so they cost no look-up.
     pub images: Vec<ImageKey>,
-    containers: Vec<ContainerFacts>,
+    /// A running pod's are borrowed from its projection.
+    containers: Cow<'a, [ContainerFacts]>,
     exempt_reason: Option<&'a str>,
 }
 
@@ -74,7 +79,7 @@ impl<'a> Scene<'a> {
         let (namespace, containers, exempt_reason, candidates) = match subject {
             Subject::Workload(w) => (
                 w.namespace.as_deref().unwrap_or("default"),
-                w.containers(),
+                Cow::Owned(w.containers()),
                 w.exempt_reason(),
                 select_candidates(
                     w,
@@ -84,20 +89,12 @@ impl<'a> Scene<'a> {
                     self.index,
                 ),
             ),
-            Subject::RunningPod { pod, node } => {
-                let spec = pod.spec.as_ref().ok_or_else(|| {
-                    JudgeError::NoPodSpec(pod.metadata.name.clone().unwrap_or_default())
-                })?;
-                (
-                    pod.metadata.namespace.as_deref().unwrap_or("default"),
-                    pod_containers(spec),
-                    pod.metadata
-                        .annotations
-                        .as_ref()
-                        .and_then(exempt_annotation),
-                    vec![node],
-                )
-            }
+            Subject::RunningPod { pod, node } => (
+                &*pod.namespace,
+                Cow::Borrowed(&*pod.containers),
+                pod.exempt_reason.as_deref(),
+                vec![node],
+            ),
         };
         let policy = self.policies.for_namespace(namespace);
         let images = images_to_resolve(&containers, exempt_reason, &candidates, &policy);

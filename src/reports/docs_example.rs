@@ -10,6 +10,7 @@ use crate::api::{
 use crate::compat::evaluate::{Candidate, ImageResolutions};
 use crate::facts::{Backend, ImageProfile, IptablesFacts, Platform, Severity};
 use crate::judgement::{PolicyBook, Scene, Subject};
+use crate::projection::PodFacts;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
 
@@ -97,10 +98,10 @@ fn example_report() -> DesiredReport {
         default_platform: &platform,
         index: None,
     };
-    let pods: Vec<Pod> = nodes
+    let pods: Vec<PodFacts> = nodes
         .iter()
         .enumerate()
-        .map(|(i, (node, _))| kube_router_pod(&format!("kube-router-{i}"), node))
+        .map(|(i, (node, _))| PodFacts::of(&kube_router_pod(&format!("kube-router-{i}"), node)))
         .collect();
     let mut refs = Vec::new();
     let mut decisions = Vec::new();
@@ -114,10 +115,10 @@ fn example_report() -> DesiredReport {
         decisions.push(prepared.decide(&images, Severity::Info));
         sources.push(prepared.policy.sources.clone());
         refs.push(PodRef {
-            namespace: pod.metadata.namespace.clone().unwrap(),
-            name: pod.metadata.name.clone().unwrap(),
-            uid: pod.metadata.uid.clone().unwrap(),
-            controller: ObjectId::controller_of(pod.metadata.owner_references.as_deref()),
+            namespace: pod.namespace.to_string(),
+            name: pod.name.to_string(),
+            uid: pod.uid.to_string(),
+            controller: pod.controller.clone(),
         });
     }
     // A DaemonSet's pods: no store look-up is needed.

@@ -25,6 +25,7 @@ use crate::compat::evaluate::{
 use crate::facts::Platform;
 use crate::judgement::pull_secrets::pull_secrets;
 use crate::judgement::{JudgeError, ResolveImages, Scene, Subject};
+use crate::projection::PullSecretRefs;
 use crate::registry::{Chain, PullSecrets};
 use k8s_openapi::api::core::v1::PodSpec;
 use std::sync::Arc;
@@ -56,7 +57,8 @@ impl ResolveImages for AdmissionImages<'_> {
             Some(c) if keys.iter().any(|k| !self.cache.is_public(k)) => {
                 // At most a quarter of the budget on reading Secrets.
                 let until = now + budget / 4;
-                tokio::time::timeout_at(until, pull_secrets(c, self.namespace, self.pod_spec))
+                let refs = PullSecretRefs::of(self.pod_spec);
+                tokio::time::timeout_at(until, pull_secrets(c, self.namespace, &refs))
                     .await
                     .unwrap_or_default()
             }

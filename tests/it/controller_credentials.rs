@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::Pod;
 use nfguard::compat::evaluate::{ImageKey, ImageResolution, ImageResolutions};
 use nfguard::judgement::Bounded;
 use nfguard::judgement::pull_secrets::PullSecretReader;
+use nfguard::projection::PodFacts;
 use nfguard::registry::{DockerConfigFile, ImageInspector, Platform, RegistryConfig};
 use serde_json::json;
 use std::sync::Arc;
@@ -92,10 +93,13 @@ fn version(out: &ImageResolutions, image: &str) -> Result<String, String> {
     }
 }
 
+/// Through the pods' projections, as the controller's store keeps them.
 async fn resolve(images: &Bounded, pods: &[&Pod], image: &str) -> ImageResolutions {
     let keys = [ImageKey::new(image, &amd64())];
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    images.resolve_for_pods(pods, &keys, deadline).await
+    let facts: Vec<PodFacts> = pods.iter().map(|p| PodFacts::of(p)).collect();
+    let facts: Vec<&PodFacts> = facts.iter().collect();
+    images.resolve_for_pods(&facts, &keys, deadline).await
 }
 
 fn docker_config_json(host: &str, password: &str) -> String {

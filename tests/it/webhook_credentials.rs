@@ -7,6 +7,7 @@ use http::{Method, Request, Response};
 use k8s_openapi::api::core::v1::PodSpec;
 use kube::client::Body;
 use nfguard::judgement::pull_secrets::pull_secrets;
+use nfguard::projection::PullSecretRefs;
 use nfguard::registry::Credentials;
 use serde_json::json;
 use std::time::Duration;
@@ -47,7 +48,8 @@ async fn pod_and_service_account_pull_secrets() {
         "containers": [{"name": "c", "image": "127.0.0.1:5000/a:1"}]
     }))
     .unwrap();
-    let task = tokio::spawn(async move { pull_secrets(&client, "apps", &spec).await });
+    let refs = PullSecretRefs::of(&spec);
+    let task = tokio::spawn(async move { pull_secrets(&client, "apps", &refs).await });
 
     let (m, p, send) = next(&mut h).await;
     assert_eq!(

@@ -384,7 +384,7 @@ pub enum Scope {
     None,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ContainerFacts {
     pub kind: ContainerKind,
     pub name: String,
