@@ -13,6 +13,7 @@
 //! are slimmed to what the plan reads before they are stored, and only pods
 //! that can write netfilter rules are kept (see [`keep_pod`]).
 
+use super::first_rounds::FirstRounds;
 use super::in_flight::{InFlight, Written};
 use super::index::{PodsByNode, TaintedNodes};
 use super::namespaces::{Labels, NamespaceMeta, labels_in};
@@ -45,6 +46,9 @@ pub struct Caches {
     pub tainted: Arc<Mutex<TaintedNodes>>,
     /// The controller's writes the Node and profile watches have not shown yet.
     pub in_flight: Arc<InFlight>,
+    /// The nodes whose first round since start is over (the policy
+    /// reports wait for it).
+    pub first_rounds: Arc<FirstRounds>,
     /// Bumped by every change of a policy or a namespace's labels.
     policy_generation: Arc<AtomicU64>,
     /// The policy book of a generation, shared by reconciles.
@@ -565,6 +569,7 @@ pub fn caches() -> (Caches, Feeds) {
         namespaces,
         tainted,
         in_flight,
+        first_rounds: Arc::default(),
         policy_generation,
         policy_book: Arc::default(),
         first_lists: [
