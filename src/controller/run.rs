@@ -251,8 +251,9 @@ fn node_refs(names: Vec<String>) -> Vec<ObjectRef<Node>> {
 /// its status), any policy's spec, a namespace's labels (both: every
 /// node), the requeue at the moment its heartbeat would turn stale, and
 /// the resync. The policy reports' writer runs beside it
-/// ([`ReportWriter`]): each reconcile marks the workloads on its node, a
-/// deleted pod its own, a ReplicaSet or Job its pods'.
+/// ([`ReportWriter`]): each node's round (a reconcile, and the watches
+/// showing what it wrote) marks the workloads on its node when it is over,
+/// a deleted pod its own, a ReplicaSet or Job its pods'.
 pub async fn run_controller(
     client: kube::Client,
     images: Arc<Bounded>,
