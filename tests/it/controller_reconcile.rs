@@ -1523,8 +1523,10 @@ async fn report_pass(
 /// 1.8.7 writes; with the inventory it also reads the 1.8.11 pod's, and its
 /// report changes (`scripts/bench-cluster.sh 1000 20` wrote 469 of 2,000
 /// reports twice). Each report is written once, after the node's round.
-#[tokio::test]
-async fn a_cold_start_writes_each_policy_report_once() {
+/// The cold start's cluster: n1 (host iptables 1.8.7, nft) as the caches
+/// list it, before any controller wrote its inventory, with two bare writer
+/// pods (1.8.7 and 1.8.11); their images.
+fn cold_start_cluster() -> (Node, Listed, ImageResolutions) {
     let n1 = node(
         "n1",
         json!({"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}),
@@ -1534,13 +1536,22 @@ async fn a_cold_start_writes_each_policy_report_once() {
     status["iptables"]["version"] = json!("1.8.7");
     let mut p1 = profile("n1", status);
     p1.metadata.resource_version = Some("1".into());
-    let pods = vec![
-        pod("ns", "old", "n1", "reg.test/old:1", true, &["NET_ADMIN"]),
-        pod("ns", "new", "n1", "reg.test/new:1", true, &["NET_ADMIN"]),
-    ];
+    let listed = Listed::nodes(std::slice::from_ref(&n1))
+        .profile(p1)
+        .pods(vec![
+            pod("ns", "old", "n1", "reg.test/old:1", true, &["NET_ADMIN"]),
+            pod("ns", "new", "n1", "reg.test/new:1", true, &["NET_ADMIN"]),
+        ]);
     let mut images = ImageResolutions::new();
     image(&mut images, "reg.test/old:1", "1.8.7", Backend::Nft);
     image(&mut images, "reg.test/new:1", "1.8.11", Backend::Nft);
+    (n1, listed, images)
+}
+
+#[tokio::test]
+async fn a_cold_start_writes_each_policy_report_once() {
+    let (n1, listed, images) = cold_start_cluster();
+    let p1 = listed.profiles[0].clone();
     // The API server's answers (new resourceVersions), which the watches
     // then deliver.
     let answered_node = Arc::new(std::sync::Mutex::new(None::<Node>));
@@ -1567,9 +1578,6 @@ async fn a_cold_start_writes_each_policy_report_once() {
             (201, p)
         }),
     ]);
-    let listed = Listed::nodes(std::slice::from_ref(&n1))
-        .profile(p1)
-        .pods(pods);
     let (ctx, _, mut feeds) = make_ctx_with_feeds(client, listed, images);
     let mut stored = BTreeMap::new();
     let mut applied = Vec::new();
@@ -1632,17 +1640,7 @@ async fn a_cold_start_writes_each_policy_report_once() {
     // Why it matters: judged from the profile as listed (before n1's
     // round), the old pod's report would differ from the one written.
     let (client, _task) = fake_api(Vec::new());
-    let mut status = nft_status(None, json!([]));
-    status["iptables"]["version"] = json!("1.8.7");
-    let listed = Listed::nodes(std::slice::from_ref(&n1))
-        .profile(profile("n1", status))
-        .pods(vec![
-            pod("ns", "old", "n1", "reg.test/old:1", true, &["NET_ADMIN"]),
-            pod("ns", "new", "n1", "reg.test/new:1", true, &["NET_ADMIN"]),
-        ]);
-    let mut images = ImageResolutions::new();
-    image(&mut images, "reg.test/old:1", "1.8.7", Backend::Nft);
-    image(&mut images, "reg.test/new:1", "1.8.11", Backend::Nft);
+    let (_, listed, images) = cold_start_cluster();
     let (early, _) = make_ctx(client, listed, images);
     early.caches.first_rounds.done("n1");
     let mut early_stored = stored.clone();
