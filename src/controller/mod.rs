@@ -13,6 +13,7 @@
 pub mod apply;
 pub mod cli;
 pub mod conditions;
+pub mod first_rounds;
 pub mod gather;
 pub mod http;
 pub mod in_flight;

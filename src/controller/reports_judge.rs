@@ -90,11 +90,22 @@ pub struct Judged {
     /// Pods skipped because their ReplicaSet or Job is not in the store
     /// yet (its watch event brings them back).
     pub waiting: usize,
+    /// Workloads left for later, neither written nor deleted: a pod of
+    /// theirs runs on a node whose first round is not over
+    /// ([`super::first_rounds`]; its end marks them again).
+    pub deferred: BTreeSet<Workload>,
 }
 
-/// The running writer pods of the workloads in `scope`, from the caches.
-fn entries(caches: &Caches, parents: &Parents, scope: &Scope) -> (Vec<Entry>, usize) {
+/// The running writer pods of the workloads in `scope`, from the caches,
+/// but those of deferred workloads; how many wait for their owner; the
+/// deferred workloads.
+fn entries(
+    caches: &Caches,
+    parents: &Parents,
+    scope: &Scope,
+) -> (Vec<Entry>, usize, BTreeSet<Workload>) {
     let mut waiting = 0;
+    let mut deferred = BTreeSet::new();
     let mut out = Vec::new();
     for pod in caches.pods() {
         if !pod.running {
@@ -114,13 +125,17 @@ fn entries(caches: &Caches, parents: &Parents, scope: &Scope) -> (Vec<Entry>, us
                 continue;
             }
         };
-        if !scope.contains(&(pod_ref.namespace.clone(), owner.clone())) {
+        let workload = (pod_ref.namespace.clone(), owner.clone());
+        if !scope.contains(&workload) {
             continue;
         }
-        let labels = caches
-            .nodes
-            .get(&ObjectRef::new(&node))
-            .and_then(|n| n.metadata.labels.clone());
+        let known = caches.nodes.get(&ObjectRef::new(&node));
+        // A pod on a node the caches do not know has no round to wait for.
+        if known.is_some() && !caches.first_rounds.is_done(&node) {
+            deferred.insert(workload);
+            continue;
+        }
+        let labels = known.and_then(|n| n.metadata.labels.clone());
         out.push(Entry {
             platform: node_platform(labels.as_ref()),
             profile: caches.profile(&node),
@@ -130,7 +145,10 @@ fn entries(caches: &Caches, parents: &Parents, scope: &Scope) -> (Vec<Entry>, us
             node,
         });
     }
-    (out, waiting)
+    // A workload is written whole or not at all (a DaemonSet's report
+    // listing some of its nodes would be written again with the rest).
+    out.retain(|e| !deferred.contains(&(e.pod_ref.namespace.clone(), e.owner.clone())));
+    (out, waiting, deferred)
 }
 
 /// The reports of the workloads in `scope`: each running pod judged on its
@@ -143,7 +161,7 @@ pub async fn judge_reports(
     scope: &Scope,
     deadline: Instant,
 ) -> Judged {
-    let (entries, waiting) = entries(caches, parents, scope);
+    let (entries, waiting, deferred) = entries(caches, parents, scope);
     let book = caches.policy_book();
     let scene = Scene {
         profiles: &[],
@@ -193,6 +211,7 @@ pub async fn judge_reports(
     Judged {
         reports: build_reports(&judged),
         waiting,
+        deferred,
     }
 }
 
@@ -311,7 +330,17 @@ mod tests {
         caches.wait_listed(Duration::from_secs(1)).await.unwrap();
         let bounded = Bounded::new(Arc::new(FixedImages(images())), 2);
         let deadline = Instant::now() + Duration::from_secs(5);
+        // Before n2's first round is over, the workloads with a pod there
+        // wait (the DaemonSet whole, though its pod on n1 could be judged).
+        caches.first_rounds.done("n1");
         let judged = judge_reports(&caches, &parents, &bounded, &Scope::All, deadline).await;
+        let names: Vec<&str> = judged.reports.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["nfguard-deployment-web"]);
+        let deferred: Vec<&str> = judged.deferred.iter().map(|w| w.1.name.as_str()).collect();
+        assert_eq!(deferred, ["cni", "bare"]);
+        caches.first_rounds.done("n2");
+        let judged = judge_reports(&caches, &parents, &bounded, &Scope::All, deadline).await;
+        assert!(judged.deferred.is_empty());
         assert_eq!(judged.waiting, 1);
         type Listed<'a> = Vec<(String, &'a str, Option<ResultKind>)>;
         let got: Vec<(&str, Listed<'_>)> = judged

@@ -59,7 +59,8 @@ impl ReportQueue {
         }
     }
 
-    fn take(&self) -> HashSet<Workload> {
+    /// Every mark since the last call (a pass's work).
+    pub fn take(&self) -> HashSet<Workload> {
         std::mem::take(&mut *self.dirty.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }
@@ -87,19 +88,35 @@ fn desired_object(d: &DesiredReport, api: ReportApi) -> (ObjectMeta, serde_json:
 /// The writes that bring `stored` to `desired` for the workloads in
 /// `scope`: a desired report whose hash differs from the stored one's (or
 /// that is not stored) is applied; a stored one no desired report has is
-/// deleted when its workload was rebuilt (`scope`), or on a full pass.
+/// deleted when its workload was rebuilt (`scope`), or on a full pass, but
+/// not when its workload was `deferred` (judged later).
 pub fn plan_writes(
     desired: &[DesiredReport],
+    deferred: &BTreeSet<Workload>,
     scope: &Scope,
     stored: &BTreeMap<ReportKey, ObjectMeta>,
     api: ReportApi,
 ) -> Writes {
     let mut writes = Writes::default();
-    let mut wanted = BTreeSet::new();
+    let mut wanted: BTreeSet<ReportKey> = deferred
+        .iter()
+        .map(|(ns, owner)| (ns.clone(), crate::reports::report_name(owner)))
+        .collect();
     for d in desired {
         let key = (d.namespace.clone(), d.name.clone());
         let (meta, value) = desired_object(d, api);
         if needs_write(stored.get(&key), &meta) {
+            tracing::debug!(
+                namespace = %key.0,
+                name = %key.1,
+                why = if stored.contains_key(&key) { "content changed" } else { "not stored" },
+                pass = d.summary.pass,
+                fail = d.summary.fail,
+                warn = d.summary.warn,
+                error = d.summary.error,
+                skip = d.summary.skip,
+                "policy report to write"
+            );
             writes.apply.push((key.clone(), meta, value));
         }
         wanted.insert(key);
@@ -359,12 +376,13 @@ impl ReportWriter {
         let deadline = Instant::now() + IMAGE_DEADLINE;
         let judged =
             judge_reports(&self.caches, &self.parents, &self.images, scope, deadline).await;
-        let writes = plan_writes(&judged.reports, scope, &state.stored, api);
+        let writes = plan_writes(&judged.reports, &judged.deferred, scope, &state.stored, api);
         tracing::debug!(
             reports = judged.reports.len(),
             apply = writes.apply.len(),
             delete = writes.delete.len(),
             waiting = judged.waiting,
+            deferred = judged.deferred.len(),
             "policy report pass"
         );
         let params = PatchParams::apply(FIELD_MANAGER).force();
@@ -443,7 +461,7 @@ mod tests {
         let api = ReportApi::OpenReports;
         let now = [desired("a", 1), desired("b", 0)];
         let stored = stored_from(&now, api);
-        let w = plan_writes(&now, &Scope::All, &stored, api);
+        let w = plan_writes(&now, &BTreeSet::new(), &Scope::All, &stored, api);
         assert_eq!(keys(&w), (vec![], vec![]));
     }
 
@@ -452,7 +470,7 @@ mod tests {
         let api = ReportApi::OpenReports;
         let stored = stored_from(&[desired("a", 1), desired("gone", 1)], api);
         let now = [desired("a", 2), desired("new", 1)];
-        let w = plan_writes(&now, &Scope::All, &stored, api);
+        let w = plan_writes(&now, &BTreeSet::new(), &Scope::All, &stored, api);
         assert_eq!(
             keys(&w),
             (
@@ -474,15 +492,31 @@ mod tests {
         let stored = stored_from(&[desired("a", 1), desired("b", 1)], api);
         // Only `a` was rebuilt and it gives no result now; `b` was not looked at.
         let scope = Scope::Only([("ns".to_string(), owner("a"))].into());
-        let w = plan_writes(&[], &scope, &stored, api);
+        let w = plan_writes(&[], &BTreeSet::new(), &scope, &stored, api);
         assert_eq!(keys(&w), (vec![], vec!["nfguard-daemonset-a"]));
+    }
+
+    #[test]
+    fn a_deferred_workload_keeps_its_stored_report() {
+        let api = ReportApi::OpenReports;
+        let stored = stored_from(&[desired("a", 1), desired("b", 1)], api);
+        // `a` waits for a node's first round; `b` gives no result any more.
+        let deferred = [("ns".to_string(), owner("a"))].into();
+        let w = plan_writes(&[], &deferred, &Scope::All, &stored, api);
+        assert_eq!(keys(&w), (vec![], vec!["nfguard-daemonset-b"]));
     }
 
     #[test]
     fn a_report_stored_in_the_other_shape_is_rewritten() {
         let now = [desired("a", 1)];
         let stored = stored_from(&now, ReportApi::WgPolicy);
-        let w = plan_writes(&now, &Scope::All, &stored, ReportApi::OpenReports);
+        let w = plan_writes(
+            &now,
+            &BTreeSet::new(),
+            &Scope::All,
+            &stored,
+            ReportApi::OpenReports,
+        );
         assert_eq!(keys(&w), (vec!["nfguard-daemonset-a"], vec![]));
     }
 

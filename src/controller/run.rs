@@ -77,14 +77,6 @@ pub async fn reconcile_node(node: &Node, ctx: &Ctx) -> Result<NodePlan, Reconcil
             .inc();
         return Err(ReconcileError::Unlisted { node: name, source });
     }
-    // Whatever made this node reconcile (its facts, a policy, a pod, the
-    // resync) may change the reports of the workloads running on it.
-    ctx.reports.mark(
-        ctx.caches
-            .pods_on(&name)
-            .iter()
-            .filter_map(|p| raw_workload(p)),
-    );
     // Planning before the watches show this controller's last writes to
     // the node would write them again (see `in_flight`); the feed that
     // shows the last one triggers the node.
@@ -116,6 +108,10 @@ pub async fn reconcile_node(node: &Node, ctx: &Ctx) -> Result<NodePlan, Reconcil
     .apply(node, profile.as_deref(), &plan)
     .await?;
     expect_written(&ctx.caches, &name, written);
+    let mut plan = plan;
+    if let Some(wait) = end_round(ctx, &name) {
+        plan.requeue_after = Some(plan.requeue_after.map_or(wait, |d| d.min(wait)));
+    }
     let tainted = {
         let mut t = ctx.caches.tainted();
         t.wrote(&name, plan.taints.tainted_after);
@@ -126,6 +122,35 @@ pub async fn reconcile_node(node: &Node, ctx: &Ctx) -> Result<NodePlan, Reconcil
         .reconcile_duration
         .observe(started.elapsed().as_secs_f64());
     Ok(plan)
+}
+
+/// After a reconcile applied its plan. Writes the watches have not shown
+/// yet: the feed that shows the last one triggers the node again (and that
+/// reconcile, writing nothing, ends the round); Some(how soon to look again
+/// if the watch never shows them). Otherwise the caches hold the node's
+/// facts as planned: its first round is over, and the reports of the
+/// workloads on it are marked (whatever made this node reconcile, its
+/// facts, a policy, a pod, the resync, may change them). Marked only now,
+/// not when the reconcile starts: a report pass in between would judge
+/// from the writer inventory before this reconcile's status write, and
+/// write the report again once it arrives.
+fn end_round(ctx: &Ctx, name: &str) -> Option<Duration> {
+    if let Some(wait) = ctx.caches.in_flight.wait_for(name) {
+        return Some(wait);
+    }
+    round_over(ctx, name);
+    None
+}
+
+/// `name`'s round is over: the report writer may judge its pods.
+fn round_over(ctx: &Ctx, name: &str) {
+    ctx.caches.first_rounds.done(name);
+    ctx.reports.mark(
+        ctx.caches
+            .pods_on(name)
+            .iter()
+            .filter_map(|p| raw_workload(p)),
+    );
 }
 
 /// Record the versions just written as expected from the watches.
@@ -153,8 +178,14 @@ async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, ReconcileEr
     Ok(Action::requeue(after))
 }
 
-fn error_policy(_node: Arc<Node>, err: &ReconcileError, _ctx: Arc<Ctx>) -> Action {
+fn error_policy(node: Arc<Node>, err: &ReconcileError, ctx: Arc<Ctx>) -> Action {
     tracing::warn!(error = %err, "reconcile failed");
+    // Its reports are judged from the facts the caches hold: the retry
+    // may fail as long (RBAC, an admission webhook), and they are no
+    // worse than before.
+    if let Some(name) = node.metadata.name.as_deref() {
+        round_over(&ctx, name);
+    }
     Action::requeue(RETRY)
 }
 
@@ -226,8 +257,9 @@ pub const CONCURRENCY: u16 = 4;
 /// its status), any policy's spec, a namespace's labels (both: every
 /// node), the requeue at the moment its heartbeat would turn stale, and
 /// the resync. The policy reports' writer runs beside it
-/// ([`ReportWriter`]): each reconcile marks the workloads on its node, a
-/// deleted pod its own, a ReplicaSet or Job its pods'.
+/// ([`ReportWriter`]): each node's round (a reconcile, and the watches
+/// showing what it wrote) marks the workloads on its node when it is over,
+/// a deleted pod its own, a ReplicaSet or Job its pods'.
 pub async fn run_controller(
     client: kube::Client,
     images: Arc<Bounded>,
@@ -294,6 +326,7 @@ pub async fn run_controller(
         move |e| namespaces.feed(e).then_some(()).into_iter().collect(),
     );
     let node_store = caches.nodes.clone();
+    let first_rounds = caches.first_rounds.clone();
     let writer = ReportWriter {
         client: client.clone(),
         caches: caches.clone(),
@@ -328,7 +361,8 @@ pub async fn run_controller(
                 Ok((obj, _)) => tracing::debug!(node = %obj.name, "reconciled"),
                 // A deleted Node is scheduled once more and found gone.
                 Err(kube::runtime::controller::Error::ObjectNotFound(obj)) => {
-                    metrics.forget_node(&obj.name)
+                    metrics.forget_node(&obj.name);
+                    first_rounds.forget(&obj.name);
                 }
                 Err(e) => tracing::debug!(error = %e, "controller"),
             }

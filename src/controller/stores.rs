@@ -14,6 +14,7 @@
 //! their projections ([`PodFacts`], a few hundred bytes each), and the
 //! other objects are slimmed to what the plan reads before they are stored.
 
+use super::first_rounds::FirstRounds;
 use super::in_flight::{InFlight, Written};
 use super::index::TaintedNodes;
 use super::namespaces::{Labels, NamespaceMeta, labels_in};
@@ -47,6 +48,9 @@ pub struct Caches {
     pub tainted: Arc<Mutex<TaintedNodes>>,
     /// The controller's writes the Node and profile watches have not shown yet.
     pub in_flight: Arc<InFlight>,
+    /// The nodes whose first round since start is over (the policy
+    /// reports wait for it).
+    pub first_rounds: Arc<FirstRounds>,
     /// Bumped by every change of a policy or a namespace's labels.
     policy_generation: Arc<AtomicU64>,
     /// The policy book of a generation, shared by reconciles.
@@ -497,6 +501,7 @@ pub fn caches() -> (Caches, Feeds) {
         namespaces,
         tainted,
         in_flight,
+        first_rounds: Arc::default(),
         policy_generation,
         policy_book: Arc::default(),
         first_lists: [

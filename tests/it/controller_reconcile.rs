@@ -11,21 +11,28 @@ use crate::support::kube_mock;
 use http::{Request, Response};
 use http_body_util::BodyExt;
 use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::client::Body;
 use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher::Event;
 use kube_mock::{Captured, capture};
 use nfguard::api::NodeNetfilterProfile;
 use nfguard::compat::evaluate::ImageResolutions;
 use nfguard::compat::evaluate::{Decision, ReasonCode, Verdict, Workload};
 use nfguard::controller::metrics::Metrics;
 use nfguard::controller::plan::NodePlan;
+use nfguard::controller::report_owners::parents;
+use nfguard::controller::reports_judge::{Scope, judge_reports};
+use nfguard::controller::reports_write::plan_writes;
 use nfguard::controller::run::{Ctx, reconcile_node, run_controller, sweep_orphans};
 use nfguard::controller::stores::{self, FirstLists};
 use nfguard::facts::Platform;
 use nfguard::facts::{Backend, ImageProfile, IptablesFacts};
 use nfguard::judgement::{Bounded, FixedImages, ImageLookup, LookupError, PolicyBook};
 use nfguard::registry::Credentials;
+use nfguard::reports::ReportApi;
 use nfguard::runtime::admin::Exposition;
 use nfguard::runtime::clock::ManualClock;
 use nfguard::webhook::Judge;
@@ -263,6 +270,16 @@ fn namespace(name: &str, labels: Value) -> Value {
 /// A context whose caches hold one first list of each kind, fed through
 /// the controller's own feeds (filtering and slimming as in production).
 fn make_ctx(client: kube::Client, listed: Listed, images: ImageResolutions) -> (Ctx, Arc<Metrics>) {
+    let (ctx, metrics, _) = make_ctx_with_feeds(client, listed, images);
+    (ctx, metrics)
+}
+
+/// [`make_ctx`], and the feeds, to show the caches what the watches would.
+fn make_ctx_with_feeds(
+    client: kube::Client,
+    listed: Listed,
+    images: ImageResolutions,
+) -> (Ctx, Arc<Metrics>, stores::Feeds) {
     let (caches, mut feeds) = stores::caches();
     feeds.list(FirstLists {
         nodes: listed.nodes,
@@ -287,7 +304,7 @@ fn make_ctx(client: kube::Client, listed: Listed, images: ImageResolutions) -> (
         caches,
         reports: Default::default(),
     };
-    (ctx, metrics)
+    (ctx, metrics, feeds)
 }
 
 fn profile_json(p: &NodeNetfilterProfile) -> Value {
@@ -1475,4 +1492,163 @@ async fn a_heartbeat_reconciles_only_when_the_node_is_not_fresh() {
         .unwrap()
         .clone();
     assert_eq!(fresh["status"], "True", "{fresh}");
+}
+
+/// One report writer's pass over every workload (`judge_reports`, then
+/// `plan_writes`), its applies recorded in `stored` as the writer records
+/// them. Returns the names of the reports it applied.
+async fn report_pass(
+    ctx: &Ctx,
+    stored: &mut BTreeMap<(String, String), ObjectMeta>,
+) -> Vec<String> {
+    let (parents, mut owner_feeds) = parents();
+    owner_feeds.list(Vec::new(), Vec::new());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let judged = judge_reports(&ctx.caches, &parents, &ctx.images, &Scope::All, deadline).await;
+    let api = ReportApi::OpenReports;
+    let writes = plan_writes(&judged.reports, &judged.deferred, &Scope::All, stored, api);
+    assert!(writes.delete.is_empty(), "{:?}", writes.delete);
+    writes
+        .apply
+        .into_iter()
+        .map(|(key, meta, _)| {
+            stored.insert(key.clone(), meta);
+            key.1
+        })
+        .collect()
+}
+
+/// A cold start (issue #24): the report writer's first pass runs as soon
+/// as the caches have listed, before the node's first reconcile wrote its
+/// writer inventory. Judged then, the 1.8.7 pod reads rules only the host's
+/// 1.8.7 writes; with the inventory it also reads the 1.8.11 pod's, and its
+/// report changes (`scripts/bench-cluster.sh 1000 20` wrote 469 of 2,000
+/// reports twice). Each report is written once, after the node's round.
+/// The cold start's cluster: n1 (host iptables 1.8.7, nft) as the caches
+/// list it, before any controller wrote its inventory, with two bare writer
+/// pods (1.8.7 and 1.8.11); their images.
+fn cold_start_cluster() -> (Node, Listed, ImageResolutions) {
+    let n1 = node(
+        "n1",
+        json!({"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}),
+        json!([]),
+    );
+    let mut status = nft_status(None, json!([]));
+    status["iptables"]["version"] = json!("1.8.7");
+    let mut p1 = profile("n1", status);
+    p1.metadata.resource_version = Some("1".into());
+    let listed = Listed::nodes(std::slice::from_ref(&n1))
+        .profile(p1)
+        .pods(vec![
+            pod("ns", "old", "n1", "reg.test/old:1", true, &["NET_ADMIN"]),
+            pod("ns", "new", "n1", "reg.test/new:1", true, &["NET_ADMIN"]),
+        ]);
+    let mut images = ImageResolutions::new();
+    image(&mut images, "reg.test/old:1", "1.8.7", Backend::Nft);
+    image(&mut images, "reg.test/new:1", "1.8.11", Backend::Nft);
+    (n1, listed, images)
+}
+
+#[tokio::test]
+async fn a_cold_start_writes_each_policy_report_once() {
+    let (n1, listed, images) = cold_start_cluster();
+    let p1 = listed.profiles[0].clone();
+    // The API server's answers (new resourceVersions), which the watches
+    // then deliver.
+    let answered_node = Arc::new(std::sync::Mutex::new(None::<Node>));
+    let answered_profile = Arc::new(std::sync::Mutex::new(None::<NodeNetfilterProfile>));
+    let (node_out, profile_out) = (answered_node.clone(), answered_profile.clone());
+    let (listed_node, listed_profile) = (n1.clone(), p1.clone());
+    let (client, task) = fake_api(vec![
+        expect("PATCH", NODE_PATH, move |c| {
+            let mut n = serde_json::to_value(&listed_node).unwrap();
+            for (k, v) in c.body["metadata"]["labels"].as_object().unwrap() {
+                n["metadata"]["labels"][k] = v.clone();
+            }
+            n["metadata"]["resourceVersion"] = json!("78");
+            *node_out.lock().unwrap() = Some(serde_json::from_value(n.clone()).unwrap());
+            (201, n)
+        }),
+        expect("PATCH", STATUS_PATH, move |c| {
+            let mut p = serde_json::to_value(&listed_profile).unwrap();
+            for (k, v) in c.body["status"].as_object().unwrap() {
+                p["status"][k] = v.clone();
+            }
+            p["metadata"]["resourceVersion"] = json!("2");
+            *profile_out.lock().unwrap() = Some(serde_json::from_value(p.clone()).unwrap());
+            (201, p)
+        }),
+    ]);
+    let (ctx, _, mut feeds) = make_ctx_with_feeds(client, listed, images);
+    let mut stored = BTreeMap::new();
+    let mut applied = Vec::new();
+
+    // The writer's first full pass, as the caches list: n1's round is not over.
+    applied.extend(report_pass(&ctx, &mut stored).await);
+    assert_eq!(applied, Vec::<String>::new(), "written before n1's round");
+    reconcile_node(&n1, &ctx).await.unwrap();
+    // Its writes are not in the caches yet: still nothing to judge.
+    assert!(
+        ctx.reports.take().is_empty(),
+        "marked before the writes were seen"
+    );
+    applied.extend(report_pass(&ctx, &mut stored).await);
+    assert_eq!(
+        applied,
+        Vec::<String>::new(),
+        "written before the watches showed n1's writes"
+    );
+    // The watches deliver both writes; the last one triggers n1 again
+    // (`in_flight`), and that reconcile writes nothing and ends the round.
+    let node_event = answered_node
+        .lock()
+        .unwrap()
+        .take()
+        .expect("labels written");
+    let profile_event = answered_profile
+        .lock()
+        .unwrap()
+        .take()
+        .expect("status written");
+    assert!(
+        feeds
+            .nodes
+            .feed(Event::Apply(node_event))
+            .contains(&"n1".to_string())
+    );
+    assert_eq!(feeds.profiles.feed(Event::Apply(profile_event)), ["n1"]);
+    // The Controller hands the reconcile the Node as its store holds it.
+    let cached = ctx.caches.nodes.get(&ObjectRef::new("n1")).unwrap();
+    reconcile_node(&cached, &ctx).await.unwrap();
+    assert_eq!(
+        ctx.reports.take().len(),
+        2,
+        "the round's end marks both pods' reports"
+    );
+    applied.extend(report_pass(&ctx, &mut stored).await);
+    // The resync: nothing changed, nothing written.
+    applied.extend(report_pass(&ctx, &mut stored).await);
+    drop(ctx);
+    let (seen, _) = finish(task).await;
+    assert_eq!(seen.len(), 2, "one label patch, one status apply");
+    applied.sort();
+    assert_eq!(
+        applied,
+        ["nfguard-pod-new", "nfguard-pod-old"],
+        "each report once"
+    );
+
+    // Why it matters: judged from the profile as listed (before n1's
+    // round), the old pod's report would differ from the one written.
+    let (client, _task) = fake_api(Vec::new());
+    let (_, listed, images) = cold_start_cluster();
+    let (early, _) = make_ctx(client, listed, images);
+    early.caches.first_rounds.done("n1");
+    let mut early_stored = stored.clone();
+    assert!(
+        report_pass(&early, &mut early_stored)
+            .await
+            .contains(&"nfguard-pod-old".to_string()),
+        "the inventory changed nothing: the scenario shows no double write"
+    );
 }

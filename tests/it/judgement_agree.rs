@@ -651,14 +651,12 @@ async fn by_reports(f: &Facts3, lookup: Arc<dyn ImageLookup>) -> Option<Vec<(Str
     owner_feeds.list(Vec::new(), Vec::new());
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     let images = controller_images(f, lookup);
-    let judged = judge_reports(
-        &controller_caches(f),
-        &parents,
-        &images,
-        &Scope::All,
-        deadline,
-    )
-    .await;
+    let caches = controller_caches(f);
+    // After the controller's first round over the nodes (reports wait for it).
+    for node in f.nodes.iter().filter_map(|n| n.metadata.name.as_deref()) {
+        caches.first_rounds.done(node);
+    }
+    let judged = judge_reports(&caches, &parents, &images, &Scope::All, deadline).await;
     assert!(judged.reports.len() <= 1, "one pod, one workload");
     let report = judged.reports.into_iter().next()?;
     Some(
