@@ -115,12 +115,18 @@ mod tests {
         plans
     }
 
-    #[tokio::test]
-    async fn the_brake_holds_across_the_cluster() {
+    /// 20 degraded nodes under a policy that taints them (the brake: 2).
+    fn twenty_degraded_nodes() -> (Vec<Node>, Caches) {
         let nodes: Vec<Node> = (0..20).map(node).collect();
         let profiles: Vec<_> = (0..20).map(degraded_profile).collect();
         let policies = [policy(json!({"taintDegradedNodes": true}))];
         let caches = filled(&nodes, &profiles, &[], &policies);
+        (nodes, caches)
+    }
+
+    #[tokio::test]
+    async fn the_brake_holds_across_the_cluster() {
+        let (nodes, caches) = twenty_degraded_nodes();
         let plans = plan_every_node(&caches, &nodes, ImageResolutions::new()).await;
         let tainted = plans.iter().filter(|p| p.taints.tainted_after).count();
         let withheld = plans
@@ -136,10 +142,7 @@ mod tests {
     /// case for the brake: the reservations made while planning hold it.
     #[tokio::test]
     async fn the_brake_holds_for_reconciles_side_by_side() {
-        let nodes: Vec<Node> = (0..20).map(node).collect();
-        let profiles: Vec<_> = (0..20).map(degraded_profile).collect();
-        let policies = [policy(json!({"taintDegradedNodes": true}))];
-        let caches = filled(&nodes, &profiles, &[], &policies);
+        let (nodes, caches) = twenty_degraded_nodes();
         caches.wait_listed(Duration::from_secs(1)).await.unwrap();
         let images = Bounded::new(Arc::new(FixedImages(ImageResolutions::new())), 4);
         let all_planned = tokio::sync::Barrier::new(nodes.len());
