@@ -23,6 +23,10 @@ impl FirstRounds {
     /// controller planned, or its reconcile failed: waiting longer would
     /// not make them better).
     pub fn done(&self, node: &str) {
+        // Every reconcile ends a round: after the first, a read suffices.
+        if self.is_done(node) {
+            return;
+        }
         let mut done = self.done.write().unwrap_or_else(|e| e.into_inner());
         if !done.contains(node) {
             done.insert(node.to_string());

@@ -11,7 +11,7 @@ use super::plan::NodePlan;
 use super::report_owners::{JobMeta, ReplicaSetMeta};
 use super::reports_judge::raw_workload;
 use super::reports_write::{ReportQueue, ReportWriter};
-use super::stores::{Caches, Feeds, Unlisted};
+use super::stores::{Caches, Feeds, Unlisted, keep_pod};
 use crate::api::{NetfilterPolicy, NodeNetfilterProfile};
 use crate::judgement::Bounded;
 use crate::projection::PodFacts;
@@ -294,8 +294,11 @@ pub async fn run_controller(
         {
             let queue = queue.clone();
             watch(Api::<Pod>::all(client.clone()), move |e| {
-                // A deleted pod is on no node any more: mark its workload here.
-                if let watcher::Event::Delete(p) = &e {
+                // A deleted writer pod is on no node any more: mark its
+                // workload here (other pods are in no report).
+                if let watcher::Event::Delete(p) = &e
+                    && keep_pod(p)
+                {
                     queue.mark(raw_workload(&PodFacts::of(p)));
                 }
                 node_refs(pods.feed(e))

@@ -359,8 +359,12 @@ impl PodFeed {
                 Some(f) => Event::InitApply(f),
                 None => return Vec::new(),
             },
-            // Removing a pod never kept removes nothing.
-            Event::Delete(p) => Event::Delete(PodFacts::of(&p)),
+            // Removing a pod never kept removes nothing (most deletions:
+            // a pod's writer test holds for its whole life).
+            Event::Delete(p) => match kept(p) {
+                Some(f) => Event::Delete(f),
+                None => return Vec::new(),
+            },
             Event::Init => Event::Init,
             Event::InitDone => Event::InitDone,
         };
