@@ -559,6 +559,22 @@ s27_alert_history() {
   jq -r '.[] | .metric | del(.__name__, .alertstate) | tojson' <<<"$out" | sort | show
 }
 
+# The last failures each controller and webhook pod logged (warnings
+# saying "fail" or "error"), printed with an uncaused alert:
+# CI keeps only the end of a failed run's output (scripts/repeat-failure.sh
+# repeats the lines before the FAIL line), and an alert says that something
+# failed but not what; the log says what.
+s27_warnings() {
+  local pod logs lines
+  for pod in $(kubectl -n "$NS" get pods -l 'app.kubernetes.io/component in (controller,webhook)' -o jsonpath='{.items[*].metadata.name}' 2>/dev/null); do
+    logs=$(kubectl --request-timeout=20s -n "$NS" logs "$pod" --all-containers 2>/dev/null | sed 's/\x1b\[[0-9;]*m//g') || true
+    lines=$(grep -E ' (WARN|ERROR) .*(fail|error)' <<<"$logs" || true)
+    [ -n "$lines" ] || continue
+    say "the last failures $pod logged:"
+    tail -n 5 <<<"$lines" | cut -c1-300 | show
+  done
+}
+
 # Every firing alert is one the scenarios caused (CAUSED_ALERTS).
 s27_no_uncaused_alerts() {
   local out labels name c words want uncaused=() caused=()
@@ -579,6 +595,7 @@ s27_no_uncaused_alerts() {
     uncaused+=("$labels")
   done < <(jq -c '.data.alerts[] | select(.state == "firing") | .labels' <<<"$out")
   if [ "${#uncaused[@]}" -gt 0 ]; then
+    s27_warnings
     printf '%s\n' "${uncaused[@]}" | show
     fail "${#uncaused[@]} alert(s) fire that no scenario caused (above); caused: ${CAUSED_ALERTS[*]:-none}"
   fi

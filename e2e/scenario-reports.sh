@@ -15,6 +15,9 @@
 #     the Report's resourceVersion and the write counter stay; nor does a
 #     new leader's first full pass (the controller pod deleted);
 #   - the policy's action Warn -> Deny turns the result warn into fail;
+#   - the openreports CRDs removed (and the result back to warn): the
+#     PolicyReport is written again, and the writes that met the removed
+#     API count no reconcile error;
 #   - deleting the workload removes its report.
 # The CRDs it installed are deleted at its end (their objects with them).
 
@@ -40,6 +43,11 @@ s30_api_is() { # API: the leader's nfguard_controller_reports_api says API
   v=$(s8_metric "$pod" "nfguard_controller_reports_api{api=\"$1\"}")
   WHY="nfguard_controller_reports_api{api=\"$1\"} of $pod is '${v}'"
   [ "$v" = 1 ]
+}
+s30_report_errors() { # the leader's reconcile errors of the reports stage (0 when absent)
+  local v
+  v=$(s8_metric "$(s30_controller)" 'nfguard_controller_reconcile_errors_total{stage="reports"}')
+  echo "${v:-0}"
 }
 s30_writes() { # OP API: the leader's report write counter (0 when absent)
   local v
@@ -120,7 +128,7 @@ YAML
 }
 
 s30_policy_reports() {
-  local wg_crd or_dir or_crd cr_crd out rv rv2 writes writes2 t0 have raw managed old
+  local wg_crd or_dir or_crd cr_crd out rv rv2 writes writes2 t0 have raw managed old errors errors2
   new_rules_node
   # Without any report CRD (as the cluster came up): none, said once.
   for have in reports.openreports.io policyreports.wgpolicyk8s.io; do
@@ -213,9 +221,25 @@ s30_policy_reports() {
     s30_result reports.openreports.io "$RULES_NODE" OldReaderNewRules fail
   ok "policy action Warn -> Deny: the result on $RULES_NODE is fail after $((SECONDS - t0)) s; summary $(jq -c .summary <<<"$S30_JSON")"
 
+  # The openreports CRDs uninstalled while a report is about to change: the
+  # writes that meet the removed API (404 until the next discovery) are not
+  # the controller's errors (src/controller/report_errors.rs); it goes back
+  # to PolicyReport at once.
+  errors=$(s30_report_errors)
+  s30_delete_crds "$or_crd" "$cr_crd"
+  s30_policy Warn
+  t0=$SECONDS
+  wait_for 90 "the PolicyReport to say warn on $RULES_NODE after the openreports CRDs were removed" \
+    s30_result policyreports.wgpolicyk8s.io "$RULES_NODE" OldReaderNewRules warn
+  s30_api_is wgpolicyk8s.io/v1alpha2 || fail "$WHY"
+  errors2=$(s30_report_errors)
+  [ "$errors" = "$errors2" ] ||
+    fail "removing the openreports CRDs counted reconcile errors: reconcile_errors_total{stage=\"reports\"} $errors -> $errors2"
+  ok "the openreports CRDs removed, the policy back to Warn: PolicyReport written after $((SECONDS - t0)) s, reconcile_errors_total{stage=\"reports\"} $errors -> $errors2"
+
   # The workload goes: its report goes with it.
   kubectl -n "$S30_NS" delete daemonset incident --wait=false >/dev/null
   t0=$SECONDS
-  wait_for 90 "the Report to go with its DaemonSet" s30_gone reports.openreports.io
-  ok "the DaemonSet deleted: its Report gone after $((SECONDS - t0)) s"
+  wait_for 90 "the PolicyReport to go with its DaemonSet" s30_gone policyreports.wgpolicyk8s.io
+  ok "the DaemonSet deleted: its PolicyReport gone after $((SECONDS - t0)) s"
 }

@@ -2718,7 +2718,7 @@ run_scenario 15 "a forged AdmissionReview from a pod is refused (no client certi
 run_scenario 16 "the reporter's blast radius: only the probed host paths, read-only; /metrics for allowed tokens only; control-plane nodes by opt-in" s16_reporter_blast_radius
 run_scenario 17 "a controller token may write only nfguard.io/ labels and NoSchedule taints of a Node; the controller's own writes pass" s17_controller_node_writes
 run_scenario 18 "nfguard.io/exempt counts only in a namespace a NetfilterPolicy's exemptionNamespaceSelector selects" s18_exemptions
-run_scenario 30 "policy reports: none without a CRD, PolicyReport as the fallback, Report with the openreports CRDs; written only on change, removed with the workload" s30_policy_reports
+run_scenario 30 "policy reports: none without a CRD, PolicyReport as the fallback, Report with the openreports CRDs; written only on change; the openreports CRDs removed without an error; removed with the workload" s30_policy_reports
 run_scenario 19 "the node without iptables: profile nft, kube-proxy mode nftables, kube-proxy's native table, marker chains not expected, no KubeletChainsMissing, Consistent; kubelet logs that it skips them; its reporter sees no iptables" s19_nftables_profile
 run_scenario 20 "the node without iptables: a ClusterIP Service is reached from the node and from a pod through kube-proxy's nftables rules, the only rules there" s20_service_nftables
 run_scenario 21 "the node without iptables: a legacy hostNetwork + NET_ADMIN writer pinned to it is denied as [BackendMismatch] naming it" s21_legacy_denied

@@ -276,7 +276,7 @@ cat <<EOF
 generation: $load_s s
 
 (1) controller cold start until every node carries its labels and conditions
-    controller: $cold_s s    floor (the same label patches and status applies, one at a time): $floor_s s
+    controller: $cold_s s    floor (the same label patches and status applies, $(value floor_concurrency "$floor") nodes at a time as the controller): $floor_s s
     ratio: $(ratio "$cold_s" "$floor_s")x    goal <= 1.5x
 
 (2) API writes (apiserver_request_total deltas)

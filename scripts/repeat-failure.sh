@@ -4,12 +4,12 @@
 # prints its failure, then hundreds of lines of diagnostics, then the whole
 # test suite runs after it.
 # Usage: scripts/repeat-failure.sh LOG [CONTEXT_LINES]
-# Prints every FAIL line (at most 20), then the CONTEXT_LINES (40) lines that
+# Prints every FAIL line (at most 20), then the CONTEXT_LINES (60) lines that
 # led to the first one; without a FAIL line, the lines before the e2e's
 # "collecting diagnostics", or else the log's last lines.
 set -euo pipefail
 log=${1:?usage: $0 LOG [CONTEXT_LINES]}
-ctx=${2:-40}
+ctx=${2:-60}
 [ -r "$log" ] || { echo "repeat-failure: no log at $log" >&2; exit 2; }
 
 # One pass over the whole file (no early exit: the file is read to its end).

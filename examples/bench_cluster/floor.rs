@@ -1,11 +1,14 @@
 //! The API's floor for the controller's cold start: the very writes the
 //! controller made (each hollow node's nfguard labels, each profile's
 //! controller-owned status), taken back and issued again by a minimal
-//! client one at a time, as the controller reconciles (concurrency 1).
+//! client, as many nodes at once as the controller reconciles
+//! (`--concurrency`, `controller::run::CONCURRENCY` by default), each
+//! node's label patch before its status apply as in a reconcile.
 //! Afterwards the cluster is as the controller left it.
 
 use crate::retry::{for_each, retry};
 use crate::shape::{self, HOLLOW_LABEL};
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use nfguard::api::{NodeNetfilterProfile, NodeNetfilterProfileStatus};
@@ -124,12 +127,20 @@ fn unset(patch: &Value) -> Value {
     p
 }
 
-/// Issue every node's writes again, one node at a time; the elapsed time.
-pub async fn replay(client: &kube::Client, writes: &[Writes]) -> anyhow::Result<f64> {
+/// Issue every node's writes again, `concurrency` nodes at a time; the
+/// elapsed time. A floor one node at a time would flatter a controller that
+/// reconciles several at once.
+pub async fn replay(
+    client: &kube::Client,
+    writes: &[Writes],
+    concurrency: usize,
+) -> anyhow::Result<f64> {
     let started = Instant::now();
-    for w in writes {
-        write(client, w, &w.labels, &w.status).await?;
-    }
+    futures::stream::iter(writes)
+        .map(|w| write(client, w, &w.labels, &w.status))
+        .buffer_unordered(concurrency.max(1))
+        .try_collect::<()>()
+        .await?;
     Ok(started.elapsed().as_secs_f64())
 }
 

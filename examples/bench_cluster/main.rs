@@ -108,11 +108,15 @@ enum Cmd {
         #[arg(long)]
         node: usize,
     },
-    /// The floor: re-issue the controller's label and status writes one
-    /// node at a time; prints `floor_seconds=`.
+    /// The floor: re-issue the controller's label and status writes,
+    /// `--concurrency` nodes at a time (the controller's default); prints
+    /// `floor_seconds=`.
     Floor {
-        #[arg(long, default_value_t = 32)]
+        #[arg(long, default_value_t = nfguard::controller::run::CONCURRENCY as usize)]
         concurrency: usize,
+        /// Nodes taken back at once before the replay (not timed).
+        #[arg(long, default_value_t = 32)]
+        reset_concurrency: usize,
     },
     /// N simulated reporters at rest: write bytes/s against N kubelets'
     /// Lease renewals, and change-to-API latency.
@@ -242,12 +246,16 @@ async fn main() -> anyhow::Result<()> {
             max_writes,
         } => metrics_diff(&before, &after, nodes, max_writes),
         Cmd::Change { node } => change(node).await,
-        Cmd::Floor { concurrency } => {
+        Cmd::Floor {
+            concurrency,
+            reset_concurrency,
+        } => {
             let c = client().await?;
             let writes = floor::collect(&c).await?;
-            floor::reset(&c, &writes, concurrency).await?;
-            let secs = floor::replay(&c, &writes).await?;
+            floor::reset(&c, &writes, reset_concurrency).await?;
+            let secs = floor::replay(&c, &writes, concurrency).await?;
             println!("floor_nodes={}", writes.len());
+            println!("floor_concurrency={concurrency}");
             println!("floor_seconds={secs:.2}");
             Ok(())
         }

@@ -28,6 +28,7 @@ pub mod plan;
 pub mod pod_store;
 pub mod policy_status;
 pub mod predicates;
+pub mod report_errors;
 pub mod report_owners;
 pub mod reports_judge;
 pub mod reports_write;

@@ -12,6 +12,7 @@
 //! [`DISCOVERY_INTERVAL`]: a CRD installed after start is used within it.
 
 use super::metrics::{Metrics, ReportWriteLabel, Stage, StageLabel, WriteOp};
+use super::report_errors::{ReportFailure, classify};
 use super::report_owners::Parents;
 use super::reports_judge::{Scope, Workload, judge_reports, resolve};
 use super::stores::Caches;
@@ -220,6 +221,36 @@ impl ReportWriter {
             .inc();
     }
 
+    /// Handle a failed list or apply ([`classify`]): the API gone makes
+    /// the next step discover again and then rebuild everything (this
+    /// pass's marks are not lost); a namespace being deleted is the
+    /// workload's end; anything else is logged and counted.
+    fn failed(
+        &self,
+        state: &mut State,
+        api: ReportApi,
+        error: &kube::Error,
+        what: &str,
+    ) -> ReportFailure {
+        let failure = classify(error);
+        match failure {
+            ReportFailure::ApiGone => {
+                tracing::info!(%error, api = api.api_version(), "{what}: the report API is not served any more (its CRD removed?); discovering again");
+                let now = Instant::now();
+                state.next_discovery = now;
+                state.next_full = now;
+            }
+            ReportFailure::NamespaceGone => {
+                tracing::debug!(%error, "{what}: its namespace is being deleted")
+            }
+            ReportFailure::Error => {
+                tracing::warn!(%error, api = api.api_version(), "{what}");
+                self.error();
+            }
+        }
+        failure
+    }
+
     fn count(&self, op: WriteOp, api: ReportApi) {
         self.metrics
             .report_writes
@@ -287,8 +318,7 @@ impl ReportWriter {
             match list_stored(&self.client, api).await {
                 Ok(stored) => state.stored = stored,
                 Err(error) => {
-                    tracing::warn!(%error, api = api.api_version(), "listing the policy reports failed");
-                    self.error();
+                    self.failed(state, api, &error, "listing the policy reports failed");
                     return;
                 }
             }
@@ -342,6 +372,8 @@ impl ReportWriter {
     async fn delete_all(&self, api: ReportApi) {
         let stored = match list_stored(&self.client, api).await {
             Ok(s) => s,
+            // Not served any more: nothing of it is left to delete.
+            Err(error) if classify(&error) == ReportFailure::ApiGone => return,
             Err(error) => {
                 tracing::warn!(%error, api = api.api_version(), "listing old policy reports failed");
                 self.error();
@@ -395,8 +427,12 @@ impl ReportWriter {
                     state.stored.insert((ns, name), slim(meta.annotations));
                 }
                 Err(error) => {
-                    tracing::warn!(%error, namespace = %ns, name = %name, "writing a policy report failed");
-                    self.error();
+                    let what = format!("writing the policy report {ns}/{name} failed");
+                    if self.failed(state, api, &error, &what) == ReportFailure::ApiGone {
+                        // The rest would fail the same way; the next
+                        // discovery decides what to write, and where.
+                        return;
+                    }
                 }
             }
         }
