@@ -4,17 +4,20 @@
 //! benchmarked for a whole cluster through the caches
 //! ([`super::gather::plan_from_caches`], as every reconcile runs it).
 
-use super::conditions::{self, ConditionStatus, ConditionType, fresh_until};
-use super::inventory::{self, Inventory, node_platform};
-use super::labels::{desired_labels, label_patch, relabels};
-use super::taints::{Brake, TaintChange, TaintPlan, TaintSettings, WantedTaints, plan_taints};
+mod node_labels;
+mod node_taints;
+mod profile_status;
+
+use super::inventory::{self, node_platform};
+use super::taints::{TaintPlan, TaintSettings};
 use crate::api::{ActiveBackend, NodeNetfilterProfile, NodeNetfilterProfileStatus, PolicyAction};
-use crate::compat::evaluate::{Candidate, ImageKey, ImageResolutions, Reason, ReasonCode};
-use crate::facts::{HazardCode, Platform, Severity};
+use crate::compat::evaluate::{Candidate, ImageKey, ImageResolutions, ReasonCode};
+use crate::facts::HazardCode;
 use crate::judgement::{PolicyBook, Scene, Subject};
 use crate::projection::PodFacts;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
+use profile_status::StatusPlan;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -67,30 +70,6 @@ pub struct PlannedEvent {
     /// related object into one series and keeps the first note, so without
     /// it a second pod's taint soon after the first read as the first's.
     pub related_pod: Option<String>,
-}
-
-/// The event action for a condition's new status. kube-runtime's recorder
-/// folds events with the same type, reason and action on one object into a
-/// series for six minutes and keeps only the first note, so one action for
-/// every condition change hid e.g. `Healthy True -> False` behind the
-/// `Fresh` change before it (seen on a real cluster).
-fn condition_action(type_: &str, status: &str) -> &'static str {
-    use ConditionStatus as S;
-    use ConditionType as T;
-    let (Some(t), Some(s)) = (T::parse(type_), S::parse(status)) else {
-        return "UpdateStatus";
-    };
-    match (t, s) {
-        (T::Fresh, S::True) => "SetFreshTrue",
-        (T::Fresh, S::False) => "SetFreshFalse",
-        (T::Fresh, S::Unknown) => "SetFreshUnknown",
-        (T::Healthy, S::True) => "SetHealthyTrue",
-        (T::Healthy, S::False) => "SetHealthyFalse",
-        (T::Healthy, S::Unknown) => "SetHealthyUnknown",
-        (T::Consistent, S::True) => "SetConsistentTrue",
-        (T::Consistent, S::False) => "SetConsistentFalse",
-        (T::Consistent, S::Unknown) => "SetConsistentUnknown",
-    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -166,308 +145,29 @@ fn taint_subjects<'p>(pods: &[&'p PodFacts], policies: &PolicyBook) -> Vec<&'p P
         .collect()
 }
 
-/// The subjects the judgement finds unsafe on this node.
-fn violations(
-    facts: &NodeFacts<'_>,
-    subjects: &[&PodFacts],
-    profile: &NodeNetfilterProfile,
-    platform: &Platform,
-) -> Vec<Violation> {
-    let name = facts.node.metadata.name.as_deref().unwrap_or("");
-    let scene = running_scene(facts.policies);
-    let mut out = Vec::new();
-    for pod in subjects {
-        let subject = Subject::RunningPod {
-            pod,
-            node: Candidate::new(name, platform.clone(), Some(profile)),
-        };
-        let Ok(prepared) = scene.prepare(subject) else {
-            continue;
-        };
-        // Only critical reasons make a violation: skip rendering the rest.
-        let decision = prepared.decide(facts.images, Severity::Critical);
-        if let Some(first) = decision.unsafe_reasons().next() {
-            out.push(Violation {
-                pod: pod.key(),
-                codes: decision.unsafe_codes(),
-                message: violation_message(first),
-            });
-        }
-    }
-    out
-}
-
-/// The reason's line, led by the container and image it is about: the
-/// taint's event must say which image to replace (the message itself says
-/// only "in the image").
-fn violation_message(reason: &Reason) -> String {
-    match (&reason.container, &reason.image) {
-        (Some(c), Some(i)) => format!("container {c} ({i}): {}", reason.message),
-        (None, Some(i)) => format!("{i}: {}", reason.message),
-        _ => reason.message.clone(),
-    }
-}
-
-fn first_critical(status: Option<&NodeNetfilterProfileStatus>) -> Option<HazardCode> {
-    status?
-        .hazards
-        .iter()
-        .flatten()
-        .filter(|h| h.severity == Severity::Critical)
-        .map(|h| h.code)
-        .min()
-}
-
-fn describe_labels(patch: &Value) -> String {
-    let Some(map) = patch.pointer("/metadata/labels").and_then(Value::as_object) else {
-        return String::new();
-    };
-    map.iter()
-        .map(|(k, v)| match v.as_str() {
-            Some(v) => format!("{k}={v}"),
-            None => format!("{k} removed"),
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-fn taint_text(t: &k8s_openapi::api::core::v1::Taint) -> String {
-    match t.value.as_deref() {
-        Some(v) if !v.is_empty() => format!("{}={v}:{}", t.key, t.effect),
-        _ => format!("{}:{}", t.key, t.effect),
-    }
-}
-
-/// Runs `judge` on the profile as it will be once the desired writer
-/// inventory is applied. Copies only what `evaluate` can read: not the
-/// metadata (managedFields grow large) nor the conditions, and lends the
-/// desired writers instead of cloning them.
-fn judge_with_writers<R>(
-    profile: &NodeNetfilterProfile,
-    desired: &mut NodeNetfilterProfileStatus,
-    judge: impl FnOnce(&NodeNetfilterProfile) -> R,
-) -> R {
-    let empty = NodeNetfilterProfileStatus::default();
-    let s = profile.status.as_ref().unwrap_or(&empty);
-    // The reporter's facts (the conditions are never read by `evaluate`)
-    // with the desired writers lent.
-    let status = NodeNetfilterProfileStatus {
-        writers: desired.writers.take(),
-        newest_writer_version: desired.newest_writer_version,
-        oldest_reader_version: desired.oldest_reader_version,
-        ..s.reporter_fields()
-    };
-    let mut merged = NodeNetfilterProfile {
-        metadata: Default::default(),
-        spec: profile.spec.clone(),
-        status: Some(status),
-    };
-    let out = judge(&merged);
-    desired.writers = merged.status.take().and_then(|s| s.writers);
-    out
-}
-
-/// Plan one node.
+/// Plan one node: its labels, its profile's status (conditions, writer
+/// inventory, the running pods found unsafe), its taints, and their events,
+/// in that order (the taints read the status step's violations).
 pub fn plan_node(facts: &NodeFacts<'_>) -> NodePlan {
     let node_name = facts.node.metadata.name.clone().unwrap_or_default();
     let platform = node_platform(facts.node.metadata.labels.as_ref());
     let status = facts.profile.and_then(|p| p.status.as_ref());
-    let mut events = Vec::new();
-
-    // Labels.
-    let label_patch = label_patch(facts.node.metadata.labels.as_ref(), &desired_labels(status));
-    // A node's first labels are routine (a fresh install would write an
-    // event per node): only a change or removal of a label it had is news.
-    if let Some(p) = label_patch
-        .as_ref()
-        .filter(|p| relabels(facts.node.metadata.labels.as_ref(), p))
-    {
-        events.push(PlannedEvent {
-            warning: false,
-            reason: "LabelsUpdated",
-            action: "Label",
-            note: describe_labels(p),
-            target: EventTarget::Node,
-            related_pod: None,
-        });
-    }
-
-    // Status: conditions + writer inventory.
-    let mut new_status = None;
-    let mut found = Vec::new();
-    let mut requeue_after = None;
-    if let Some(profile) = facts.profile {
-        let empty = NodeNetfilterProfileStatus::default();
-        let current = status.unwrap_or(&empty);
-        let Inventory {
-            writers,
-            newest_writer_version,
-            oldest_reader_version,
-        } = inventory::inventory(facts.pods.iter().copied(), status, facts.images, &platform);
-        let previous = current.conditions.as_deref().unwrap_or(&[]);
-        let conds =
-            conditions::conditions(current, previous, facts.now, profile.metadata.generation);
-        for c in &conds {
-            let before = previous.iter().find(|p| p.type_ == c.type_);
-            // A condition's first value is news only when it is not True.
-            let changed = match before {
-                Some(b) => b.status != c.status,
-                None => c.status != ConditionStatus::True.as_str(),
-            };
-            if changed {
-                events.push(PlannedEvent {
-                    warning: c.status != "True",
-                    reason: "ConditionChanged",
-                    action: condition_action(&c.type_, &c.status),
-                    note: format!(
-                        "{} {} -> {} ({}): {}",
-                        c.type_,
-                        before.map_or("none", |b| b.status.as_str()),
-                        c.status,
-                        c.reason,
-                        c.message
-                    ),
-                    target: EventTarget::Profile,
-                    related_pod: None,
-                });
-            }
-        }
-        let mut desired = NodeNetfilterProfileStatus {
-            conditions: Some(conds),
-            writers: Some(writers),
-            newest_writer_version,
-            oldest_reader_version,
-            ..Default::default()
-        };
-        if desired.writers != current.writers && current.writers.is_some() {
-            let n = desired.writers.as_ref().map_or(0, Vec::len);
-            events.push(PlannedEvent {
-                warning: false,
-                reason: "WritersChanged",
-                action: "UpdateStatus",
-                note: format!("{n} container(s) on this node can write its iptables rules"),
-                target: EventTarget::Profile,
-                related_pod: None,
-            });
-        }
-        // Judge running workloads against the profile as it will be (new
-        // writers); the copy is only made when some pod is to be judged.
-        let subjects = taint_subjects(facts.pods, facts.policies);
-        if !subjects.is_empty() {
-            let in_sync = desired.writers == current.writers
-                && desired.newest_writer_version == current.newest_writer_version
-                && desired.oldest_reader_version == current.oldest_reader_version;
-            found = if in_sync {
-                violations(facts, &subjects, profile, &platform)
-            } else {
-                judge_with_writers(profile, &mut desired, |merged| {
-                    violations(facts, &subjects, merged, &platform)
-                })
-            };
-        }
-        if controller_fields(current) != desired {
-            new_status = Some(desired);
-        }
-        if let Some(until) = fresh_until(current)
-            && facts.now <= until
-        {
-            let secs = until.as_second() - facts.now.as_second() + 1;
-            requeue_after = Some(Duration::from_secs(secs.max(1) as u64));
-        }
-    }
-
-    // Taints.
-    let violations = found;
-    let wanted = WantedTaints {
-        degraded: facts
-            .settings
-            .taint_degraded
-            .then(|| first_critical(status))
-            .flatten(),
-        incompatible: !violations.is_empty(),
-    };
-    let current_taints = facts
-        .node
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.as_deref())
-        .unwrap_or(&[]);
-    let taints = plan_taints(
-        current_taints,
-        &wanted,
-        &Brake {
-            tainted_elsewhere: facts.tainted_elsewhere,
-            total_nodes: facts.total_nodes,
-            max_percent: facts.settings.max_percent,
-        },
-    );
-    let why = |key: &str| -> String {
-        if key == crate::wellknown::TAINT_INCOMPATIBLE {
-            violations
-                .iter()
-                .map(|v| {
-                    format!(
-                        "pod {} ({}): {}",
-                        v.pod,
-                        v.codes
-                            .iter()
-                            .map(|c| c.to_string())
-                            .collect::<Vec<_>>()
-                            .join(","),
-                        v.message
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join("; ")
-        } else {
-            match first_critical(status) {
-                Some(code) => format!("critical hazard {code}"),
-                None => String::new(),
-            }
-        }
-    };
-    for change in &taints.changes {
-        let e = match change {
-            TaintChange::Added(t) => PlannedEvent {
-                warning: true,
-                reason: "Tainted",
-                action: "Taint",
-                note: format!("added {}: {}", taint_text(t), why(&t.key)),
-                target: EventTarget::Both,
-                related_pod: (t.key == crate::wellknown::TAINT_INCOMPATIBLE)
-                    .then(|| violations.first().map(|v| v.pod.clone()))
-                    .flatten(),
-            },
-            TaintChange::Removed(t) => PlannedEvent {
-                warning: false,
-                reason: "Untainted",
-                action: "Untaint",
-                note: format!("removed {}: the cause has cleared", taint_text(t)),
-                target: EventTarget::Both,
-                related_pod: None,
-            },
-            TaintChange::Withheld {
-                taint,
-                tainted,
-                limit,
-            } => PlannedEvent {
-                warning: true,
-                reason: "TaintWithheld",
-                action: "Taint",
-                note: format!(
-                    "safety brake: would add {} ({}), but nfguard already taints {tainted} node(s), the most allowed is {limit} ({}% of {} nodes)",
-                    taint_text(taint),
-                    why(&taint.key),
-                    facts.settings.max_percent,
-                    facts.total_nodes
-                ),
-                target: EventTarget::Both,
-                related_pod: None,
-            },
-        };
-        events.push(e);
-    }
-
+    let (label_patch, label_event) = node_labels::plan_labels(facts.node, status);
+    let StatusPlan {
+        status: new_status,
+        violations,
+        events: status_events,
+        requeue_after,
+    } = facts
+        .profile
+        .map(|profile| profile_status::plan_status(facts, profile, &platform))
+        .unwrap_or_default();
+    let (taints, taint_events) = node_taints::plan_node_taints(facts, status, &violations);
+    let events = label_event
+        .into_iter()
+        .chain(status_events)
+        .chain(taint_events)
+        .collect();
     let mut hazards: Vec<HazardCode> = status
         .and_then(|s| s.hazards.as_ref())
         .map(|hs| hs.iter().map(|h| h.code).collect())
