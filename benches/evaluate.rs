@@ -226,7 +226,7 @@ fn bench(c: &mut Criterion) {
         index: Some(&index),
         ..scene
     };
-    let prepared = scene.prepare(Subject::Workload(&w)).unwrap();
+    let prepared = scene.prepare(Subject::Workload(&w));
     let images = resolutions(&prepared.images);
     let image_versions = [v("1.8.9"), v("1.8.11"), v("1.8.7")];
 
@@ -250,13 +250,13 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("select_candidates_and_evaluate", |b| {
         b.iter(|| {
-            let prepared = scene.prepare(Subject::Workload(black_box(&w))).unwrap();
+            let prepared = scene.prepare(Subject::Workload(black_box(&w)));
             black_box(prepared.decide(&images, Severity::Info))
         })
     });
     g.bench_function("select_candidates_and_evaluate_indexed", |b| {
         b.iter(|| {
-            let prepared = indexed.prepare(Subject::Workload(black_box(&w))).unwrap();
+            let prepared = indexed.prepare(Subject::Workload(black_box(&w)));
             black_box(prepared.decide(&images, Severity::Info))
         })
     });

@@ -20,9 +20,7 @@ pub mod whatif;
 use crate::api::{NetfilterPolicy, NodeNetfilterProfile};
 use crate::compat::evaluate::{NodeIndex, PolicyError, Verdict, Workload, validate_policy};
 use crate::facts::Platform;
-use crate::judgement::{
-    Bounded, ImageLookup, JudgeError, NamespaceLabels, PolicyBook, Scene, Subject,
-};
+use crate::judgement::{Bounded, ImageLookup, NamespaceLabels, PolicyBook, Scene, Subject};
 use k8s_openapi::api::core::v1::Node;
 pub use report::{ObjectResult, Report};
 use std::collections::{BTreeMap, HashMap};
@@ -31,8 +29,6 @@ use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CheckError {
-    #[error("{object}: {error}")]
-    Judge { object: String, error: JudgeError },
     /// The gate refuses a broken policy; the webhook judges without it.
     #[error("NetfilterPolicy {policy}: {error}")]
     Policy { policy: String, error: PolicyError },
@@ -107,10 +103,6 @@ pub async fn check(inputs: &Inputs, opts: &ResolveOptions) -> Result<Report, Che
         .await;
     let mut results = Vec::with_capacity(judged.len());
     for (i, (w, j)) in inputs.workloads.iter().zip(judged).enumerate() {
-        let j = j.map_err(|error| CheckError::Judge {
-            object: w.object_ref(),
-            error,
-        })?;
         results.push(ObjectResult {
             source: inputs.sources.get(i).cloned(),
             nodes: classes::candidate_nodes(&j.prepared.candidates),

@@ -137,7 +137,6 @@ spec:
     };
     let d = scene
         .prepare(crate::judgement::Subject::Workload(&w))
-        .unwrap()
         .decide(&ImageResolutions::new(), crate::facts::Severity::Info);
     let mut lines: Vec<(String, Option<usize>)> = d
         .reasons

@@ -177,27 +177,22 @@ pub async fn judge_reports(
                 pod: &e.pod,
                 node: Candidate::new(&e.node, e.platform.clone(), e.profile.as_deref()),
             };
-            scene.prepare(subject).ok()
+            scene.prepare(subject)
         })
         .collect();
     let keys: BTreeSet<ImageKey> = prepared
         .iter()
-        .flatten()
         .flat_map(|p| p.images.iter().cloned())
         .collect();
     let keys: Vec<ImageKey> = keys.into_iter().collect();
     let pods: Vec<&PodFacts> = entries.iter().map(|e| e.pod.as_ref()).collect();
     let resolved = images.resolve_for_pods(&pods, &keys, deadline).await;
-    let mut decisions = Vec::with_capacity(entries.len());
-    let mut sources = Vec::with_capacity(entries.len());
-    let mut judged_entries = Vec::with_capacity(entries.len());
-    for (e, p) in entries.iter().zip(&prepared) {
-        let Some(p) = p else { continue };
-        decisions.push(p.decide(&resolved, Severity::Info));
-        sources.push(p.policy.sources.clone());
-        judged_entries.push(e);
-    }
-    let judged: Vec<JudgedPod<'_>> = judged_entries
+    let decisions: Vec<_> = prepared
+        .iter()
+        .map(|p| p.decide(&resolved, Severity::Info))
+        .collect();
+    let sources: Vec<_> = prepared.iter().map(|p| p.policy.sources.clone()).collect();
+    let judged: Vec<JudgedPod<'_>> = entries
         .iter()
         .enumerate()
         .map(|(i, e)| JudgedPod {

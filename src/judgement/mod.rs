@@ -22,4 +22,4 @@ pub use crate::compat::evaluate::Decision;
 pub use lookup::{FixedImages, ImageLookup, LookupError, LookupErrorKind};
 pub use policies::{NamespaceLabels, PolicyBook};
 pub use resolve::{Bounded, ResolveImages, resolve_all};
-pub use scene::{JudgeError, Judged, Prepared, Scene, Subject};
+pub use scene::{Judged, Prepared, Scene, Subject};

@@ -46,13 +46,6 @@ pub enum Subject<'a> {
     },
 }
 
-/// Why nothing could be judged.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum JudgeError {
-    #[error("pod {0} has no spec")]
-    NoPodSpec(String),
-}
-
 /// Everything a decision needs but the images' answers.
 #[derive(Debug)]
 pub struct Prepared<'a> {
@@ -75,7 +68,7 @@ pub struct Judged<'a> {
 
 impl<'a> Scene<'a> {
     /// Policy, candidates, containers and image pairs for `subject` (pure).
-    pub fn prepare(&self, subject: Subject<'a>) -> Result<Prepared<'a>, JudgeError> {
+    pub fn prepare(&self, subject: Subject<'a>) -> Prepared<'a> {
         let (namespace, containers, exempt_reason, candidates) = match subject {
             Subject::Workload(w) => (
                 w.namespace.as_deref().unwrap_or("default"),
@@ -98,13 +91,13 @@ impl<'a> Scene<'a> {
         };
         let policy = self.policies.for_namespace(namespace);
         let images = images_to_resolve(&containers, exempt_reason, &candidates, &policy);
-        Ok(Prepared {
+        Prepared {
             policy,
             candidates,
             images,
             containers,
             exempt_reason,
-        })
+        }
     }
 
     /// Prepare, resolve within `deadline` (shortened by the policy's
@@ -114,8 +107,8 @@ impl<'a> Scene<'a> {
         subject: Subject<'a>,
         images: &dyn ResolveImages,
         deadline: Instant,
-    ) -> Result<Judged<'a>, JudgeError> {
-        let prepared = self.prepare(subject)?;
+    ) -> Judged<'a> {
+        let prepared = self.prepare(subject);
         let deadline = prepared.registry_deadline(deadline);
         let resolved = if prepared.images.is_empty() {
             ImageResolutions::new()
@@ -123,22 +116,21 @@ impl<'a> Scene<'a> {
             images.resolve(&prepared.images, deadline).await
         };
         let decision = prepared.decide(&resolved, Severity::Info);
-        Ok(Judged { prepared, decision })
+        Judged { prepared, decision }
     }
 
     /// [`Scene::judge`] for many subjects with their look-ups pooled: an
     /// image several subjects share is looked up once per platform. One
-    /// subject's error does not stop the others.
+    /// subject's answers are its own.
     pub async fn judge_all(
         &self,
         subjects: impl IntoIterator<Item = Subject<'a>>,
         images: &dyn ResolveImages,
         deadline: Instant,
-    ) -> Vec<Result<Judged<'a>, JudgeError>> {
+    ) -> Vec<Judged<'a>> {
         let prepared: Vec<_> = subjects.into_iter().map(|s| self.prepare(s)).collect();
         let keys: BTreeSet<ImageKey> = prepared
             .iter()
-            .flatten()
             .flat_map(|p| p.images.iter().cloned())
             .collect();
         let resolved = if keys.is_empty() {
@@ -149,11 +141,9 @@ impl<'a> Scene<'a> {
         };
         prepared
             .into_iter()
-            .map(|p| {
-                p.map(|prepared| Judged {
-                    decision: prepared.decide(&resolved, Severity::Info),
-                    prepared,
-                })
+            .map(|prepared| Judged {
+                decision: prepared.decide(&resolved, Severity::Info),
+                prepared,
             })
             .collect()
     }

@@ -111,7 +111,7 @@ fn example_report() -> DesiredReport {
             pod,
             node: Candidate::new(node, platform.clone(), profile),
         };
-        let prepared = scene.prepare(subject).unwrap();
+        let prepared = scene.prepare(subject);
         decisions.push(prepared.decide(&images, Severity::Info));
         sources.push(prepared.policy.sources.clone());
         refs.push(PodRef {

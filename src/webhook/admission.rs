@@ -24,7 +24,7 @@ use crate::compat::evaluate::{
 };
 use crate::facts::Platform;
 use crate::judgement::pull_secrets::pull_secrets;
-use crate::judgement::{JudgeError, ResolveImages, Scene, Subject};
+use crate::judgement::{ResolveImages, Scene, Subject};
 use crate::projection::PullSecretRefs;
 use crate::registry::{Chain, PullSecrets};
 use k8s_openapi::api::core::v1::PodSpec;
@@ -198,16 +198,12 @@ fn override_hint(d: &Decision) -> &'static str {
 impl Judge {
     /// Judge one workload through the one judgement path (as `nfguard
     /// check` and the controller do), with image look-ups bounded by `deadline`.
-    pub async fn judge(&self, w: &Workload, deadline: Instant) -> Result<Decision, JudgeError> {
-        Ok(self.judge_reporting(w, deadline).await?.0)
+    pub async fn judge(&self, w: &Workload, deadline: Instant) -> Decision {
+        self.judge_reporting(w, deadline).await.0
     }
 
     /// [`Judge::judge`], with the image digests it read (see `judged_images`).
-    async fn judge_reporting(
-        &self,
-        w: &Workload,
-        deadline: Instant,
-    ) -> Result<(Decision, String), JudgeError> {
+    async fn judge_reporting(&self, w: &Workload, deadline: Instant) -> (Decision, String) {
         let snap = self.facts.snapshot();
         let profiles: Vec<_> = snap.profiles.iter().map(|p| p.as_ref()).collect();
         let nodes: Vec<_> = snap.nodes.iter().map(|n| n.as_ref()).collect();
@@ -231,13 +227,13 @@ impl Judge {
         };
         let decision = scene
             .judge(Subject::Workload(w), &images, deadline)
-            .await?
+            .await
             .decision;
         let read = images
             .judged
             .into_inner()
             .unwrap_or_else(|p| p.into_inner());
-        Ok((decision, read))
+        (decision, read)
     }
 
     /// The whole review: body bytes in, HTTP status + JSON out. Never panics
@@ -324,16 +320,7 @@ impl Judge {
         let judged = self.judge_reporting(&w, deadline);
         let (decision, images) = match tokio::time::timeout_at(deadline + margin / 2, judged).await
         {
-            Ok(Ok(d)) => d,
-            Ok(Err(e)) => {
-                return allow_with(
-                    format!(
-                        "nfguard could not judge {}: {e}; allowed without checks",
-                        w.object_ref()
-                    ),
-                    "allow",
-                );
-            }
+            Ok(d) => d,
             Err(_) => {
                 return allow_with(
                     format!(

@@ -126,9 +126,7 @@ pub fn images_to_inspect(node: &Node, pods: &[&PodFacts], policies: &PolicyBook)
             pod,
             node: Candidate::new(name, platform.clone(), None),
         };
-        if let Ok(prepared) = scene.prepare(subject) {
-            keys.extend(prepared.images);
-        }
+        keys.extend(scene.prepare(subject).images);
     }
     keys.into_iter().collect()
 }

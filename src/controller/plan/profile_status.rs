@@ -179,9 +179,7 @@ fn violations(
             pod,
             node: Candidate::new(name, platform.clone(), Some(profile)),
         };
-        let Ok(prepared) = scene.prepare(subject) else {
-            continue;
-        };
+        let prepared = scene.prepare(subject);
         // Only critical reasons make a violation: skip rendering the rest.
         let decision = prepared.decide(facts.images, Severity::Critical);
         if let Some(first) = decision.unsafe_reasons().next() {
