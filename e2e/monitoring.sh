@@ -117,6 +117,22 @@ caused_alert() { CAUSED_ALERTS+=("$*"); }
 # scenario 27's check).
 caused_alert NfguardRegistryLookupsFailing
 
+# deleted_pod POD...: pods a scenario deletes on purpose. Each one's scrape
+# target is down until service discovery drops it, which can raise
+# NfguardTargetDown for that pod (the rules' `for` is shortened here).
+deleted_pod() {
+  local p
+  for p in "$@"; do caused_alert NfguardTargetDown "pod=$p"; done
+}
+# deleted_pods SELECTOR [FIELD_SELECTOR]: deleted_pod for the nfguard pods
+# they select now.
+deleted_pods() {
+  local out names=()
+  out=$(kubectl -n "$NS" get pods -l "$1" ${2:+--field-selector "$2"} -o jsonpath='{.items[*].metadata.name}') || true
+  read -r -a names <<<"$out"
+  deleted_pod "${names[@]}"
+}
+
 # expect_alert firing|gone ALERT [LABEL=VALUE...]: a hook for the scenarios.
 expect_alert() {
   local mode=$1 name=$2
@@ -468,6 +484,7 @@ YAML
   old=$(s27_reporter_pod)
   old=${old%% *}
   [ -n "$old" ] || fail "no reporter pod on $S27_NODE"
+  deleted_pod "$old"
   kubectl -n "$NS" delete pod "$old" --wait=false >/dev/null
   wait_for 60 "the controller's refused status write to reach Prometheus" prom_above \
     'sum(nfguard_controller_reconcile_errors_total{stage="policy_status"})' "$before"

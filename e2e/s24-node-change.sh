@@ -138,6 +138,7 @@ s24_admit() { # NODE: the 1.8.7 writer created on NODE (retried until the webhoo
 }
 
 s24_reporter_restart() { # NODE: its reporter pod replaced (sees the node's mounts anew)
+  deleted_pods app.kubernetes.io/component=reporter "spec.nodeName=$1"
   kubectl -n "$NS" delete pod -l app.kubernetes.io/component=reporter \
     --field-selector "spec.nodeName=$1" --wait=true --timeout=60s >/dev/null
 }

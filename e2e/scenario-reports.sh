@@ -205,6 +205,7 @@ s30_policy_reports() {
   # A new leader's first full pass (stored reports listed, every workload
   # judged) writes nothing either.
   old=$(s30_controller)
+  deleted_pod "$old"
   kubectl -n "$NS" delete pod "$old" --wait=false >/dev/null
   t0=$SECONDS
   wait_for 120 "another controller to lead and finish its first pass of the reports" s30_passed_after "$old"

@@ -1390,6 +1390,7 @@ s8_leader_election() {
   t0=$SECONDS
   kubectl -n "$NS" scale deployment/nfguard-controller --replicas=1 >/dev/null
   wait_for 30 "the ReplicaSet to delete the leader $leader" s8_deleting "$leader"
+  deleted_pod "$leader"
   kubectl -n "$NS" delete pod "$leader" --grace-period=0 --force >/dev/null 2>&1 || true
   wait_for 30 "another replica to take the Lease over from $leader" s8_holder_moved "$leader"
   took=$((SECONDS - t0))
@@ -1467,6 +1468,9 @@ set_failure_policy() { # Ignore|Fail
     -p="[{\"op\":\"replace\",\"path\":\"/webhooks/0/failurePolicy\",\"value\":\"$1\"}]" >/dev/null
 }
 webhook_down() { # REPLICAS: scale the webhook from REPLICAS to 0, wait for no endpoint
+  # No webhook to scrape: NfguardWebhookUnavailable once its `for` passes.
+  caused_alert NfguardWebhookUnavailable
+  deleted_pods app.kubernetes.io/component=webhook
   kubectl -n "$NS" scale deployment/nfguard-webhook --replicas=0 >/dev/null
   wait_for 120 "no webhook pod and no endpoint" s9_no_endpoints
   ok "nfguard-webhook scaled $1 -> 0: no endpoints"
@@ -2339,6 +2343,7 @@ s16_control_plane() {
   defer s16_opt_out
   pod=$(s16_pod_on "$b")
   # NoSchedule does not evict a running pod: the DaemonSet no longer places one.
+  deleted_pod "$pod"
   kubectl -n "$NS" delete pod "$pod" --wait=true >/dev/null
   wait_for 60 "the reporter DaemonSet to want $((want - 1)) pods" s16_desired_is "$((want - 1))"
   for i in 1 2 3 4 5; do
