@@ -241,7 +241,15 @@ fi
 
 # ---- 5: reporters at rest ------------------------------------------------------------
 log "simulated reporters at rest ($NODES, heartbeat 60 s, window $WINDOW s)"
-reporters=$("$GEN" reporters --nodes "$NODES" --heartbeat 60 --window "$WINDOW" --samples 10)
+# A failure here (e.g. a change not seen within 30 s) is itself a figure:
+# it is printed in (5), and the figures measured before it are kept.
+rc=0
+reporters=$("$GEN" reporters --nodes "$NODES" --heartbeat 60 --window "$WINDOW" --samples 10 2>"$WORK/reporters.err") || rc=$?
+cat "$WORK/reporters.err" >&2
+if [ "$rc" != 0 ]; then
+  reporters="    FAILED (exit $rc): $(grep -m1 '^Error' "$WORK/reporters.err" || echo 'see the generator output above')"
+  log "the reporters at rest failed: $reporters"
+fi
 
 # ---- 4: admission latency, webhook registered or not ----------------------------------
 log "pod creation latency with and without nfguard's webhook"
