@@ -46,9 +46,12 @@ pub fn classify(error: &kube::Error) -> ReportFailure {
 mod tests {
     use super::*;
     use kube::core::Status;
+    use serde_json::{Value, json};
 
-    /// An error as kube parses the API server's answer body.
-    fn api_error(body: serde_json::Value) -> kube::Error {
+    /// The error kube makes of a failed request's Status body.
+    fn api_error(code: u16, reason: &str, message: &str, details: Value) -> kube::Error {
+        let body = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                          "code": code, "reason": reason, "message": message, "details": details});
         kube::Error::Api(Box::new(serde_json::from_value::<Status>(body).unwrap()))
     }
 
@@ -66,45 +69,42 @@ mod tests {
 
     #[test]
     fn a_missing_or_terminating_namespace_is_the_workloads_end() {
-        let missing = api_error(serde_json::json!({
-            "kind": "Status", "apiVersion": "v1", "status": "Failure",
-            "message": "namespaces \"gone\" not found", "reason": "NotFound",
-            "details": {"name": "gone", "kind": "namespaces"}, "code": 404
-        }));
+        let missing = api_error(
+            404,
+            "NotFound",
+            "namespaces \"gone\" not found",
+            json!({"name": "gone", "kind": "namespaces"}),
+        );
         assert_eq!(classify(&missing), ReportFailure::NamespaceGone);
         // The API server's answer to a create in a namespace being deleted
         // (NamespaceLifecycle admission).
-        let terminating = api_error(serde_json::json!({
-            "kind": "Status", "apiVersion": "v1", "status": "Failure",
-            "message": "reports.openreports.io \"r\" is forbidden: unable to create new content in namespace ns because it is being terminated",
-            "reason": "Forbidden",
-            "details": {"name": "r", "group": "openreports.io", "kind": "reports",
-                        "causes": [{"reason": "NamespaceTerminating",
-                                    "message": "namespace ns is being terminated",
-                                    "field": "metadata.namespace"}]},
-            "code": 403
-        }));
+        let terminating = api_error(
+            403,
+            "Forbidden",
+            "reports.openreports.io \"r\" is forbidden: unable to create new content in namespace ns because it is being terminated",
+            json!({"name": "r", "group": "openreports.io", "kind": "reports",
+                   "causes": [{"reason": "NamespaceTerminating",
+                               "message": "namespace ns is being terminated",
+                               "field": "metadata.namespace"}]}),
+        );
         assert_eq!(classify(&terminating), ReportFailure::NamespaceGone);
     }
 
     #[test]
     fn other_failures_stay_errors() {
-        let rbac = api_error(serde_json::json!({
-            "kind": "Status", "apiVersion": "v1", "status": "Failure",
-            "message": "reports.openreports.io is forbidden: User cannot patch", "reason": "Forbidden",
-            "details": {"group": "openreports.io", "kind": "reports"}, "code": 403
-        }));
-        assert_eq!(classify(&rbac), ReportFailure::Error);
-        let invalid = api_error(serde_json::json!({
-            "kind": "Status", "apiVersion": "v1", "status": "Failure",
-            "message": "Report.openreports.io \"r\" is invalid", "reason": "Invalid", "code": 422
-        }));
-        assert_eq!(classify(&invalid), ReportFailure::Error);
-        let unavailable = api_error(serde_json::json!({"code": 503, "message": "etcd down"}));
-        assert_eq!(classify(&unavailable), ReportFailure::Error);
-        assert_eq!(
-            classify(&kube::Error::LinesCodecMaxLineLengthExceeded),
-            ReportFailure::Error
-        );
+        let reports = json!({"group": "openreports.io", "kind": "reports"});
+        for e in [
+            api_error(403, "Forbidden", "User cannot patch", reports.clone()),
+            api_error(
+                422,
+                "Invalid",
+                "Report.openreports.io \"r\" is invalid",
+                reports,
+            ),
+            api_error(503, "ServiceUnavailable", "etcd down", Value::Null),
+            kube::Error::LinesCodecMaxLineLengthExceeded,
+        ] {
+            assert_eq!(classify(&e), ReportFailure::Error, "{e}");
+        }
     }
 }
