@@ -26,7 +26,10 @@
 # BENCH_CONTROLLER_PORT (39090, the host controller's /metrics);
 # BENCH_CONTROLLER_LOG (info; the host controller's log filter);
 # BENCH_CONTROLLER_LOG_TO (a file the host controller's log is copied to at
-# the end; otherwise it goes with WORK).
+# the end; otherwise it goes with WORK);
+# BENCH_CONTROLLER_HEAPTRACK (a directory: each controller run's heap is
+# recorded there by heaptrack, controller-1 cold and controller-2
+# restarted, for `heaptrack_print -f FILE`; the controller runs slower).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -80,14 +83,32 @@ real_nodes=$(kubectl get nodes -l '!bench.nfguard.io/hollow' -o name | wc -l)
 total_nodes=$((NODES + real_nodes))
 
 now_ms() { date +%s%3N; }
+heap_runs=0
+# heaptrack_prefix: sets `heap_pre` to what runs the controller under
+# heaptrack's preload (the same process: its pid and VmHWM stay the
+# controller's), its records interpreted and compressed beside it.
+heaptrack_prefix() {
+  heap_pre=()
+  [ -n "${BENCH_CONTROLLER_HEAPTRACK:-}" ] || return 0
+  local lib=/usr/lib/heaptrack
+  [ -x "$lib/libexec/heaptrack_interpret" ] || die "BENCH_CONTROLLER_HEAPTRACK needs heaptrack (apt-get install heaptrack)"
+  heap_runs=$((heap_runs + 1))
+  mkdir -p "$BENCH_CONTROLLER_HEAPTRACK"
+  local fifo="$WORK/heaptrack-$heap_runs.fifo"
+  mkfifo "$fifo"
+  "$lib/libexec/heaptrack_interpret" <"$fifo" |
+    zstd -q -f -o "$BENCH_CONTROLLER_HEAPTRACK/controller-$heap_runs.zst" &
+  heap_pre=(env "LD_PRELOAD=$lib/libheaptrack_preload.so" "DUMP_HEAPTRACK_OUTPUT=$fifo")
+}
 start_controller() {
+  heaptrack_prefix
   # The registry is on loopback here, which the controller refuses unless
   # allowed. The reporters' image names ghcr.io (loaded into the nodes, never
   # pulled): refused by name, so the host controller sends no DNS query off
   # this machine for it.
   NFGUARD_INSECURE_REGISTRIES=$NFGUARD_E2E_REGISTRY NFGUARD_REGISTRY_ALLOW_CIDRS=127.0.0.1/32 \
     NFGUARD_REGISTRY_DENY_HOSTS=ghcr.io NFGUARD_LOG="${BENCH_CONTROLLER_LOG:-info}" \
-    "$NFGUARD" controller --kubeconfig "$KUBECONFIG" --metrics-listen "127.0.0.1:$PORT" \
+    "${heap_pre[@]}" "$NFGUARD" controller --kubeconfig "$KUBECONFIG" --metrics-listen "127.0.0.1:$PORT" \
     --identity bench-host --lease-name nfguard-bench >>"$WORK/controller.log" 2>&1 &
   controller_pid=$!
 }
