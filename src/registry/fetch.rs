@@ -133,12 +133,10 @@ impl Inner {
     }
 
     fn parse_reference(reference: &str) -> Result<Reference, RegistryError> {
-        reference
-            .parse::<Reference>()
-            .map_err(|e| RegistryError::InvalidReference {
-                reference: reference.into(),
-                reason: e.to_string(),
-            })
+        super::reference::parse(reference).map_err(|e| RegistryError::InvalidReference {
+            reference: reference.into(),
+            reason: e.to_string(),
+        })
     }
 
     fn key(r: &Reference, platform: &Platform, credential: CredentialId) -> ResolvedKey {

@@ -16,6 +16,7 @@ mod http;
 mod manifest_get;
 pub mod memory;
 pub mod platform;
+mod reference;
 pub mod stream;
 mod token;
 
