@@ -74,13 +74,19 @@ pub fn resolve(parents: &Parents, raw: &Workload) -> Option<Workload> {
 }
 
 /// One running pod to judge, with what its judgement borrows.
-struct Entry {
+pub struct Entry {
     pod: Arc<PodFacts>,
     pod_ref: PodRef,
     owner: ObjectId,
     node: String,
     platform: Platform,
     profile: Option<Arc<NodeNetfilterProfile>>,
+}
+
+impl Entry {
+    fn workload(&self) -> (&str, &ObjectId) {
+        (&self.pod_ref.namespace, &self.owner)
+    }
 }
 
 /// What a pass found besides the reports.
@@ -96,14 +102,47 @@ pub struct Judged {
     pub deferred: BTreeSet<Workload>,
 }
 
+/// A pass's running pods before any is judged: grouped by workload, so
+/// that they can be judged (and their reports built, written and dropped)
+/// a few workloads at a time ([`Gathered::chunks`]).
+pub struct Gathered {
+    /// Sorted by workload.
+    entries: Vec<Entry>,
+    /// As in [`Judged`].
+    pub waiting: usize,
+    pub deferred: BTreeSet<Workload>,
+}
+
+impl Gathered {
+    /// The entries in runs of whole workloads, each run holding about
+    /// `pods` pods (more when one workload alone has more: a report is
+    /// built from all of its workload's pods).
+    pub fn chunks(&self, pods: usize) -> impl Iterator<Item = &[Entry]> {
+        let mut rest = self.entries.as_slice();
+        std::iter::from_fn(move || {
+            if rest.is_empty() {
+                return None;
+            }
+            let mut end = pods.clamp(1, rest.len());
+            while end < rest.len() && rest[end].workload() == rest[end - 1].workload() {
+                end += 1;
+            }
+            let (chunk, tail) = rest.split_at(end);
+            rest = tail;
+            Some(chunk)
+        })
+    }
+
+    /// How many pods are to be judged.
+    pub fn pods(&self) -> usize {
+        self.entries.len()
+    }
+}
+
 /// The running writer pods of the workloads in `scope`, from the caches,
 /// but those of deferred workloads; how many wait for their owner; the
 /// deferred workloads.
-fn entries(
-    caches: &Caches,
-    parents: &Parents,
-    scope: &Scope,
-) -> (Vec<Entry>, usize, BTreeSet<Workload>) {
+pub fn gather(caches: &Caches, parents: &Parents, scope: &Scope) -> Gathered {
     let mut waiting = 0;
     let mut deferred = BTreeSet::new();
     let mut out = Vec::new();
@@ -148,20 +187,23 @@ fn entries(
     // A workload is written whole or not at all (a DaemonSet's report
     // listing some of its nodes would be written again with the rest).
     out.retain(|e| !deferred.contains(&(e.pod_ref.namespace.clone(), e.owner.clone())));
-    (out, waiting, deferred)
+    out.sort_by(|a, b| a.workload().cmp(&b.workload()));
+    Gathered {
+        entries: out,
+        waiting,
+        deferred,
+    }
 }
 
-/// The reports of the workloads in `scope`: each running pod judged on its
-/// node (image look-ups not answered by `deadline` count as unresolved).
-/// The caches must have listed.
-pub async fn judge_reports(
+/// The reports of these pods' workloads (`entries` holds every pod of
+/// each: a [`Gathered::chunks`] chunk): each running pod judged on its node
+/// (image look-ups not answered by `deadline` count as unresolved).
+pub async fn judge_entries(
     caches: &Caches,
-    parents: &Parents,
     images: &Bounded,
-    scope: &Scope,
+    entries: &[Entry],
     deadline: Instant,
-) -> Judged {
-    let (entries, waiting, deferred) = entries(caches, parents, scope);
+) -> Vec<DesiredReport> {
     let book = caches.policy_book();
     let scene = Scene {
         profiles: &[],
@@ -203,10 +245,23 @@ pub async fn judge_reports(
             decision: &decisions[i],
         })
         .collect();
+    build_reports(&judged)
+}
+
+/// The reports of the workloads in `scope`, all at once (tests; the writer
+/// judges [`Gathered::chunks`] one at a time). The caches must have listed.
+pub async fn judge_reports(
+    caches: &Caches,
+    parents: &Parents,
+    images: &Bounded,
+    scope: &Scope,
+    deadline: Instant,
+) -> Judged {
+    let gathered = gather(caches, parents, scope);
     Judged {
-        reports: build_reports(&judged),
-        waiting,
-        deferred,
+        reports: judge_entries(caches, images, &gathered.entries, deadline).await,
+        waiting: gathered.waiting,
+        deferred: gathered.deferred,
     }
 }
 
@@ -405,5 +460,59 @@ mod tests {
             resolve(&parents, &bare).map(|w| w.1.kind),
             Some("Pod".into())
         );
+    }
+
+    fn entry(owner: &str, pod: &str) -> Entry {
+        let facts = PodFacts::of(&self::pod(
+            pod,
+            "n1",
+            OLD,
+            Some(("apps/v1", "DaemonSet", owner)),
+        ));
+        Entry {
+            pod_ref: pod_ref(&facts).unwrap(),
+            pod: Arc::new(facts),
+            owner: ObjectId {
+                api_version: "apps/v1".into(),
+                kind: "DaemonSet".into(),
+                name: owner.into(),
+                uid: format!("uid-{owner}"),
+            },
+            node: "n1".into(),
+            platform: "linux/amd64".parse().unwrap(),
+            profile: None,
+        }
+    }
+
+    #[test]
+    fn chunks_hold_whole_workloads() {
+        let entries = [
+            ("a", 1),
+            ("a", 2),
+            ("a", 3),
+            ("b", 1),
+            ("c", 1),
+            ("c", 2),
+            ("d", 1),
+        ]
+        .into_iter()
+        .map(|(owner, i)| entry(owner, &format!("{owner}-{i}")))
+        .collect();
+        let gathered = Gathered {
+            entries,
+            waiting: 0,
+            deferred: BTreeSet::new(),
+        };
+        let owners = |pods: usize| -> Vec<String> {
+            gathered
+                .chunks(pods)
+                .map(|c| c.iter().map(|e| e.owner.name.as_str()).collect())
+                .collect()
+        };
+        // A chunk grows past its size rather than split a workload.
+        assert_eq!(owners(2), ["aaa", "bcc", "d"]);
+        assert_eq!(owners(1), ["aaa", "b", "cc", "d"]);
+        assert_eq!(owners(100), ["aaabccd"]);
+        assert_eq!(owners(0), ["aaa", "b", "cc", "d"]);
     }
 }

@@ -10,14 +10,19 @@
 //! workload, the stored reports listed again, strays deleted) runs at start,
 //! after an API switch and every [`FULL_INTERVAL`]. Discovery runs every
 //! [`DISCOVERY_INTERVAL`]: a CRD installed after start is used within it.
+//! A pass judges and applies [`CHUNK_PODS`] pods' workloads at a time; after
+//! a start, nothing is written until every node's first round is over
+//! ([`FIRST_ROUNDS_WAIT`] at most).
 
 use super::metrics::{Metrics, ReportWriteLabel, Stage, StageLabel, WriteOp};
 use super::report_errors::{ReportFailure, classify};
 use super::report_owners::Parents;
-use super::reports_judge::{Scope, Workload, judge_reports, resolve};
+use super::reports_judge::{Scope, Workload, gather, judge_entries, resolve};
 use super::stores::Caches;
 use crate::judgement::Bounded;
-use crate::reports::{DesiredReport, LABEL_MANAGED_BY, MANAGED_BY, ReportApi, needs_write};
+use crate::reports::{
+    DesiredReport, LABEL_MANAGED_BY, MANAGED_BY, PolicyReport, Report, ReportApi, needs_write,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -35,10 +40,16 @@ pub const DISCOVERY_INTERVAL: Duration = Duration::from_secs(30);
 pub const FULL_INTERVAL: Duration = super::run::RESYNC;
 /// A pass's image look-ups (as a reconcile's).
 const IMAGE_DEADLINE: Duration = super::run::IMAGE_DEADLINE;
+/// How long the writer waits at start for every node's first round
+/// before it writes the reports of the nodes that had theirs.
+pub const FIRST_ROUNDS_WAIT: Duration = Duration::from_secs(300);
 /// Field manager of the reports' server-side apply.
 pub const FIELD_MANAGER: &str = "nfguard-controller-reports";
 /// Reports listed per page.
 const PAGE: u32 = 500;
+/// Running pods judged at once in a pass: their reports are built,
+/// applied and dropped before the next chunk is judged.
+const CHUNK_PODS: usize = 500;
 
 /// Workloads whose report may have changed, filled by reconciles and
 /// watches, emptied by each pass.
@@ -69,44 +80,55 @@ impl ReportQueue {
 /// A stored report: its namespace and name.
 pub type ReportKey = (String, String);
 
+/// A report as applied, in the chosen API's shape, its content hash in its
+/// metadata. Serialized straight into the apply's body.
+#[derive(Debug, serde::Serialize)]
+#[serde(untagged)]
+pub enum ReportObject {
+    Open(Report),
+    Wg(PolicyReport),
+}
+
+impl ReportObject {
+    pub fn of(d: &DesiredReport, api: ReportApi) -> Self {
+        match api {
+            ReportApi::OpenReports => ReportObject::Open(d.to_report()),
+            ReportApi::WgPolicy => ReportObject::Wg(d.to_policy_report()),
+        }
+    }
+
+    pub fn metadata(&self) -> &ObjectMeta {
+        match self {
+            ReportObject::Open(r) => &r.metadata,
+            ReportObject::Wg(r) => &r.metadata,
+        }
+    }
+}
+
 /// What a pass writes (pure: [`plan_writes`]).
 #[derive(Debug, Default)]
 pub struct Writes {
-    /// Reports to apply, with the metadata (content hash) they carry.
-    pub apply: Vec<(ReportKey, ObjectMeta, serde_json::Value)>,
+    /// Reports to apply.
+    pub apply: Vec<(ReportKey, ReportObject)>,
     /// Stored reports whose workload gives no result any more.
     pub delete: Vec<ReportKey>,
 }
 
-fn desired_object(d: &DesiredReport, api: ReportApi) -> (ObjectMeta, serde_json::Value) {
-    let meta = match api {
-        ReportApi::OpenReports => d.to_report().metadata,
-        ReportApi::WgPolicy => d.to_policy_report().metadata,
-    };
-    (meta, d.to_value(api))
-}
-
-/// The writes that bring `stored` to `desired` for the workloads in
-/// `scope`: a desired report whose hash differs from the stored one's (or
-/// that is not stored) is applied; a stored one no desired report has is
-/// deleted when its workload was rebuilt (`scope`), or on a full pass, but
-/// not when its workload was `deferred` (judged later).
-pub fn plan_writes(
-    desired: &[DesiredReport],
-    deferred: &BTreeSet<Workload>,
-    scope: &Scope,
+/// The reports of `desired` that differ from the stored ones (or are not
+/// stored), to apply; every desired report's key is added to `wanted`.
+/// Called once per chunk of a pass, so that only a chunk's reports exist
+/// at once.
+pub fn plan_applies(
+    desired: Vec<DesiredReport>,
     stored: &BTreeMap<ReportKey, ObjectMeta>,
     api: ReportApi,
-) -> Writes {
-    let mut writes = Writes::default();
-    let mut wanted: BTreeSet<ReportKey> = deferred
-        .iter()
-        .map(|(ns, owner)| (ns.clone(), crate::reports::report_name(owner)))
-        .collect();
+    wanted: &mut BTreeSet<ReportKey>,
+) -> Vec<(ReportKey, ReportObject)> {
+    let mut apply = Vec::new();
     for d in desired {
         let key = (d.namespace.clone(), d.name.clone());
-        let (meta, value) = desired_object(d, api);
-        if needs_write(stored.get(&key), &meta) {
+        let object = ReportObject::of(&d, api);
+        if needs_write(stored.get(&key), object.metadata()) {
             tracing::debug!(
                 namespace = %key.0,
                 name = %key.1,
@@ -118,10 +140,29 @@ pub fn plan_writes(
                 skip = d.summary.skip,
                 "policy report to write"
             );
-            writes.apply.push((key.clone(), meta, value));
+            apply.push((key.clone(), object));
         }
         wanted.insert(key);
     }
+    apply
+}
+
+/// The keys of the `deferred` workloads' reports (kept: judged later).
+pub fn deferred_keys(deferred: &BTreeSet<Workload>) -> BTreeSet<ReportKey> {
+    deferred
+        .iter()
+        .map(|(ns, owner)| (ns.clone(), crate::reports::report_name(owner)))
+        .collect()
+}
+
+/// The stored reports to delete once a pass judged every workload in
+/// `scope`: those of a rebuilt workload (every one on a full pass) that no
+/// desired or deferred report (`wanted`) names.
+pub fn plan_deletes(
+    stored: &BTreeMap<ReportKey, ObjectMeta>,
+    wanted: &BTreeSet<ReportKey>,
+    scope: &Scope,
+) -> Vec<ReportKey> {
     let rebuilt: Option<BTreeSet<ReportKey>> = match scope {
         Scope::All => None,
         Scope::Only(set) => Some(
@@ -130,13 +171,32 @@ pub fn plan_writes(
                 .collect(),
         ),
     };
-    for key in stored.keys() {
-        let in_scope = rebuilt.as_ref().is_none_or(|r| r.contains(key));
-        if in_scope && !wanted.contains(key) {
-            writes.delete.push(key.clone());
-        }
+    stored
+        .keys()
+        .filter(|key| rebuilt.as_ref().is_none_or(|r| r.contains(*key)) && !wanted.contains(*key))
+        .cloned()
+        .collect()
+}
+
+/// The writes that bring `stored` to `desired` for the workloads in
+/// `scope`, in one go ([`plan_applies`] then [`plan_deletes`]): a desired
+/// report whose hash differs from the stored one's (or that is not stored)
+/// is applied; a stored one no desired report has is deleted when its
+/// workload was rebuilt (`scope`), or on a full pass, but not when its
+/// workload was `deferred` (judged later).
+pub fn plan_writes(
+    desired: Vec<DesiredReport>,
+    deferred: &BTreeSet<Workload>,
+    scope: &Scope,
+    stored: &BTreeMap<ReportKey, ObjectMeta>,
+    api: ReportApi,
+) -> Writes {
+    let mut wanted = deferred_keys(deferred);
+    let apply = plan_applies(desired, stored, api, &mut wanted);
+    Writes {
+        apply,
+        delete: plan_deletes(stored, &wanted, scope),
     }
-    writes
 }
 
 /// The report APIs the cluster serves, in order of preference. None: the
@@ -209,6 +269,9 @@ struct State {
     stored: BTreeMap<ReportKey, ObjectMeta>,
     next_discovery: Instant,
     next_full: Instant,
+    /// Since when the writer waits for every node's first round (None:
+    /// no longer).
+    rounds_from: Option<Instant>,
 }
 
 impl ReportWriter {
@@ -271,6 +334,7 @@ impl ReportWriter {
             stored: BTreeMap::new(),
             next_discovery: now,
             next_full: now,
+            rounds_from: Some(now),
         };
         self.metrics.set_reports_api(None);
         loop {
@@ -313,6 +377,10 @@ impl ReportWriter {
             self.queue.notify.notify_one();
             return;
         }
+        if !self.first_rounds_over(state) {
+            self.queue.notify.notify_one();
+            return;
+        }
         let now = Instant::now();
         let scope = if now >= state.next_full {
             match list_stored(&self.client, api).await {
@@ -337,6 +405,43 @@ impl ReportWriter {
             )
         };
         self.pass(state, api, &scope).await;
+    }
+
+    /// Whether every node has had its first round since start, or the
+    /// writer waited [`FIRST_ROUNDS_WAIT`] for it. Until then no report is
+    /// written: a cold start's labels, conditions and taints (what gates
+    /// scheduling) do not queue behind a report per workload at the API
+    /// server, and no report is judged before its node's writer inventory
+    /// is known.
+    fn first_rounds_over(&self, state: &mut State) -> bool {
+        let Some(from) = state.rounds_from else {
+            return true;
+        };
+        let nodes = self.caches.nodes.state();
+        let pending = self
+            .caches
+            .first_rounds
+            .pending(nodes.iter().filter_map(|n| n.metadata.name.as_deref()));
+        let waited = from.elapsed();
+        if pending > 0 && waited < FIRST_ROUNDS_WAIT {
+            return false;
+        }
+        if pending == 0 {
+            tracing::info!(
+                nodes = nodes.len(),
+                waited_ms = waited.as_millis() as u64,
+                "every node's first round is over: writing policy reports"
+            );
+        } else {
+            tracing::warn!(
+                nodes = nodes.len(),
+                pending,
+                waited_s = waited.as_secs(),
+                "writing policy reports before every node's first round is over (their workloads wait)"
+            );
+        }
+        state.rounds_from = None;
+        true
     }
 
     /// A new answer from discovery: choose, log and count a change once,
@@ -404,39 +509,51 @@ impl ReportWriter {
         }
     }
 
+    /// Judge the workloads in `scope` a chunk at a time, applying each
+    /// chunk's changed reports before the next is judged (a full pass of
+    /// 10,000 workloads never holds 10,000 reports), then delete the
+    /// stored reports no workload gives any more.
     async fn pass(&self, state: &mut State, api: ReportApi, scope: &Scope) {
-        let deadline = Instant::now() + IMAGE_DEADLINE;
-        let judged =
-            judge_reports(&self.caches, &self.parents, &self.images, scope, deadline).await;
-        let writes = plan_writes(&judged.reports, &judged.deferred, scope, &state.stored, api);
-        tracing::debug!(
-            reports = judged.reports.len(),
-            apply = writes.apply.len(),
-            delete = writes.delete.len(),
-            waiting = judged.waiting,
-            deferred = judged.deferred.len(),
-            "policy report pass"
-        );
+        let gathered = gather(&self.caches, &self.parents, scope);
+        let mut wanted = deferred_keys(&gathered.deferred);
+        let (mut reports, mut applied) = (0, 0);
         let params = PatchParams::apply(FIELD_MANAGER).force();
-        for ((ns, name), meta, value) in writes.apply {
-            let reports: Api<DynamicObject> =
-                Api::namespaced_with(self.client.clone(), &ns, &api.api_resource());
-            match reports.patch(&name, &params, &Patch::Apply(&value)).await {
-                Ok(_) => {
-                    self.count(WriteOp::apply, api);
-                    state.stored.insert((ns, name), slim(meta.annotations));
-                }
-                Err(error) => {
-                    let what = format!("writing the policy report {ns}/{name} failed");
-                    if self.failed(state, api, &error, &what) == ReportFailure::ApiGone {
-                        // The rest would fail the same way; the next
-                        // discovery decides what to write, and where.
-                        return;
+        for chunk in gathered.chunks(CHUNK_PODS) {
+            let deadline = Instant::now() + IMAGE_DEADLINE;
+            let desired = judge_entries(&self.caches, &self.images, chunk, deadline).await;
+            reports += desired.len();
+            for ((ns, name), object) in plan_applies(desired, &state.stored, api, &mut wanted) {
+                let stored_meta = slim(object.metadata().annotations.clone());
+                let reports: Api<DynamicObject> =
+                    Api::namespaced_with(self.client.clone(), &ns, &api.api_resource());
+                match reports.patch(&name, &params, &Patch::Apply(&object)).await {
+                    Ok(_) => {
+                        self.count(WriteOp::apply, api);
+                        applied += 1;
+                        state.stored.insert((ns, name), stored_meta);
+                    }
+                    Err(error) => {
+                        let what = format!("writing the policy report {ns}/{name} failed");
+                        if self.failed(state, api, &error, &what) == ReportFailure::ApiGone {
+                            // The rest would fail the same way; the next
+                            // discovery decides what to write, and where.
+                            return;
+                        }
                     }
                 }
             }
         }
-        for key in writes.delete {
+        let delete = plan_deletes(&state.stored, &wanted, scope);
+        tracing::debug!(
+            pods = gathered.pods(),
+            reports,
+            applied,
+            delete = delete.len(),
+            waiting = gathered.waiting,
+            deferred = gathered.deferred.len(),
+            "policy report pass"
+        );
+        for key in delete {
             if self.delete(api, &key).await {
                 state.stored.remove(&key);
             }
@@ -476,10 +593,10 @@ mod tests {
     fn stored_from(d: &[DesiredReport], api: ReportApi) -> BTreeMap<ReportKey, ObjectMeta> {
         d.iter()
             .map(|d| {
-                let (meta, _) = desired_object(d, api);
+                let object = ReportObject::of(d, api);
                 (
                     (d.namespace.clone(), d.name.clone()),
-                    slim(meta.annotations),
+                    slim(object.metadata().annotations.clone()),
                 )
             })
             .collect()
@@ -487,7 +604,7 @@ mod tests {
 
     fn keys(w: &Writes) -> (Vec<&str>, Vec<&str>) {
         (
-            w.apply.iter().map(|(k, _, _)| k.1.as_str()).collect(),
+            w.apply.iter().map(|(k, _)| k.1.as_str()).collect(),
             w.delete.iter().map(|k| k.1.as_str()).collect(),
         )
     }
@@ -497,7 +614,7 @@ mod tests {
         let api = ReportApi::OpenReports;
         let now = [desired("a", 1), desired("b", 0)];
         let stored = stored_from(&now, api);
-        let w = plan_writes(&now, &BTreeSet::new(), &Scope::All, &stored, api);
+        let w = plan_writes(now.to_vec(), &BTreeSet::new(), &Scope::All, &stored, api);
         assert_eq!(keys(&w), (vec![], vec![]));
     }
 
@@ -506,7 +623,7 @@ mod tests {
         let api = ReportApi::OpenReports;
         let stored = stored_from(&[desired("a", 1), desired("gone", 1)], api);
         let now = [desired("a", 2), desired("new", 1)];
-        let w = plan_writes(&now, &BTreeSet::new(), &Scope::All, &stored, api);
+        let w = plan_writes(now.to_vec(), &BTreeSet::new(), &Scope::All, &stored, api);
         assert_eq!(
             keys(&w),
             (
@@ -514,11 +631,13 @@ mod tests {
                 vec!["nfguard-daemonset-gone"]
             )
         );
-        let (_, meta, value) = &w.apply[0];
+        let (_, object) = &w.apply[0];
+        let value = serde_json::to_value(object).unwrap();
         assert_eq!(value["kind"], "Report");
         assert_eq!(
             value["metadata"]["annotations"][crate::reports::ANNOTATION_CONTENT_HASH],
-            meta.annotations.as_ref().unwrap()[crate::reports::ANNOTATION_CONTENT_HASH]
+            object.metadata().annotations.as_ref().unwrap()
+                [crate::reports::ANNOTATION_CONTENT_HASH]
         );
     }
 
@@ -528,7 +647,7 @@ mod tests {
         let stored = stored_from(&[desired("a", 1), desired("b", 1)], api);
         // Only `a` was rebuilt and it gives no result now; `b` was not looked at.
         let scope = Scope::Only([("ns".to_string(), owner("a"))].into());
-        let w = plan_writes(&[], &BTreeSet::new(), &scope, &stored, api);
+        let w = plan_writes(Vec::new(), &BTreeSet::new(), &scope, &stored, api);
         assert_eq!(keys(&w), (vec![], vec!["nfguard-daemonset-a"]));
     }
 
@@ -538,7 +657,7 @@ mod tests {
         let stored = stored_from(&[desired("a", 1), desired("b", 1)], api);
         // `a` waits for a node's first round; `b` gives no result any more.
         let deferred = [("ns".to_string(), owner("a"))].into();
-        let w = plan_writes(&[], &deferred, &Scope::All, &stored, api);
+        let w = plan_writes(Vec::new(), &deferred, &Scope::All, &stored, api);
         assert_eq!(keys(&w), (vec![], vec!["nfguard-daemonset-b"]));
     }
 
@@ -547,7 +666,7 @@ mod tests {
         let now = [desired("a", 1)];
         let stored = stored_from(&now, ReportApi::WgPolicy);
         let w = plan_writes(
-            &now,
+            now.to_vec(),
             &BTreeSet::new(),
             &Scope::All,
             &stored,

@@ -1505,13 +1505,13 @@ async fn report_pass(
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     let judged = judge_reports(&ctx.caches, &parents, &ctx.images, &Scope::All, deadline).await;
     let api = ReportApi::OpenReports;
-    let writes = plan_writes(&judged.reports, &judged.deferred, &Scope::All, stored, api);
+    let writes = plan_writes(judged.reports, &judged.deferred, &Scope::All, stored, api);
     assert!(writes.delete.is_empty(), "{:?}", writes.delete);
     writes
         .apply
         .into_iter()
-        .map(|(key, meta, _)| {
-            stored.insert(key.clone(), meta);
+        .map(|(key, object)| {
+            stored.insert(key.clone(), object.metadata().clone());
             key.1
         })
         .collect()
