@@ -40,6 +40,12 @@ impl FirstRounds {
             .contains(node)
     }
 
+    /// How many of `nodes` have not had their first round yet.
+    pub fn pending<'a>(&self, nodes: impl IntoIterator<Item = &'a str>) -> usize {
+        let done = self.done.read().unwrap_or_else(|e| e.into_inner());
+        nodes.into_iter().filter(|n| !done.contains(*n)).count()
+    }
+
     /// A deleted node: its name may come back as a new node.
     pub fn forget(&self, node: &str) {
         self.done
@@ -60,6 +66,7 @@ mod tests {
         r.done("n1");
         r.done("n1");
         assert!(r.is_done("n1") && !r.is_done("n2"));
+        assert_eq!(r.pending(["n1", "n2", "n3"]), 2);
         r.forget("n1");
         assert!(!r.is_done("n1"));
     }
