@@ -62,13 +62,22 @@ fn connect_timeout(config: &RegistryConfig) -> Duration {
     config.timeout.min(Duration::from_secs(10))
 }
 
+/// A read that stalls past the inspection's own timeout is that timeout
+/// ("did not finish within"), never the HTTP client's read timeout firing
+/// in the same timer tick and winning the race as "unreachable" (the
+/// inspection's timeout polls the inspection first). The race showed once
+/// the reference parse stopped compiling a regex before the request.
+fn read_timeout(config: &RegistryConfig) -> Duration {
+    config.timeout + Duration::from_secs(1)
+}
+
 /// The shared transport; a client that cannot be built (bad extra CA
 /// certificates) fails every inspection with the reason.
 fn transport(config: &RegistryConfig) -> Transport {
     let http = Http::new(
         config.egress.clone(),
         connect_timeout(config),
-        config.timeout,
+        read_timeout(config),
         &config.extra_root_certificates_pem,
     );
     if let Err(e) = &http {
