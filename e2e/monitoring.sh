@@ -41,7 +41,10 @@
 # a scenario did not cause.
 
 PROM_BIN=${NFGUARD_E2E_PROMETHEUS:-}
-PROM_PORT=39090
+# Below the kernel's ephemeral range (32768-60999): a listener there can find
+# its port taken by one of the control plane's own outgoing connections (a
+# whole run once timed out waiting for Prometheus on 39090; its log was gone).
+PROM_PORT=29090
 PROM_INTERVAL=2s
 PROM_MAX_FOR=5s
 PROM_DIR=""
@@ -170,7 +173,14 @@ targets_up() {
     [ "$want" -ge 1 ] && [ "$got" = "$want" ] || return 1
   done
 }
-prom_ready() { prom_api /-/ready >/dev/null 2>&1; }
+# prom_ready: Prometheus answers /-/ready; otherwise WHY says what its log
+# last said, and whether it is still running (the log goes with the cluster).
+prom_ready() {
+  prom_api /-/ready >/dev/null 2>&1 && return 0
+  WHY="its log: $(tail -n 3 "$PROM_DIR/prometheus.log" 2>/dev/null | tr '\n' ' ')"
+  kill -0 "$PROM_PID" 2>/dev/null || WHY="Prometheus exited; $WHY"
+  return 1
+}
 
 prom_start() {
   local module crds t cadata api token version c

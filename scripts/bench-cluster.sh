@@ -23,7 +23,8 @@
 # Env: KEEP_CLUSTER=1 leaves the cluster up (its processes then hold the
 # lock they inherited: run `e2e/local-cluster.sh down` without flock);
 # BENCH_REPORTER_WINDOW (120 s);
-# BENCH_CONTROLLER_PORT (39090, the host controller's /metrics);
+# BENCH_CONTROLLER_PORT (29091, the host controller's /metrics; below the
+# ephemeral port range, which the machine's own connections draw from);
 # BENCH_CONTROLLER_LOG (info; the host controller's log filter);
 # BENCH_CONTROLLER_LOG_TO (a file the host controller's log is copied to at
 # the end; otherwise it goes with WORK);
@@ -44,7 +45,7 @@ NODES=$1 PODS=$2
 case "$NODES$PODS" in *[!0-9]*) usage ;; esac
 [ "$NODES" -ge 2 ] || die "NODES must be at least 2"
 [ "$(id -u)" = 0 ] || die "run as root (the local cluster needs network namespaces)"
-PORT=${BENCH_CONTROLLER_PORT:-39090}
+PORT=${BENCH_CONTROLLER_PORT:-29091}
 WINDOW=${BENCH_REPORTER_WINDOW:-120}
 STATE=${NFGUARD_E2E_STATE:-/var/lib/nfguard-e2e}
 
