@@ -190,15 +190,6 @@ impl DesiredReport {
         set_hash(&mut report.metadata, hash);
         report
     }
-
-    /// In the shape of `api`, as JSON (for a dynamic client's apply).
-    pub fn to_value(&self, api: ReportApi) -> serde_json::Value {
-        let value = match api {
-            ReportApi::OpenReports => serde_json::to_value(self.to_report()),
-            ReportApi::WgPolicy => serde_json::to_value(self.to_policy_report()),
-        };
-        value.expect("a report serializes: string keys, no floats")
-    }
 }
 
 /// SHA-256 of the object serialized before the hash is added: every field
@@ -449,9 +440,12 @@ mod tests {
         assert_eq!(scope.name.as_deref(), Some("ds"));
         assert_eq!(new.source, SOURCE);
         // The older shape has neither field.
-        let value = d.to_value(ReportApi::WgPolicy);
+        let value = serde_json::to_value(d.to_policy_report()).unwrap();
         assert!(value.get("source").is_none() && value.get("configuration").is_none());
-        assert_eq!(d.to_value(ReportApi::OpenReports)["source"], "nfguard");
+        assert_eq!(
+            serde_json::to_value(d.to_report()).unwrap()["source"],
+            "nfguard"
+        );
         // Different shapes, different hashes: switching API rewrites.
         assert_ne!(hash_of(&new.metadata), hash_of(&old.metadata));
     }
