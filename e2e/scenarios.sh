@@ -1380,6 +1380,21 @@ s8_leader_election() {
     skip "the controller's metrics are not reachable through the apiserver's pod proxy here"
   fi
 
+  # An orphan for the next leader's first sweep: the profile of a node that
+  # does not exist, without the ownerReference the garbage collector goes by
+  # (the leader swept when its term began; its next sweep is 600 s away).
+  kubectl apply -f - >/dev/null <<EOF
+apiVersion: nfguard.io/v1alpha1
+kind: NodeNetfilterProfile
+metadata:
+  name: $S8_GHOST
+spec:
+  nodeName: $S8_GHOST
+EOF
+  defer kubectl delete nodenetfilterprofile "$S8_GHOST" --ignore-not-found
+  s8_ghost_gone && fail "the profile $S8_GHOST was deleted while $leader led (its next sweep is 600 s away)"
+  ok "a profile of the node $S8_GHOST, which does not exist, is in place"
+
   # The leader goes and no replacement can race the standby for the Lease:
   # the leader's pod gets the lowest pod-deletion-cost and the Deployment is
   # scaled to 1, so its ReplicaSet deletes exactly that pod (SIGTERM, on which
@@ -1417,6 +1432,30 @@ s8_leader_election() {
     [ "$r" = 1 ] || fail "$holder leads but its nfguard_controller_leader is $r"
     ok "$holder's nfguard_controller_leader is 1"
   fi
+
+  # The new leader's first sweep (from its caches, each candidate's Node
+  # looked up by name) deletes the orphan and no profile of a real node.
+  wait_for 150 "$holder's first orphan sweep to delete the profile $S8_GHOST" s8_ghost_gone
+  logs=$(s8_logs "$holder")
+  r=$(grep 'deleted the profile of a node that no longer exists' <<<"$logs" || true)
+  grep -qF "$S8_GHOST" <<<"$r" || fail "$holder's log does not name the orphan it deleted: $r"
+  [ "$(grep -c . <<<"$r")" = 1 ] || fail "$holder deleted more than the one orphan: $r"
+  list_nodes
+  for n in "${NODES[@]}" "${CP_NODES[@]}"; do
+    [ "$(nnp "$n" '{.metadata.name}')" = "$n" ] || fail "the profile of node $n went with the sweep"
+  done
+  ok "$holder's first sweep deleted the profile $S8_GHOST and no other; every node's profile ($((${#NODES[@]} + ${#CP_NODES[@]}))) is in place"
+}
+# A node name no node has.
+S8_GHOST=nfguard-e2e-ghost-node
+s8_ghost_gone() { # the orphan's profile is gone (NotFound, not an API error)
+  local out
+  if out=$(kubectl get nodenetfilterprofile "$S8_GHOST" -o name 2>&1); then
+    WHY="$out is still there"
+    return 1
+  fi
+  WHY=$out
+  grep -q NotFound <<<"$out"
 }
 s8_deleting() { # POD: the pod is being deleted or gone
   local pods
@@ -2712,7 +2751,7 @@ run_scenario 4 "a legacy-only image is allowed only where the rules are legacy" 
 run_scenario 5 "restarting the reporter keeps every profile" s5_reporter_restart
 run_scenario 6 "the incident for real: an old reader's save/restore on an nft node" s6_incident
 run_scenario 7 "RBAC: own ServiceAccounts; a reporter cannot write another node's profile" s7_rbac
-run_scenario 8 "two controller replicas: hand-over without double writes" s8_leader_election
+run_scenario 8 "two controller replicas: hand-over without double writes, and the new leader sweeps an orphaned profile" s8_leader_election
 run_scenario 9 "the webhook down: failurePolicy Ignore, then Fail" s9_webhook_down
 run_scenario 10 "a Taint policy selecting namespaces by label; an invalid policy is shown and ignored" s10_namespace_selector
 run_scenario 11 "a reporter token of node A is refused for node B's profile, A's spec.nodeName and the controller's status fields; A's heartbeat advances" s11_node_identity

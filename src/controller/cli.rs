@@ -7,7 +7,7 @@ use super::http::{self, HttpState};
 use super::lease::{LeaderElector, LeaseConfig};
 use super::metrics::Metrics;
 use super::policy_status::run_policy_status;
-use super::run::{run_controller, sweep_orphans};
+use super::run::run_controller;
 use crate::judgement::Bounded;
 use crate::judgement::pull_secrets::PullSecretReader;
 use crate::registry::DockerConfigFile;
@@ -150,6 +150,7 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
             metrics.clone(),
             recorder.clone(),
             args.concurrency,
+            Duration::from_secs(args.orphan_interval.max(10)),
             flag_raised(term_rx.clone()),
         );
         let policy_status = run_policy_status(
@@ -159,24 +160,7 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
             recorder.clone(),
             flag_raised(term_rx.clone()),
         );
-        let sweeper = {
-            let (client, metrics, mut rx) = (client.clone(), metrics.clone(), term_rx.clone());
-            let every = Duration::from_secs(args.orphan_interval.max(10));
-            async move {
-                loop {
-                    match sweep_orphans(&client, &metrics).await {
-                        Ok(n) if n > 0 => tracing::info!(deleted = n, "orphaned profiles deleted"),
-                        Ok(_) => {}
-                        Err(e) => tracing::warn!(error = %e, "orphan sweep failed"),
-                    }
-                    tokio::select! {
-                        _ = tokio::time::sleep(every) => {}
-                        _ = rx.wait_for(|s| *s) => break,
-                    }
-                }
-            }
-        };
-        let work = futures::future::join3(controller, policy_status, sweeper);
+        let work = futures::future::join(controller, policy_status);
         tokio::pin!(work);
         let mut shutting_down = false;
         tokio::select! {

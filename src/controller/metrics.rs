@@ -240,6 +240,7 @@ impl Default for Metrics {
 impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("nfguard_controller");
+        registry.register_collector(Box::new(crate::runtime::allocator::HeapCollector));
         let m = Metrics {
             nodes_by_backend: Family::default(),
             nodes_by_version: Family::default(),

@@ -15,12 +15,16 @@ pub struct Orphan {
     pub node: String,
 }
 
-/// Profiles naming a node absent from `nodes`. List the profiles *before*
-/// the nodes: a profile is only created for an existing node, so a node
-/// missing from the later list is really gone.
-pub fn orphans(profiles: &[NodeNetfilterProfile], nodes: &HashSet<String>) -> Vec<Orphan> {
+/// Profiles naming a node absent from `nodes`: candidates only. Read the
+/// profiles *before* the nodes (a profile is only created for an existing
+/// node, so a node missing from the later read is gone or not seen yet),
+/// and confirm each candidate's node is gone before deleting.
+pub fn orphans<'a>(
+    profiles: impl IntoIterator<Item = &'a NodeNetfilterProfile>,
+    nodes: &HashSet<String>,
+) -> Vec<Orphan> {
     profiles
-        .iter()
+        .into_iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
         .filter_map(|p| {
             let name = p.metadata.name.clone()?;

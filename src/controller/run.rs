@@ -260,7 +260,8 @@ pub const CONCURRENCY: u16 = 4;
 /// a pod on it that can write rules changing in what the plan reads (not
 /// its status), any policy's spec, a namespace's labels (both: every
 /// node), the requeue at the moment its heartbeat would turn stale, and
-/// the resync. The policy reports' writer runs beside it
+/// the resync. Beside it run the orphan sweep (every `orphan_interval`,
+/// from the caches) and the policy reports' writer
 /// ([`ReportWriter`]): each node's round (a reconcile, and the watches
 /// showing what it wrote) marks the workloads on its node when it is over,
 /// a deleted pod its own, a ReplicaSet or Job its pods'.
@@ -271,6 +272,7 @@ pub async fn run_controller(
     metrics: Arc<Metrics>,
     recorder: Recorder,
     concurrency: u16,
+    orphan_interval: Duration,
     stop: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let (caches, feeds) = super::stores::caches();
@@ -334,6 +336,28 @@ pub async fn run_controller(
     );
     let node_store = caches.nodes.clone();
     let first_rounds = caches.first_rounds.clone();
+    // The first lists decode every watched object (100,000 pods at 5,000
+    // x 20) on whichever threads polled them, and keep a few bytes of each:
+    // give the arenas' freed pages back once, rather than have the
+    // reconciles grow on top of them.
+    let trim_after_lists = {
+        let (caches, stop) = (caches.clone(), stop.clone());
+        async move {
+            tokio::select! {
+                listed = caches.wait_listed(LIST_WAIT) => if listed.is_ok() {
+                    crate::runtime::allocator::release_free_pages();
+                },
+                _ = stop => {}
+            }
+        }
+    };
+    let sweeper = sweep_every(
+        client.clone(),
+        caches.clone(),
+        metrics.clone(),
+        orphan_interval,
+        stop.clone(),
+    );
     let writer = ReportWriter {
         client: client.clone(),
         caches: caches.clone(),
@@ -382,13 +406,29 @@ pub async fn run_controller(
             _ = parents_stop => {}
         }
     };
-    futures::join!(nodes, writer.run(stop), parents_fed);
+    futures::join!(
+        nodes,
+        writer.run(stop),
+        parents_fed,
+        sweeper,
+        trim_after_lists
+    );
 }
 
 /// Delete profiles whose Node is gone. Returns how many were deleted.
-pub async fn sweep_orphans(client: &kube::Client, metrics: &Metrics) -> Result<usize, kube::Error> {
-    let profiles: Api<NodeNetfilterProfile> = Api::all(client.clone());
-    let nodes: Api<Node> = Api::all(client.clone());
+///
+/// The caches name the candidates: profiles (read first, see [`orphans`])
+/// whose node the Node store lacks. The two watches may lag each other (a
+/// new node's profile can arrive before its Node), so each candidate's Node
+/// is looked up by name before its profile goes. Nothing is listed whole:
+/// listing every profile and every Node's metadata (with their
+/// managedFields) held 80 MiB at 5,000 nodes on a cold start and 105 MiB on
+/// a restart, the controller's peak (heaptrack, docs/benchmarks.md).
+pub async fn sweep_orphans(
+    client: &kube::Client,
+    caches: &Caches,
+    metrics: &Metrics,
+) -> Result<usize, kube::Error> {
     let fail = |e: kube::Error| {
         metrics
             .reconcile_errors
@@ -398,23 +438,33 @@ pub async fn sweep_orphans(client: &kube::Client, metrics: &Metrics) -> Result<u
             .inc();
         e
     };
-    // Profiles first, then nodes (see `orphans`).
-    let listed = profiles
-        .list(&ListParams::default())
-        .await
-        .map_err(fail)?
-        .items;
-    let names: HashSet<String> = nodes
-        .list_metadata(&ListParams::default())
-        .await
-        .map_err(fail)?
-        .items
-        .into_iter()
-        .filter_map(|n| n.metadata.name)
+    let profiles = caches.profiles.state();
+    let names: HashSet<String> = caches
+        .nodes
+        .state()
+        .iter()
+        .filter_map(|n| n.metadata.name.clone())
         .collect();
     metrics.retain_nodes(&names);
+    let mut candidates = orphans(profiles.iter().map(AsRef::as_ref), &names);
+    candidates.sort_by(|a, b| a.name.cmp(&b.name));
+    drop((profiles, names));
+    let (profiles, nodes): (Api<NodeNetfilterProfile>, Api<Node>) =
+        (Api::all(client.clone()), Api::all(client.clone()));
     let mut deleted = 0;
-    for o in orphans(&listed, &names) {
+    for o in candidates {
+        // Node names are DNS subdomains: nothing to escape in a selector.
+        let by_name = ListParams::default().fields(&format!("metadata.name={}", o.node));
+        if !nodes
+            .list_metadata(&by_name)
+            .await
+            .map_err(fail)?
+            .items
+            .is_empty()
+        {
+            tracing::debug!(profile = %o.name, node = %o.node, "the Node store lags: not an orphan");
+            continue;
+        }
         let dp = DeleteParams {
             preconditions: Some(Preconditions {
                 uid: o.uid.clone(),
@@ -435,4 +485,32 @@ pub async fn sweep_orphans(client: &kube::Client, metrics: &Metrics) -> Result<u
         }
     }
     Ok(deleted)
+}
+
+/// Sweep for orphans once the caches are listed, then every `every`,
+/// until `stop`.
+async fn sweep_every(
+    client: kube::Client,
+    caches: Caches,
+    metrics: Arc<Metrics>,
+    every: Duration,
+    stop: impl std::future::Future<Output = ()>,
+) {
+    let sweeps = async {
+        loop {
+            match caches.wait_listed(LIST_WAIT).await {
+                Err(e) => tracing::warn!(error = %e, "orphan sweep skipped"),
+                Ok(()) => match sweep_orphans(&client, &caches, &metrics).await {
+                    Ok(n) if n > 0 => tracing::info!(deleted = n, "orphaned profiles deleted"),
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(error = %e, "orphan sweep failed"),
+                },
+            }
+            tokio::time::sleep(every).await;
+        }
+    };
+    tokio::select! {
+        _ = sweeps => {}
+        _ = stop => {}
+    }
 }

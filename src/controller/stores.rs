@@ -26,7 +26,8 @@ use crate::compat::evaluate::pod_spec_can_write;
 use crate::judgement::PolicyBook;
 use crate::projection::PodFacts;
 use crate::runtime::watch::{Listed, MarkListed, listed_flag};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, NodeSpec, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 use kube::runtime::watcher::Event;
@@ -189,13 +190,45 @@ pub fn keep_pod(pod: &Pod) -> bool {
     pod.spec.as_ref().is_some_and(pod_spec_can_write)
 }
 
-/// A Node without its status (kubelet heartbeats, images, conditions: a
-/// large part of a Node and never read), annotations or managedFields.
-pub fn slim_node(mut node: Node) -> Node {
-    node.status = None;
-    node.metadata.managed_fields = None;
-    node.metadata.annotations = None;
-    node
+/// The Node labels the controller reads: the platform's (which manifest of
+/// an image the node runs) and nfguard's own. A label the plan starts to
+/// read must be added here, or it reads as absent.
+pub const NODE_LABELS_READ: [&str; 5] = [
+    crate::facts::platform::OS_LABEL,
+    crate::facts::platform::ARCH_LABEL,
+    crate::wellknown::LABEL_BACKEND,
+    crate::wellknown::LABEL_VERSION,
+    crate::wellknown::LABEL_MIN_READER,
+];
+
+/// A Node as the controller keeps it: name, uid, resourceVersion (the
+/// taint patch's precondition), deletionTimestamp, the labels it reads
+/// ([`NODE_LABELS_READ`]) and the taints. Its status (kubelet heartbeats,
+/// images, conditions), annotations, managedFields, other labels and the
+/// rest of its spec are never read; at 5,000 nodes the store held 13.8 MiB
+/// before they went (heaptrack). Changes to what is dropped trigger no
+/// reconcile either: the fingerprint is taken of what is kept.
+pub fn slim_node(node: Node) -> Node {
+    let Node { metadata, spec, .. } = node;
+    let labels = metadata.labels.map(|mut labels| {
+        labels.retain(|k, _| NODE_LABELS_READ.contains(&k.as_str()));
+        labels
+    });
+    Node {
+        metadata: ObjectMeta {
+            name: metadata.name,
+            uid: metadata.uid,
+            resource_version: metadata.resource_version,
+            deletion_timestamp: metadata.deletion_timestamp,
+            labels,
+            ..ObjectMeta::default()
+        },
+        spec: spec.map(|s| NodeSpec {
+            taints: s.taints,
+            ..NodeSpec::default()
+        }),
+        status: None,
+    }
 }
 
 /// Any object without managedFields and annotations (never read).
@@ -699,6 +732,11 @@ mod tests {
         let stored = caches.nodes.get(&ObjectRef::new("n1")).unwrap();
         assert!(stored.status.is_none() && stored.metadata.annotations.is_none());
         assert_eq!(
+            stored.spec.as_ref().and_then(|s| s.pod_cidr.as_deref()),
+            None,
+            "only the taints of the spec are kept"
+        );
+        assert_eq!(
             stored.metadata.resource_version.as_deref(),
             Some("True"),
             "the taint patch's precondition"
@@ -708,8 +746,23 @@ mod tests {
         assert!(feeds.nodes.feed(Event::Apply(heartbeat)).is_empty());
         let stored = caches.nodes.get(&ObjectRef::new("n1")).unwrap();
         assert_eq!(stored.metadata.resource_version.as_deref(), Some("False"));
-        let relabelled = node(json!({"kubernetes.io/arch": "arm64"}), degraded, "False");
+        let relabelled = node(
+            json!({"kubernetes.io/arch": "arm64"}),
+            degraded.clone(),
+            "False",
+        );
         assert_eq!(feeds.nodes.feed(Event::Apply(relabelled)), ["n1"]);
+        // A label the plan does not read: not kept, and no reconcile.
+        let zoned = json!({"kubernetes.io/arch": "arm64", "topology.kubernetes.io/zone": "z1"});
+        assert!(
+            feeds
+                .nodes
+                .feed(Event::Apply(node(zoned, degraded, "False")))
+                .is_empty()
+        );
+        let stored = caches.nodes.get(&ObjectRef::new("n1")).unwrap();
+        let labels = stored.metadata.labels.as_ref().unwrap();
+        assert_eq!(labels.keys().collect::<Vec<_>>(), ["kubernetes.io/arch"]);
         let untainted = node(json!({"kubernetes.io/arch": "arm64"}), json!([]), "False");
         assert_eq!(feeds.nodes.feed(Event::Apply(untainted.clone())), ["n1"]);
         assert_eq!(caches.tainted().tainted(), 0);

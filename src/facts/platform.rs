@@ -17,8 +17,8 @@ pub struct Platform {
 #[error("platform must be os/arch[/variant], got {0:?}")]
 pub struct PlatformError(pub String);
 
-const OS_LABEL: &str = "kubernetes.io/os";
-const ARCH_LABEL: &str = "kubernetes.io/arch";
+pub const OS_LABEL: &str = "kubernetes.io/os";
+pub const ARCH_LABEL: &str = "kubernetes.io/arch";
 
 impl Platform {
     /// Used when neither a Node's labels nor a pod's nodeSelector name one.

@@ -29,6 +29,7 @@ pub struct Metrics {
 impl Metrics {
     pub fn new(stale_after_seconds: i64) -> Arc<Self> {
         let mut registry = Registry::with_prefix("nfguard_reporter");
+        registry.register_collector(Box::new(crate::runtime::allocator::HeapCollector));
         let m = Metrics {
             probes: Counter::default(),
             probe_failures: Counter::default(),

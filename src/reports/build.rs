@@ -205,7 +205,8 @@ fn set_hash(meta: &mut ObjectMeta, hash: String) {
         .insert(ANNOTATION_CONTENT_HASH.to_string(), hash);
 }
 
-fn hash_of(meta: &ObjectMeta) -> Option<&str> {
+/// The content hash a report's metadata carries (nfguard's annotation).
+pub fn hash_annotation(meta: &ObjectMeta) -> Option<&str> {
     meta.annotations
         .as_ref()?
         .get(ANNOTATION_CONTENT_HASH)
@@ -213,12 +214,12 @@ fn hash_of(meta: &ObjectMeta) -> Option<&str> {
 }
 
 /// Whether the desired report must be written over what the cluster holds
-/// (`existing`: the stored report's metadata, None when there is none). A
-/// report whose content did not change has the same hash: 0 writes on a
-/// no-change resync. A stored report without the annotation (written by
-/// hand, or by an older nfguard) is rewritten.
-pub fn needs_write(existing: Option<&ObjectMeta>, desired: &ObjectMeta) -> bool {
-    match (existing.and_then(hash_of), hash_of(desired)) {
+/// (`stored`: the stored report's content hash, None when no report is
+/// stored or it carries none). A report whose content did not change has
+/// the same hash: 0 writes on a no-change resync. A stored report without
+/// the annotation (written by hand, or by an older nfguard) is rewritten.
+pub fn needs_write(stored: Option<&str>, desired: &ObjectMeta) -> bool {
+    match (stored, hash_annotation(desired)) {
         (Some(have), Some(want)) => have != want,
         _ => true,
     }
@@ -447,7 +448,10 @@ mod tests {
             "nfguard"
         );
         // Different shapes, different hashes: switching API rewrites.
-        assert_ne!(hash_of(&new.metadata), hash_of(&old.metadata));
+        assert_ne!(
+            hash_annotation(&new.metadata),
+            hash_annotation(&old.metadata)
+        );
     }
 
     #[test]
@@ -456,12 +460,15 @@ mod tests {
         let stored = build_reports(&f.judged())[0].to_report();
         // The no-change resync: built again from the same facts.
         let again = build_reports(&f.judged())[0].to_report();
-        assert!(!needs_write(Some(&stored.metadata), &again.metadata));
+        assert!(!needs_write(
+            hash_annotation(&stored.metadata),
+            &again.metadata
+        ));
         // The API server adds its own metadata: still no write.
         let mut from_server = stored.metadata.clone();
         from_server.resource_version = Some("42".into());
         from_server.uid = Some("server-uid".into());
-        assert!(!needs_write(Some(&from_server), &again.metadata));
+        assert!(!needs_write(hash_annotation(&from_server), &again.metadata));
         // A pod's verdict changes: a write.
         let mut changed = f;
         changed.decisions[1] = decision(vec![reason(
@@ -470,12 +477,15 @@ mod tests {
             "node-00001",
         )]);
         let new = build_reports(&changed.judged())[0].to_report();
-        assert!(needs_write(Some(&stored.metadata), &new.metadata));
+        assert!(needs_write(
+            hash_annotation(&stored.metadata),
+            &new.metadata
+        ));
         // Nothing stored, or stored without a hash: a write.
         assert!(needs_write(None, &again.metadata));
         let mut bare = stored.metadata.clone();
         bare.annotations = None;
-        assert!(needs_write(Some(&bare), &again.metadata));
+        assert!(needs_write(hash_annotation(&bare), &again.metadata));
     }
 
     #[test]

@@ -27,7 +27,7 @@ mod test_support;
 
 pub use build::{
     ANNOTATION_CONTENT_HASH, ANNOTATION_RESULTS_LEFT_OUT, DesiredReport, LABEL_MANAGED_BY,
-    MANAGED_BY, MAX_RESULTS, build_reports, needs_write, report_name,
+    MANAGED_BY, MAX_RESULTS, build_reports, hash_annotation, needs_write, report_name,
 };
 pub use discovery::served_apis;
 pub use owner::{ObjectId, OwnerError, Parent, PodRef, resolve_owner};

@@ -170,7 +170,11 @@ where
         + 'static,
 {
     let (reader, writer) = reflector::store::<K>();
-    let stream = reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
+    let stream = reflector(
+        writer,
+        watcher(api, watcher::Config::default()).modify(K::slim),
+    )
+    .default_backoff();
     tokio::spawn(async move {
         futures::pin_mut!(stream);
         let mut seen = fingerprints::<K>();

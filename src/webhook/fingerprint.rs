@@ -12,8 +12,15 @@ use crate::runtime::watch::hash_json;
 use k8s_openapi::api::core::v1::{Namespace, Node};
 
 /// A watched kind's verdict-relevant content.
-pub trait Fingerprint {
+pub trait Fingerprint: kube::Resource {
     fn fingerprint(&self) -> u64;
+
+    /// Drop what no verdict reads before the object is stored: every
+    /// kind's managedFields (a JSON tree per field manager, often the
+    /// largest part of a small object), and more where a kind says so.
+    fn slim(&mut self) {
+        self.meta_mut().managed_fields = None;
+    }
 }
 
 impl Fingerprint for NodeNetfilterProfile {
@@ -41,6 +48,15 @@ impl Fingerprint for Node {
             spec.and_then(|s| s.taints.as_ref()),
             spec.and_then(|s| s.unschedulable),
         ))
+    }
+
+    /// The status (kubelet's heartbeats, the images it holds, conditions)
+    /// and annotations are never read: candidate selection reads the
+    /// fingerprint's fields.
+    fn slim(&mut self) {
+        self.metadata.managed_fields = None;
+        self.metadata.annotations = None;
+        self.status = None;
     }
 }
 
@@ -70,6 +86,23 @@ mod tests {
                                        "lastTransitionTime": probe_time}]}
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn a_slimmed_node_keeps_what_candidates_read() {
+        let mut n: Node = serde_json::from_value(json!({
+            "metadata": {"name": "n1", "labels": {"kubernetes.io/arch": "arm64"},
+                         "annotations": {"a": "b"},
+                         "managedFields": [{"manager": "kubelet", "operation": "Update"}]},
+            "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}], "unschedulable": true},
+            "status": {"images": [{"names": ["reg.test/big:1"], "sizeBytes": 1}]}
+        }))
+        .unwrap();
+        let before = n.fingerprint();
+        n.slim();
+        assert_eq!(n.fingerprint(), before);
+        assert!(n.status.is_none() && n.metadata.annotations.is_none());
+        assert!(n.metadata.managed_fields.is_none());
     }
 
     #[test]

@@ -141,6 +141,7 @@ impl Default for Metrics {
 impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("nfguard_webhook");
+        registry.register_collector(Box::new(crate::runtime::allocator::HeapCollector));
         let admission_duration = Family::<Labels2, Histogram>::new_with_constructor(|| {
             Histogram::new([
                 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,

@@ -847,31 +847,41 @@ async fn taint_conflict_is_an_error_to_retry() {
 }
 
 #[tokio::test]
-async fn orphaned_profiles_are_deleted_with_a_uid_precondition() {
-    let keep = profile_json(&profile("n1", json!({})));
-    let orphan = profile_json(&profile("gone", json!({})));
-    let (client, task) = fake_api(vec![
-        expect(
-            "GET",
-            "/apis/nfguard.io/v1alpha1/nodenetfilterprofiles",
-            move |_| {
-                list(
-                    "NodeNetfilterProfile",
-                    "nfguard.io/v1alpha1",
-                    vec![keep, orphan],
-                )
-            },
-        ),
-        expect("GET", "/api/v1/nodes", |_| {
-            // A metadata-only list of the Nodes.
+async fn orphaned_profiles_are_confirmed_then_deleted_with_a_uid_precondition() {
+    // The caches hold Node n1 and three profiles: n1's, one of a node that
+    // is gone, and one of a node the Node store has not seen yet (the
+    // watches lag each other) but the API server has.
+    let n1 = node("n1", synced_labels(), json!([]));
+    let listed = Listed::nodes(std::slice::from_ref(&n1))
+        .profile(profile("n1", json!({})))
+        .profile(profile("gone", json!({})))
+        .profile(profile("new", json!({})));
+    let by_name = |name: &'static str, found: bool| {
+        expect("GET", "/api/v1/nodes", move |c| {
+            // One Node's metadata, asked for by name: never a whole list.
+            assert!(
+                c.query
+                    .contains(&format!("fieldSelector=metadata.name%3D{name}")),
+                "{}",
+                c.query
+            );
+            let items = if found {
+                vec![
+                    json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                            "metadata": {"name": name}}),
+                ]
+            } else {
+                vec![]
+            };
             (
                 200,
                 json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1",
-                       "metadata": {"resourceVersion": "5"},
-                       "items": [{"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
-                                  "metadata": {"name": "n1"}}]}),
+                       "metadata": {"resourceVersion": "5"}, "items": items}),
             )
-        }),
+        })
+    };
+    let (client, task) = fake_api(vec![
+        by_name("gone", false),
         expect(
             "DELETE",
             "/apis/nfguard.io/v1alpha1/nodenetfilterprofiles/gone",
@@ -883,12 +893,18 @@ async fn orphaned_profiles_are_deleted_with_a_uid_precondition() {
                 )
             },
         ),
+        by_name("new", true),
     ]);
+    let (ctx, _) = make_ctx(client.clone(), listed, ImageResolutions::new());
     let metrics = Metrics::new();
-    let deleted = sweep_orphans(&client, &metrics).await.unwrap();
+    let deleted = sweep_orphans(&client, &ctx.caches, &metrics).await.unwrap();
     assert_eq!(deleted, 1);
-    drop(client);
-    finish(task).await;
+    drop((client, ctx));
+    let (seen, _) = finish(task).await;
+    assert!(
+        !seen.iter().any(|c| c.path.ends_with("/new")),
+        "the profile of a node the API server has was deleted"
+    );
     assert!(
         metrics
             .encode()
@@ -1256,6 +1272,7 @@ fn start_controller(
         metrics,
         recorder,
         nfguard::controller::run::CONCURRENCY,
+        Duration::from_secs(600),
         async move {
             let _ = stop_rx.await;
         },
