@@ -454,6 +454,12 @@ pub async fn sweep_orphans(
     let mut deleted = 0;
     for o in candidates {
         // Node names are DNS subdomains: nothing to escape in a selector.
+        // Anything else names no Node, and would widen the selector.
+        let dns = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.';
+        if !o.node.bytes().all(dns) {
+            tracing::debug!(profile = %o.name, "a profile naming no possible Node is left alone");
+            continue;
+        }
         let by_name = ListParams::default().fields(&format!("metadata.name={}", o.node));
         if !nodes
             .list_metadata(&by_name)

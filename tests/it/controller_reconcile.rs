@@ -11,7 +11,6 @@ use crate::support::kube_mock;
 use http::{Request, Response};
 use http_body_util::BodyExt;
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::client::Body;
 use kube::runtime::events::{Recorder, Reporter};
@@ -64,13 +63,6 @@ fn expect(
         path: path.to_string(),
         respond: Box::new(respond),
     }
-}
-
-fn list(kind: &str, api_version: &str, items: Vec<Value>) -> (u16, Value) {
-    (
-        200,
-        json!({"kind": format!("{kind}List"), "apiVersion": api_version, "metadata": {"resourceVersion": "1"}, "items": items}),
-    )
 }
 
 /// Serve `expects` in order; events (any path under events.k8s.io) are
@@ -1515,7 +1507,7 @@ async fn a_heartbeat_reconciles_only_when_the_node_is_not_fresh() {
 /// them. Returns the names of the reports it applied.
 async fn report_pass(
     ctx: &Ctx,
-    stored: &mut BTreeMap<(String, String), ObjectMeta>,
+    stored: &mut BTreeMap<(String, String), Option<Box<str>>>,
 ) -> Vec<String> {
     let (parents, mut owner_feeds) = parents();
     owner_feeds.list(Vec::new(), Vec::new());
@@ -1528,7 +1520,8 @@ async fn report_pass(
         .apply
         .into_iter()
         .map(|(key, object)| {
-            stored.insert(key.clone(), object.metadata().clone());
+            let hash = nfguard::reports::hash_annotation(object.metadata()).map(Box::from);
+            stored.insert(key.clone(), hash);
             key.1
         })
         .collect()
