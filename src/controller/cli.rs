@@ -7,7 +7,7 @@ use super::http::{self, HttpState};
 use super::lease::{LeaderElector, LeaseConfig};
 use super::metrics::Metrics;
 use super::policy_status::run_policy_status;
-use super::run::run_controller;
+use super::run::{RunOptions, run_controller};
 use crate::judgement::Bounded;
 use crate::judgement::pull_secrets::PullSecretReader;
 use crate::registry::DockerConfigFile;
@@ -149,8 +149,10 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
             clock.clone(),
             metrics.clone(),
             recorder.clone(),
-            args.concurrency,
-            Duration::from_secs(args.orphan_interval.max(10)),
+            RunOptions {
+                concurrency: args.concurrency,
+                orphan_interval: Duration::from_secs(args.orphan_interval.max(10)),
+            },
             flag_raised(term_rx.clone()),
         );
         let policy_status = run_policy_status(

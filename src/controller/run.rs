@@ -249,6 +249,15 @@ fn node_refs(names: Vec<String>) -> Vec<ObjectRef<Node>> {
 /// Nodes reconciled at once unless `--concurrency` says otherwise.
 pub const CONCURRENCY: u16 = 4;
 
+/// How [`run_controller`] runs.
+#[derive(Clone, Copy, Debug)]
+pub struct RunOptions {
+    /// Nodes reconciled at once.
+    pub concurrency: u16,
+    /// Time between orphan sweeps (the first once the caches are listed).
+    pub orphan_interval: Duration,
+}
+
 /// Fill the caches from watches and run the node Controller on them until
 /// `stop` completes. Up to `concurrency` nodes are reconciled at once (an
 /// image look-up of one no longer holds up the others); the brake holds
@@ -271,10 +280,13 @@ pub async fn run_controller(
     clock: Arc<dyn Clock>,
     metrics: Arc<Metrics>,
     recorder: Recorder,
-    concurrency: u16,
-    orphan_interval: Duration,
+    options: RunOptions,
     stop: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
+    let RunOptions {
+        concurrency,
+        orphan_interval,
+    } = options;
     let (caches, feeds) = super::stores::caches();
     let (parents, parent_feeds) = super::report_owners::parents();
     let queue = Arc::new(ReportQueue::default());

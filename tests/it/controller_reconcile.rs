@@ -1263,8 +1263,10 @@ fn start_controller(
         Arc::new(ManualClock::new(NOW.parse::<Timestamp>().unwrap())),
         metrics,
         recorder,
-        nfguard::controller::run::CONCURRENCY,
-        Duration::from_secs(600),
+        nfguard::controller::run::RunOptions {
+            concurrency: nfguard::controller::run::CONCURRENCY,
+            orphan_interval: Duration::from_secs(600),
+        },
         async move {
             let _ = stop_rx.await;
         },
