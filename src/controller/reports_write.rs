@@ -229,14 +229,10 @@ async fn list_stored(
     loop {
         let page = all.list_metadata(&params).await?;
         for o in page.items {
-            let m = o.metadata;
-            let (Some(ns), Some(name)) = (m.namespace, m.name) else {
+            let hash = slim(&o.metadata);
+            let (Some(ns), Some(name)) = (o.metadata.namespace, o.metadata.name) else {
                 continue;
             };
-            let hash = slim(&ObjectMeta {
-                annotations: m.annotations,
-                ..ObjectMeta::default()
-            });
             out.insert((ns, name), hash);
         }
         match page.metadata.continue_.filter(|c| !c.is_empty()) {

@@ -461,8 +461,8 @@ pub async fn sweep_orphans(
     let mut candidates = orphans(profiles.iter().map(AsRef::as_ref), &names);
     candidates.sort_by(|a, b| a.name.cmp(&b.name));
     drop((profiles, names));
-    let (profiles, nodes): (Api<NodeNetfilterProfile>, Api<Node>) =
-        (Api::all(client.clone()), Api::all(client.clone()));
+    let profile_api: Api<NodeNetfilterProfile> = Api::all(client.clone());
+    let node_api: Api<Node> = Api::all(client.clone());
     let mut deleted = 0;
     for o in candidates {
         // Node names are DNS subdomains: nothing to escape in a selector.
@@ -473,7 +473,7 @@ pub async fn sweep_orphans(
             continue;
         }
         let by_name = ListParams::default().fields(&format!("metadata.name={}", o.node));
-        if !nodes
+        if !node_api
             .list_metadata(&by_name)
             .await
             .map_err(fail)?
@@ -490,7 +490,7 @@ pub async fn sweep_orphans(
             }),
             ..Default::default()
         };
-        match profiles.delete(&o.name, &dp).await {
+        match profile_api.delete(&o.name, &dp).await {
             Ok(_) => {
                 deleted += 1;
                 metrics.orphans_deleted.inc();
