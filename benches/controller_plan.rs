@@ -21,6 +21,7 @@ use nfguard::controller::plan::NodePlan;
 use nfguard::controller::stores::{self, Caches, FirstLists, listed};
 use nfguard::facts::{Backend, ImageProfile, IptablesFacts};
 use nfguard::judgement::{Bounded, FixedImages};
+use nfguard::projection::SlimNode;
 use serde_json::json;
 use std::collections::HashMap;
 use std::hint::black_box;
@@ -149,7 +150,11 @@ fn fill(
 
 /// Reconcile every node in order as the controller does (one at a time,
 /// the brake counting the taints already decided), without the writes.
-async fn plan_every_node(caches: &Caches, nodes: &[Arc<Node>], images: &Bounded) -> Vec<NodePlan> {
+async fn plan_every_node(
+    caches: &Caches,
+    nodes: &[Arc<SlimNode>],
+    images: &Bounded,
+) -> Vec<NodePlan> {
     let now = "2026-03-01T12:00:00Z".parse().unwrap();
     let mut plans = Vec::with_capacity(nodes.len());
     for node in nodes {
@@ -177,12 +182,13 @@ fn bench(c: &mut Criterion) {
     let images = Bounded::new(Arc::new(FixedImages(images())), 4);
     let caches = fill(&nodes, &profiles, &all_pods, &policies);
     // The Controller hands each reconcile the Node from its store.
-    let stored: Vec<Arc<Node>> = nodes
+    let stored: Vec<Arc<SlimNode>> = nodes
         .iter()
         .map(|n| {
+            let name = n.metadata.name.as_deref().unwrap_or_default();
             caches
                 .nodes
-                .get(&kube::runtime::reflector::ObjectRef::from_obj(n))
+                .get(&kube::runtime::reflector::ObjectRef::new(name))
                 .unwrap()
         })
         .collect();

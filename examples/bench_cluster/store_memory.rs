@@ -6,8 +6,9 @@
 
 use crate::heap;
 use crate::shape;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use nfguard::controller::stores::{caches, listed};
+use nfguard::projection::SlimNode;
 use serde_json::json;
 
 /// A hollow pod as a LIST returns it once the API server defaulted and
@@ -44,11 +45,13 @@ fn served(i: usize, j: usize, per_node: usize) -> Pod {
     pod
 }
 
-fn served_node(i: usize) -> Node {
+fn served_node(i: usize) -> SlimNode {
     let mut node = shape::node(i);
     node.metadata.uid = Some(format!("0b1e7c52-88d2-4f0a-b7a1-{i:012}"));
     node.metadata.resource_version = Some(format!("{}", 200_000 + i));
-    node
+    // Decoded as the watch decodes it.
+    serde_json::from_value(serde_json::to_value(node).expect("a Node encodes"))
+        .expect("a served Node decodes")
 }
 
 /// Bytes held per object after `feed` stored `count` of them.

@@ -9,6 +9,7 @@ use super::metrics::{
 use super::plan::{EventTarget, NodePlan, PlannedEvent};
 use super::taints::TaintChange;
 use crate::api::NodeNetfilterProfile;
+use crate::projection::SlimNode;
 use crate::runtime::status_apply::StatusApply;
 use k8s_openapi::api::core::v1::{Node, ObjectReference};
 use kube::api::{Api, Patch, PatchParams};
@@ -27,7 +28,7 @@ pub struct ApplyError {
 /// The merge patch replacing the Node's taint list, conditional on the
 /// resourceVersion the plan was made from (409 Conflict if it moved).
 pub fn taint_patch_body(
-    node: &Node,
+    node: &SlimNode,
     taints: &[k8s_openapi::api::core::v1::Taint],
 ) -> serde_json::Value {
     serde_json::json!({
@@ -68,7 +69,7 @@ impl Applier<'_> {
     /// (logged, never fail the reconcile).
     pub async fn apply(
         &self,
-        node: &Node,
+        node: &SlimNode,
         profile: Option<&NodeNetfilterProfile>,
         plan: &NodePlan,
     ) -> Result<Versions, ApplyError> {

@@ -10,7 +10,7 @@ use super::stores::Caches;
 use super::taints::TaintSettings;
 use crate::judgement::Bounded;
 use crate::projection::PodFacts;
-use k8s_openapi::api::core::v1::Node;
+use crate::projection::SlimNode;
 use k8s_openapi::jiff::Timestamp;
 use std::sync::Arc;
 use tokio::time::Instant;
@@ -19,7 +19,7 @@ use tokio::time::Instant;
 /// count as unresolved. The caches must have listed (see
 /// [`Caches::wait_listed`]).
 pub async fn plan_from_caches(
-    node: &Node,
+    node: &SlimNode,
     caches: &Caches,
     images: &Bounded,
     deadline: Instant,
@@ -63,7 +63,8 @@ mod tests {
     use crate::controller::plan::tests::{degraded_profile, node};
     use crate::controller::stores::{FirstLists, caches};
     use crate::judgement::{Bounded, FixedImages, PolicyBook};
-    use k8s_openapi::api::core::v1::Pod;
+    use k8s_openapi::api::core::v1::{Node, Pod};
+    use kube::runtime::reflector::ObjectRef;
     use serde_json::json;
     use std::time::Duration;
 
@@ -107,8 +108,11 @@ mod tests {
         let mut plans = Vec::new();
         for n in nodes {
             let deadline = Instant::now() + Duration::from_secs(5);
-            let plan = plan_from_caches(n, caches, &images, deadline, NOW.parse().unwrap()).await;
             let name = n.metadata.name.as_deref().unwrap();
+            // As a reconcile gets it: the Controller's store's projection.
+            let kept = caches.nodes.get(&ObjectRef::new(name)).unwrap();
+            let plan =
+                plan_from_caches(&kept, caches, &images, deadline, NOW.parse().unwrap()).await;
             caches.tainted().wrote(name, plan.taints.tainted_after);
             plans.push(plan);
         }
@@ -148,9 +152,11 @@ mod tests {
         let all_planned = tokio::sync::Barrier::new(nodes.len());
         let reconciles = nodes.iter().map(|n| async {
             let deadline = Instant::now() + Duration::from_secs(5);
-            let plan = plan_from_caches(n, &caches, &images, deadline, NOW.parse().unwrap()).await;
-            all_planned.wait().await;
             let name = n.metadata.name.as_deref().unwrap();
+            let kept = caches.nodes.get(&ObjectRef::new(name)).unwrap();
+            let plan =
+                plan_from_caches(&kept, &caches, &images, deadline, NOW.parse().unwrap()).await;
+            all_planned.wait().await;
             caches.tainted().wrote(name, plan.taints.tainted_after);
             plan
         });
@@ -240,7 +246,7 @@ mod tests {
                 .collect();
             let on_node: Vec<&PodFacts> = on_node.iter().collect();
             let full = plan_node(&NodeFacts {
-                node: n,
+                node: &SlimNode::from(n.clone()),
                 profile: Some(&profiles[i]),
                 pods: &on_node,
                 policies: &book,

@@ -3,11 +3,11 @@
 //! scanning every node. (Which pods run on each node: `pod_store`.)
 
 use super::taints::has_nfguard_taint;
-use k8s_openapi::api::core::v1::Node;
+use crate::projection::SlimNode;
 use kube::runtime::watcher::Event;
 
-fn node_tainted(n: &Node) -> bool {
-    has_nfguard_taint(n.spec.as_ref().and_then(|s| s.taints.as_ref()))
+fn node_tainted(n: &SlimNode) -> bool {
+    has_nfguard_taint(n.taints.as_ref())
 }
 
 /// Node names to a flag, looked up on every reconcile (seeded per map).
@@ -56,7 +56,7 @@ impl TaintedNodes {
     }
 
     /// Apply one Node watch event.
-    pub fn observe(&mut self, event: &Event<Node>) {
+    pub fn observe(&mut self, event: &Event<SlimNode>) {
         match event {
             Event::Apply(n) => {
                 if let Some(name) = n.metadata.name.as_deref() {
@@ -141,7 +141,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn node(name: &str, tainted: bool) -> Node {
+    fn node(name: &str, tainted: bool) -> SlimNode {
         let taints = if tainted {
             json!([{"key": "nfguard.io/netfilter-degraded", "value": "X", "effect": "NoSchedule"}])
         } else {

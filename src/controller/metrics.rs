@@ -125,14 +125,11 @@ pub const CONTROL_PLANE_TAINT: &str = "node-role.kubernetes.io/control-plane";
 
 /// `node` repels pods without a toleration for the control-plane taint
 /// (the reporter's default: docs/reporter.md, "Control-plane nodes").
-pub fn has_control_plane_taint(node: &k8s_openapi::api::core::v1::Node) -> bool {
-    node.spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .is_some_and(|ts| {
-            ts.iter()
-                .any(|t| t.key == CONTROL_PLANE_TAINT && t.effect != "PreferNoSchedule")
-        })
+pub fn has_control_plane_taint(node: &crate::projection::SlimNode) -> bool {
+    node.taints.as_ref().is_some_and(|ts| {
+        ts.iter()
+            .any(|t| t.key == CONTROL_PLANE_TAINT && t.effect != "PreferNoSchedule")
+    })
 }
 
 /// What one reconcile learned about a node (kept in memory, never a label
@@ -189,7 +186,7 @@ impl NodeObservation {
     }
 
     /// The same, noting whether `node` carries the control-plane taint.
-    pub fn on_node(mut self, node: &k8s_openapi::api::core::v1::Node) -> Self {
+    pub fn on_node(mut self, node: &crate::projection::SlimNode) -> Self {
         self.control_plane_tainted = has_control_plane_taint(node);
         self
     }
@@ -626,22 +623,17 @@ mod tests {
 
     #[test]
     fn control_plane_nodes_without_profile_are_counted_apart() {
-        use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint};
-        let node = |effect: &str| Node {
-            spec: Some(NodeSpec {
-                taints: Some(vec![Taint {
-                    key: CONTROL_PLANE_TAINT.into(),
-                    effect: effect.into(),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            }),
-            ..Default::default()
+        use crate::projection::SlimNode;
+        let node = |effect: &str| -> SlimNode {
+            serde_json::from_value(serde_json::json!({
+                "spec": {"taints": [{"key": CONTROL_PLANE_TAINT, "effect": effect}]}
+            }))
+            .unwrap()
         };
         assert!(has_control_plane_taint(&node("NoSchedule")));
         assert!(has_control_plane_taint(&node("NoExecute")));
         assert!(!has_control_plane_taint(&node("PreferNoSchedule")));
-        assert!(!has_control_plane_taint(&Node::default()));
+        assert!(!has_control_plane_taint(&SlimNode::default()));
 
         let m = Metrics::new();
         let bare = || NodeObservation::default();

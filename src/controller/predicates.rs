@@ -13,9 +13,9 @@
 
 use super::conditions::ConditionType;
 use crate::api::{NetfilterPolicy, NodeNetfilterProfile};
+use crate::projection::SlimNode;
 use crate::runtime::watch::hash_json;
 pub use crate::runtime::watch::{Changes, Touched};
-use k8s_openapi::api::core::v1::Node;
 use kube::Resource;
 
 /// Whether the profile's `Fresh` condition (as the controller last wrote
@@ -53,14 +53,14 @@ pub fn profile(p: &NodeNetfilterProfile) -> u64 {
     ))
 }
 
-/// A Node: its labels (nfguard's and the platform's) and spec (taints);
-/// its status (kubelet heartbeats, images, conditions) is never read.
-pub fn node(n: &Node) -> u64 {
+/// A Node as kept (its projection: the labels read, the taints); a
+/// heartbeat (new resourceVersion) alone is no change.
+pub fn node(n: &SlimNode) -> u64 {
     hash_json(&(
         &n.metadata.name,
-        &n.metadata.labels,
+        &n.labels(),
         &n.metadata.deletion_timestamp,
-        &n.spec,
+        &n.taints,
     ))
 }
 
@@ -130,7 +130,7 @@ mod tests {
     #[test]
     fn node_status_does_not_count_labels_and_taints_do() {
         let node_obj =
-            |labels: serde_json::Value, ready: &str, taints: serde_json::Value| -> Node {
+            |labels: serde_json::Value, ready: &str, taints: serde_json::Value| -> SlimNode {
                 serde_json::from_value(json!({
                     "metadata": {"name": "n1", "labels": labels, "resourceVersion": ready,
                                  "annotations": {"node.alpha.kubernetes.io/ttl": ready}},

@@ -174,7 +174,7 @@ pub fn gather(caches: &Caches, parents: &Parents, scope: &Scope) -> Gathered {
             deferred.insert(workload);
             continue;
         }
-        let labels = known.and_then(|n| n.metadata.labels.clone());
+        let labels = known.map(|n| n.labels());
         out.push(Entry {
             platform: node_platform(labels.as_ref()),
             profile: caches.profile(&node),

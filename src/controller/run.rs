@@ -15,6 +15,7 @@ use super::stores::{Caches, Feeds, Unlisted, keep_pod};
 use crate::api::{NetfilterPolicy, NodeNetfilterProfile};
 use crate::judgement::Bounded;
 use crate::projection::PodFacts;
+use crate::projection::SlimNode;
 use crate::runtime::clock::Clock;
 use futures::{FutureExt, Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -69,9 +70,9 @@ pub struct Ctx {
 
 /// One node: gather from the caches, plan (pure), apply. Returns the plan
 /// it applied. The only API calls are the writes and image look-ups.
-pub async fn reconcile_node(node: &Node, ctx: &Ctx) -> Result<NodePlan, ReconcileError> {
+pub async fn reconcile_node(node: &SlimNode, ctx: &Ctx) -> Result<NodePlan, ReconcileError> {
     let started = Instant::now();
-    let name = node.metadata.name.clone().unwrap_or_default();
+    let name = node.name().to_string();
     if let Err(source) = ctx.caches.wait_listed(LIST_WAIT).await {
         ctx.metrics
             .reconcile_errors
@@ -176,13 +177,13 @@ fn expect_written(caches: &Caches, name: &str, written: Versions) {
         });
 }
 
-async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, ReconcileError> {
+async fn reconcile(node: Arc<SlimNode>, ctx: Arc<Ctx>) -> Result<Action, ReconcileError> {
     let plan = reconcile_node(&node, &ctx).await?;
     let after = plan.requeue_after.map_or(RESYNC, |d| d.min(RESYNC));
     Ok(Action::requeue(after))
 }
 
-fn error_policy(node: Arc<Node>, err: &ReconcileError, ctx: Arc<Ctx>) -> Action {
+fn error_policy(node: Arc<SlimNode>, err: &ReconcileError, ctx: Arc<Ctx>) -> Action {
     tracing::warn!(error = %err, "reconcile failed");
     // Its reports are judged from the facts the caches hold: the retry
     // may fail as long (RBAC, an admission webhook), and they are no
@@ -242,7 +243,7 @@ fn follow_heartbeat(metrics: &Metrics, event: &watcher::Event<NodeNetfilterProfi
     }
 }
 
-fn node_refs(names: Vec<String>) -> Vec<ObjectRef<Node>> {
+fn node_refs(names: Vec<String>) -> Vec<ObjectRef<SlimNode>> {
     names.iter().map(|n| ObjectRef::new(n)).collect()
 }
 
@@ -300,7 +301,8 @@ pub async fn run_controller(
     } = feeds;
     let heartbeats = metrics.clone();
     let per_node = futures::stream::select_all([
-        watch(Api::<Node>::all(client.clone()), move |e| {
+        // Decoded straight into the projection.
+        watch(Api::<SlimNode>::all(client.clone()), move |e| {
             node_refs(nodes.feed(e))
         })
         .boxed(),

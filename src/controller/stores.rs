@@ -24,10 +24,9 @@ use super::predicates::{self, Changes, Touched};
 use crate::api::{NetfilterPolicy, NodeNetfilterProfile};
 use crate::compat::evaluate::pod_spec_can_write;
 use crate::judgement::PolicyBook;
-use crate::projection::PodFacts;
+use crate::projection::{PodFacts, SlimNode};
 use crate::runtime::watch::{Listed, MarkListed, listed_flag};
-use k8s_openapi::api::core::v1::{Node, NodeSpec, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::api::core::v1::Pod;
 use kube::Resource;
 use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 use kube::runtime::watcher::Event;
@@ -39,7 +38,7 @@ use std::time::Duration;
 #[derive(Clone)]
 pub struct Caches {
     /// All Nodes (the Controller's own store): the brake's denominator.
-    pub nodes: Store<Node>,
+    pub nodes: Store<SlimNode>,
     pub profiles: Store<NodeNetfilterProfile>,
     /// Pods that can write netfilter rules, projected, by node.
     pods: Arc<RwLock<PodStore>>,
@@ -190,47 +189,6 @@ pub fn keep_pod(pod: &Pod) -> bool {
     pod.spec.as_ref().is_some_and(pod_spec_can_write)
 }
 
-/// The Node labels the controller reads: the platform's (which manifest of
-/// an image the node runs) and nfguard's own. A label the plan starts to
-/// read must be added here, or it reads as absent.
-pub const NODE_LABELS_READ: [&str; 5] = [
-    crate::facts::platform::OS_LABEL,
-    crate::facts::platform::ARCH_LABEL,
-    crate::wellknown::LABEL_BACKEND,
-    crate::wellknown::LABEL_VERSION,
-    crate::wellknown::LABEL_MIN_READER,
-];
-
-/// A Node as the controller keeps it: name, uid, resourceVersion (the
-/// taint patch's precondition), deletionTimestamp, the labels it reads
-/// ([`NODE_LABELS_READ`]) and the taints. Its status (kubelet heartbeats,
-/// images, conditions), annotations, managedFields, other labels and the
-/// rest of its spec are never read; at 5,000 nodes the store held 13.8 MiB
-/// before they went (heaptrack). Changes to what is dropped trigger no
-/// reconcile either: the fingerprint is taken of what is kept.
-pub fn slim_node(node: Node) -> Node {
-    let Node { metadata, spec, .. } = node;
-    let labels = metadata.labels.map(|mut labels| {
-        labels.retain(|k, _| NODE_LABELS_READ.contains(&k.as_str()));
-        labels
-    });
-    Node {
-        metadata: ObjectMeta {
-            name: metadata.name,
-            uid: metadata.uid,
-            resource_version: metadata.resource_version,
-            deletion_timestamp: metadata.deletion_timestamp,
-            labels,
-            ..ObjectMeta::default()
-        },
-        spec: spec.map(|s| NodeSpec {
-            taints: s.taints,
-            ..NodeSpec::default()
-        }),
-        status: None,
-    }
-}
-
 /// Any object without managedFields and annotations (never read).
 fn slim_meta<K: Resource>(mut o: K) -> K {
     let m = o.meta_mut();
@@ -328,7 +286,7 @@ fn with(mut nodes: Vec<String>, node: Option<String>) -> Vec<String> {
 
 /// Nodes: the store and the tainted-node count.
 pub struct NodeFeed {
-    feed: Feed<Node, String>,
+    feed: Feed<SlimNode, String>,
     tainted: Arc<Mutex<TaintedNodes>>,
     in_flight: Arc<InFlight>,
 }
@@ -336,7 +294,7 @@ pub struct NodeFeed {
 impl NodeFeed {
     /// Apply one event; the nodes to reconcile (changed labels or spec,
     /// deleted: then found gone and forgotten).
-    pub fn feed(&mut self, event: Event<Node>) -> Vec<String> {
+    pub fn feed(&mut self, event: Event<SlimNode>) -> Vec<String> {
         // Locked first, as every index beside a store (see `Feed::apply`).
         let mut tainted = self.tainted.lock().unwrap_or_else(|e| e.into_inner());
         let Some((event, touched)) = self.feed.apply(event) else {
@@ -472,7 +430,7 @@ pub struct Feeds {
 
 /// Empty caches and the feeds that fill them.
 pub fn caches() -> (Caches, Feeds) {
-    let (nodes, node_writer) = reflector::store::<Node>();
+    let (nodes, node_writer) = reflector::store::<SlimNode>();
     let (profiles, profile_writer) = reflector::store::<NodeNetfilterProfile>();
     let (policies, policy_writer) = reflector::store::<NetfilterPolicy>();
     let (namespaces, namespace_writer) = reflector::store::<NamespaceMeta>();
@@ -485,14 +443,12 @@ pub fn caches() -> (Caches, Feeds) {
     let (mark_pods, pods_listed) = listed_flag();
     let (mark_policies, policies_listed) = listed_flag();
     let (mark_namespaces, namespaces_listed) = listed_flag();
-    let node_name = |n: &Node| n.metadata.name.clone().unwrap_or_default();
+    let node_name = |n: &SlimNode| n.name().to_string();
     let profile_tag = |p: &NodeNetfilterProfile| profile_node(p).map(str::to_string);
     let feeds = Feeds {
         nodes: NodeFeed {
-            feed: Feed {
-                prepare: |n| Some(slim_node(n)),
-                ..Feed::new((node_writer, mark_nodes), predicates::node, node_name)
-            },
+            // Projected as decoded (`SlimNode`'s own Deserialize).
+            feed: Feed::new((node_writer, mark_nodes), predicates::node, node_name),
             tainted: tainted.clone(),
             in_flight: in_flight.clone(),
         },
@@ -563,7 +519,8 @@ pub fn listed<K>(objects: impl IntoIterator<Item = K>) -> impl Iterator<Item = E
 /// One first list of every watched kind.
 #[derive(Clone, Debug, Default)]
 pub struct FirstLists {
-    pub nodes: Vec<Node>,
+    /// Whole Nodes, projected as the watch's decoder does.
+    pub nodes: Vec<k8s_openapi::api::core::v1::Node>,
     pub profiles: Vec<NodeNetfilterProfile>,
     pub pods: Vec<Pod>,
     pub policies: Vec<NetfilterPolicy>,
@@ -574,7 +531,7 @@ impl Feeds {
     /// Feed every kind's first list, as the watches do at start (tests and
     /// benchmarks fill the caches this way).
     pub fn list(&mut self, lists: FirstLists) {
-        for e in listed(lists.nodes) {
+        for e in listed(lists.nodes.into_iter().map(SlimNode::from)) {
             self.nodes.feed(e);
         }
         for e in listed(lists.profiles) {
@@ -708,7 +665,7 @@ mod tests {
         assert_eq!(caches.pods_on("n2").len(), 1);
     }
 
-    fn node(labels: Value, taints: Value, ready: &str) -> Node {
+    fn node(labels: Value, taints: Value, ready: &str) -> SlimNode {
         serde_json::from_value(json!({
             "metadata": {"name": "n1", "labels": labels, "resourceVersion": ready,
                          "annotations": {"volumes.kubernetes.io/controller-managed-attach-detach": "true"}},
@@ -730,12 +687,7 @@ mod tests {
         assert_eq!(triggered, ["n1"]);
         assert_eq!(caches.tainted().tainted(), 1);
         let stored = caches.nodes.get(&ObjectRef::new("n1")).unwrap();
-        assert!(stored.status.is_none() && stored.metadata.annotations.is_none());
-        assert_eq!(
-            stored.spec.as_ref().and_then(|s| s.pod_cidr.as_deref()),
-            None,
-            "only the taints of the spec are kept"
-        );
+        assert!(stored.metadata.annotations.is_none());
         assert_eq!(
             stored.metadata.resource_version.as_deref(),
             Some("True"),
@@ -761,7 +713,7 @@ mod tests {
                 .is_empty()
         );
         let stored = caches.nodes.get(&ObjectRef::new("n1")).unwrap();
-        let labels = stored.metadata.labels.as_ref().unwrap();
+        let labels = stored.labels();
         assert_eq!(labels.keys().collect::<Vec<_>>(), ["kubernetes.io/arch"]);
         let untainted = node(json!({"kubernetes.io/arch": "arm64"}), json!([]), "False");
         assert_eq!(feeds.nodes.feed(Event::Apply(untainted.clone())), ["n1"]);
@@ -875,7 +827,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn waiting_for_the_first_lists_names_the_kinds_never_listed() {
         let (caches, mut feeds) = caches();
-        listed(Vec::<Node>::new()).for_each(|e| {
+        listed(Vec::<SlimNode>::new()).for_each(|e| {
             feeds.nodes.feed(e);
         });
         listed(Vec::<NodeNetfilterProfile>::new()).for_each(|e| {

@@ -5,6 +5,8 @@
 //! projection's equality is its change test, so a field added to one is
 //! read and watched for in one place.
 
+pub mod node;
 pub mod pod;
 
+pub use node::{NODE_LABELS_READ, SlimNode};
 pub use pod::{MAX_PULL_SECRETS, PodFacts, PullSecretRefs, is_running};

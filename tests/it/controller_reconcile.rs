@@ -30,6 +30,7 @@ use nfguard::controller::stores::{self, FirstLists};
 use nfguard::facts::Platform;
 use nfguard::facts::{Backend, ImageProfile, IptablesFacts};
 use nfguard::judgement::{Bounded, FixedImages, ImageLookup, LookupError, PolicyBook};
+use nfguard::projection::SlimNode;
 use nfguard::registry::Credentials;
 use nfguard::reports::ReportApi;
 use nfguard::runtime::admin::Exposition;
@@ -144,6 +145,12 @@ fn as_server_answer(c: &Captured, code: u16, out: Value) -> Value {
         json!({"apiVersion": "nfguard.io/v1alpha1", "kind": "NodeNetfilterProfile",
                "metadata": {"name": name}, "spec": {}, "status": out["status"]})
     }
+}
+
+/// `n` as the controller's Node watch keeps it (the Controller hands
+/// reconciles this projection).
+fn kept(n: &Node) -> SlimNode {
+    SlimNode::from(n.clone())
 }
 
 fn node(name: &str, labels: Value, taints: Value) -> Node {
@@ -443,7 +450,7 @@ async fn labels_conditions_and_writers_applied() {
         .profile(p1)
         .pods(pods);
     let (ctx, metrics) = make_ctx(client, listed, images);
-    let plan = reconcile_node(&n1, &ctx).await.unwrap();
+    let plan = reconcile_node(&kept(&n1), &ctx).await.unwrap();
     assert!(
         plan.requeue_after.is_some(),
         "requeued before the heartbeat turns stale"
@@ -488,7 +495,7 @@ async fn in_sync_node_costs_no_request() {
     let (client, task) = fake_api(vec![]);
     let listed = Listed::nodes(std::slice::from_ref(&n1)).profile(profile("n1", status));
     let (ctx, metrics) = make_ctx(client, listed, ImageResolutions::new());
-    let plan = reconcile_node(&n1, &ctx).await.unwrap();
+    let plan = reconcile_node(&kept(&n1), &ctx).await.unwrap();
     assert!(plan.status.is_none() && plan.label_patch.is_none());
     drop(ctx);
     let (seen, events) = finish(task).await;
@@ -538,7 +545,7 @@ async fn labels_removed_when_the_profile_goes_away() {
     let listed = Listed::nodes(std::slice::from_ref(&n1))
         .policy(policy(json!({"taintDegradedNodes": true})));
     let (ctx, metrics) = make_ctx(client, listed, ImageResolutions::new());
-    reconcile_node(&n1, &ctx).await.unwrap();
+    reconcile_node(&kept(&n1), &ctx).await.unwrap();
     drop(ctx);
     let (_, events) = finish(task).await;
     let reasons = event_reasons(&events);
@@ -620,7 +627,7 @@ async fn degraded_taint_applied_then_cleared() {
         Listed::nodes(&all).profile(p1).policy(pol),
         ImageResolutions::new(),
     );
-    let plan = reconcile_node(&n1, &ctx).await.unwrap();
+    let plan = reconcile_node(&kept(&n1), &ctx).await.unwrap();
     assert!(plan.taints.tainted_after);
     drop(ctx);
     let (_, events) = finish(task).await;
@@ -662,7 +669,7 @@ async fn degraded_taint_applied_then_cleared() {
     *all.last_mut().unwrap() = n1.clone();
     let listed = Listed::nodes(&all).profile(healed).policy(pol2);
     let (ctx, _) = make_ctx(client, listed, ImageResolutions::new());
-    reconcile_node(&n1, &ctx).await.unwrap();
+    reconcile_node(&kept(&n1), &ctx).await.unwrap();
     drop(ctx);
     let (_, events) = finish(task).await;
     assert!(event_reasons(&events).contains(&("Untainted".into(), "Node".into())));
@@ -682,7 +689,7 @@ async fn safety_brake_withholds_the_taint_and_reports() {
         .profile(profile("n1", nft_status(None, drop_hazard())))
         .policy(policy(json!({"taintDegradedNodes": true})));
     let (ctx, metrics) = make_ctx(client, listed, ImageResolutions::new());
-    let plan = reconcile_node(&n1, &ctx).await.unwrap();
+    let plan = reconcile_node(&kept(&n1), &ctx).await.unwrap();
     assert!(plan.taints.taints.is_none() && !plan.taints.tainted_after);
     drop(ctx);
     let (_, events) = finish(task).await;
@@ -754,7 +761,7 @@ async fn incompatible_workload_taints_under_action_taint_and_clears_when_it_leav
         .pods(vec![router])
         .policy(pol_a);
     let (ctx, _) = make_ctx(client, listed, images.clone());
-    let plan = reconcile_node(&n1, &ctx).await.unwrap();
+    let plan = reconcile_node(&kept(&n1), &ctx).await.unwrap();
     assert_eq!(plan.violations.len(), 1);
     assert_eq!(plan.violations[0].pod, "kube-system/kube-router-z");
     drop(ctx);
@@ -805,7 +812,7 @@ async fn incompatible_workload_taints_under_action_taint_and_clears_when_it_leav
     // No pod listed any more.
     let listed = Listed::nodes(&all).profile(p1_again).policy(pol_b);
     let (ctx, _) = make_ctx(client, listed, images);
-    let plan = reconcile_node(&n1, &ctx).await.unwrap();
+    let plan = reconcile_node(&kept(&n1), &ctx).await.unwrap();
     assert!(plan.violations.is_empty());
     drop(ctx);
     let (_, events) = finish(task).await;
@@ -827,7 +834,7 @@ async fn taint_conflict_is_an_error_to_retry() {
         .profile(profile("n1", nft_status(None, drop_hazard())))
         .policy(policy(json!({"taintDegradedNodes": true})));
     let (ctx, metrics) = make_ctx(client, listed, ImageResolutions::new());
-    let err = reconcile_node(&n1, &ctx).await.unwrap_err();
+    let err = reconcile_node(&kept(&n1), &ctx).await.unwrap_err();
     assert!(err.to_string().contains("taints"), "{err}");
     drop(ctx);
     finish(task).await;
@@ -1006,7 +1013,7 @@ async fn controller_plan(f: &SharedFacts, expect_taint: bool) -> NodePlan {
             .policy(f.policy.clone())
     };
     let (ctx, _) = make_ctx(client, listed, images);
-    let plan = reconcile_node(&f.node, &ctx).await.unwrap();
+    let plan = reconcile_node(&kept(&f.node), &ctx).await.unwrap();
     drop(ctx);
     finish(task).await;
     plan
@@ -1103,7 +1110,7 @@ async fn a_reconcile_waits_for_the_namespace_list_and_fails_clearly_without_it()
     let (mut ctx, metrics) = make_ctx(client, listed, ImageResolutions::new());
     // Every kind's first list but the Namespaces'.
     let (caches, mut feeds) = stores::caches();
-    stores::listed([n1.clone()]).for_each(|e| {
+    stores::listed([kept(&n1)]).for_each(|e| {
         let _ = feeds.nodes.feed(e);
     });
     stores::listed(Vec::<NodeNetfilterProfile>::new()).for_each(|e| {
@@ -1117,7 +1124,7 @@ async fn a_reconcile_waits_for_the_namespace_list_and_fails_clearly_without_it()
     });
     ctx.caches = caches;
     tokio::time::pause();
-    let err = reconcile_node(&n1, &ctx).await.unwrap_err();
+    let err = reconcile_node(&kept(&n1), &ctx).await.unwrap_err();
     let text = err.to_string();
     assert!(
         text.contains("Namespaces not listed") && text.contains("list and watch on namespaces"),
@@ -1597,7 +1604,7 @@ async fn a_cold_start_writes_each_policy_report_once() {
     // The writer's first full pass, as the caches list: n1's round is not over.
     applied.extend(report_pass(&ctx, &mut stored).await);
     assert_eq!(applied, Vec::<String>::new(), "written before n1's round");
-    reconcile_node(&n1, &ctx).await.unwrap();
+    reconcile_node(&kept(&n1), &ctx).await.unwrap();
     // Its writes are not in the caches yet: still nothing to judge.
     assert!(
         ctx.reports.take().is_empty(),
@@ -1624,7 +1631,7 @@ async fn a_cold_start_writes_each_policy_report_once() {
     assert!(
         feeds
             .nodes
-            .feed(Event::Apply(node_event))
+            .feed(Event::Apply(kept(&node_event)))
             .contains(&"n1".to_string())
     );
     assert_eq!(feeds.profiles.feed(Event::Apply(profile_event)), ["n1"]);

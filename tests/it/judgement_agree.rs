@@ -624,7 +624,7 @@ async fn by_controller(
     Option<nfguard::api::NodeNetfilterProfileStatus>,
 ) {
     let plan = plan_from_caches(
-        &f.nodes[on_node],
+        &nfguard::projection::SlimNode::from(f.nodes[on_node].clone()),
         &controller_caches(f),
         &controller_images(f, lookup),
         tokio::time::Instant::now() + Duration::from_secs(5),

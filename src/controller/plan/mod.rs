@@ -15,7 +15,7 @@ use crate::compat::evaluate::{Candidate, ImageKey, ImageResolutions, ReasonCode}
 use crate::facts::HazardCode;
 use crate::judgement::{PolicyBook, Scene, Subject};
 use crate::projection::PodFacts;
-use k8s_openapi::api::core::v1::Node;
+use crate::projection::SlimNode;
 use k8s_openapi::jiff::Timestamp;
 use profile_status::StatusPlan;
 use serde_json::Value;
@@ -25,7 +25,7 @@ use std::time::Duration;
 /// Everything gathered about one node.
 #[derive(Clone, Copy, Debug)]
 pub struct NodeFacts<'a> {
-    pub node: &'a Node,
+    pub node: &'a SlimNode,
     pub profile: Option<&'a NodeNetfilterProfile>,
     /// The node's pods (not running ones are ignored).
     pub pods: &'a [&'a PodFacts],
@@ -114,8 +114,12 @@ fn running_scene(policies: &PolicyBook) -> Scene<'_> {
 
 /// Every (image, platform) the plan for this node looks at: the writers'
 /// images and, for pods under `action: Taint`, what their judgement needs.
-pub fn images_to_inspect(node: &Node, pods: &[&PodFacts], policies: &PolicyBook) -> Vec<ImageKey> {
-    let platform = node_platform(node.metadata.labels.as_ref());
+pub fn images_to_inspect(
+    node: &SlimNode,
+    pods: &[&PodFacts],
+    policies: &PolicyBook,
+) -> Vec<ImageKey> {
+    let platform = node_platform(Some(&node.labels()));
     let mut keys: BTreeSet<ImageKey> = inventory::images_needed(pods.iter().copied(), &platform)
         .into_iter()
         .collect();
@@ -148,7 +152,7 @@ fn taint_subjects<'p>(pods: &[&'p PodFacts], policies: &PolicyBook) -> Vec<&'p P
 /// in that order (the taints read the status step's violations).
 pub fn plan_node(facts: &NodeFacts<'_>) -> NodePlan {
     let node_name = facts.node.metadata.name.clone().unwrap_or_default();
-    let platform = node_platform(facts.node.metadata.labels.as_ref());
+    let platform = node_platform(Some(&facts.node.labels()));
     let status = facts.profile.and_then(|p| p.status.as_ref());
     let (label_patch, label_event) = node_labels::plan_labels(facts.node, status);
     let StatusPlan {
@@ -197,7 +201,7 @@ pub(crate) mod tests {
     use serde_json::json;
     use std::collections::BTreeMap;
 
-    pub(crate) fn node(i: usize) -> Node {
+    pub(crate) fn node(i: usize) -> k8s_openapi::api::core::v1::Node {
         serde_json::from_value(
             json!({"metadata": {"name": format!("n{i}"), "resourceVersion": "1"}, "spec": {}}),
         )
@@ -221,7 +225,7 @@ pub(crate) mod tests {
     /// under a Taint policy selecting namespaces labelled `team=net`;
     /// `payments` carries `labels` (None: namespace not known).
     fn plan_under_team_selector(labels: Option<&[(&str, &str)]>) -> NodePlan {
-        let node = node(0);
+        let node = SlimNode::from(node(0));
         let profile: NodeNetfilterProfile = serde_json::from_value(json!({
             "metadata": {"name": "n0"}, "spec": {"nodeName": "n0"},
             "status": {"activeBackend": "nft", "minReaderVersion": "1.8.8",
@@ -322,7 +326,7 @@ pub(crate) mod tests {
     }
 
     fn plan_degraded(profile: &NodeNetfilterProfile) -> NodePlan {
-        let node = node(0);
+        let node = SlimNode::from(node(0));
         plan_node(&NodeFacts {
             node: &node,
             profile: Some(profile),

@@ -4,17 +4,18 @@
 use super::{EventTarget, PlannedEvent};
 use crate::api::NodeNetfilterProfileStatus;
 use crate::controller::labels::{desired_labels, label_patch, relabels};
-use k8s_openapi::api::core::v1::Node;
+use crate::projection::SlimNode;
 use serde_json::Value;
 
 /// The labels' merge patch (None: in sync) and its event. A node's first
 /// labels are routine (a fresh install would write an event per node): only
 /// a change or removal of a label it had is news.
 pub(super) fn plan_labels(
-    node: &Node,
+    node: &SlimNode,
     status: Option<&NodeNetfilterProfileStatus>,
 ) -> (Option<Value>, Option<PlannedEvent>) {
-    let labels = node.metadata.labels.as_ref();
+    let labels = node.labels();
+    let labels = Some(&labels);
     let patch = label_patch(labels, &desired_labels(status));
     let event = patch
         .as_ref()

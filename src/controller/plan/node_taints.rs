@@ -21,12 +21,7 @@ pub(super) fn plan_node_taints(
             .flatten(),
         incompatible: !violations.is_empty(),
     };
-    let current_taints = facts
-        .node
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.as_deref())
-        .unwrap_or(&[]);
+    let current_taints = facts.node.taints.as_deref().unwrap_or(&[]);
     let taints = plan_taints(
         current_taints,
         &wanted,

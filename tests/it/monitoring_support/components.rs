@@ -158,7 +158,7 @@ async fn controller() -> String {
     let policies = PolicyBook::default();
     let images = ImageResolutions::new();
     let plan = plan_node(&NodeFacts {
-        node: &node,
+        node: &nfguard::projection::SlimNode::from(node),
         profile: Some(&profile),
         pods: &[],
         policies: &policies,
