@@ -289,11 +289,17 @@ log "pod creation latency with and without nfguard's webhook"
 IMAGE=nfguard-e2e/compatible:1.8.11-wrapper
 nfguard_webhook on
 admit "$IMAGE" warm 8 1 warm.us # every webhook replica has seen the image
-for round in 1 2; do
-  for state in on off; do
+# Five short rounds, the order alternating (on off, off on, ...): a burst
+# of the machine's own work (the controller's resync, etcd's compaction,
+# a build) lands in both states' samples instead of deciding one state's
+# tail. Two long blocks each measured 0.93x to 2.43x across runs.
+for round in 1 2 3 4 5; do
+  order="on off"
+  [ $((round % 2)) = 0 ] && order="off on"
+  for state in $order; do
     nfguard_webhook "$state"
-    admit "$IMAGE" "r$round-$state-seq" 200 1 "admit-$state-1.us"
-    admit "$IMAGE" "r$round-$state-32" 400 32 "admit-$state-32.us"
+    admit "$IMAGE" "r$round-$state-seq" 80 1 "admit-$state-1.us"
+    admit "$IMAGE" "r$round-$state-32" 160 32 "admit-$state-32.us"
   done
 done
 nfguard_webhook on
@@ -338,10 +344,11 @@ $change_audit
 (3) controller peak RSS (VmHWM): cold start $((rss_cold / 1024)) MiB, restart $((rss_restart / 1024)) MiB    goal <= 100 MiB (issue #23)
 
 (4) pod creation through the API server (ms), nfguard's webhook registered vs not, same pods
-    (hostNetwork + NET_ADMIN, $IMAGE, judged against every node; warm image cache)
+    (hostNetwork + NET_ADMIN, $IMAGE, judged against every node; warm image cache;
+     400 sequential and 800 concurrent creations per state, in five rounds of alternating order)
     sequential:    with p50 $(pct "$WORK/admit-on-1.us" 0.5) p99 $(pct "$WORK/admit-on-1.us" 0.99)    without p50 $(pct "$WORK/admit-off-1.us" 0.5) p99 $(pct "$WORK/admit-off-1.us" 0.99)    p99 ratio $(ratio "$(pct "$WORK/admit-on-1.us" 0.99)" "$(pct "$WORK/admit-off-1.us" 0.99)")x
     32 concurrent: with p50 $(pct "$WORK/admit-on-32.us" 0.5) p99 $(pct "$WORK/admit-on-32.us" 0.99)    without p50 $(pct "$WORK/admit-off-32.us" 0.5) p99 $(pct "$WORK/admit-off-32.us" 0.99)    p99 ratio $(ratio "$(pct "$WORK/admit-on-32.us" 0.99)" "$(pct "$WORK/admit-off-32.us" 0.99)")x
-    goal: p99 added <= 5 ms and <= 1.2x
+    goal (issue #23): p99 ratio <= 1.2x sequential, <= 1.5x at 32 concurrent
     cold image (first sight, restarted webhook; 5 runs): creation median $(pct "$WORK/cold.us" 0.5) (max $(pct "$WORK/cold.us" 1)), without webhook p50 $(pct "$WORK/admit-off-1.us" 0.5);
       skopeo inspect of the same image: median $(pct "$WORK/skopeo.us" 0.5) (max $(pct "$WORK/skopeo.us" 1))
 
