@@ -77,12 +77,7 @@ impl Applier<'_> {
         let nodes: Api<Node> = Api::all(self.client.clone());
         let mut written = Versions::default();
         if let Some(patch) = &plan.label_patch {
-            let patched = nodes
-                .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
-                .await
-                .map_err(|e| self.fail(&name, Stage::labels, e))?;
-            written.node = patched.metadata.resource_version;
-            tracing::info!(node = %name, labels = %patch, "node labels updated");
+            written.node = self.write_labels(node, patch).await?;
         }
         if let Some(taints) = &plan.taints.taints {
             let patched = nodes
@@ -141,14 +136,40 @@ impl Applier<'_> {
                 .map_err(|e| self.fail(&name, Stage::status, e))?;
             written.profile = applied.metadata.resource_version;
         }
-        let node_ref = node.object_ref(&());
-        let profile_ref = profile.map(|p| p.object_ref(&()));
-        for e in &plan.events {
-            self.publish(e, &node_ref, profile_ref.as_ref()).await;
-        }
+        self.publish_all(&plan.events, node, profile).await;
         self.metrics
             .observe_node(&name, &NodeObservation::of(profile, plan).on_node(node));
         Ok(written)
+    }
+
+    /// The label merge patch; the Node's resourceVersion after it.
+    pub async fn write_labels(
+        &self,
+        node: &SlimNode,
+        patch: &serde_json::Value,
+    ) -> Result<Option<String>, ApplyError> {
+        let name = node.name();
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let patched = nodes
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map_err(|e| self.fail(name, Stage::labels, e))?;
+        tracing::info!(node = %name, labels = %patch, "node labels updated");
+        Ok(patched.metadata.resource_version)
+    }
+
+    /// Publish `events` on the node, its profile or both (best effort).
+    pub async fn publish_all(
+        &self,
+        events: &[PlannedEvent],
+        node: &SlimNode,
+        profile: Option<&NodeNetfilterProfile>,
+    ) {
+        let node_ref = node.object_ref(&());
+        let profile_ref = profile.map(|p| p.object_ref(&()));
+        for e in events {
+            self.publish(e, &node_ref, profile_ref.as_ref()).await;
+        }
     }
 
     async fn publish(

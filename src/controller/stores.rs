@@ -59,6 +59,9 @@ pub struct Caches {
     /// reconciles and the report writer at once: not the stores' own
     /// single-waiter readiness).
     first_lists: [Listed; 5],
+    /// When the caches were made: the first lists are due a fixed time
+    /// after it ([`Caches::since_made`]).
+    made: tokio::time::Instant,
 }
 
 /// A policy book and the generation it was built at.
@@ -94,17 +97,41 @@ impl Caches {
     /// would e.g. match `namespaceSelector`s against no labels, or see no
     /// writer on a node that runs some, and lift taints the policies ask for.
     pub async fn wait_listed(&self, wait: Duration) -> Result<(), Unlisted> {
-        if self.listed().iter().all(|(_, _, listed)| *listed) {
+        self.wait_lists(&[0, 1, 2, 3, 4], wait).await
+    }
+
+    /// Wait up to `wait` for the first lists a node's labels read: the
+    /// Nodes and the profiles (the labels are the profile's facts).
+    pub async fn wait_label_lists(&self, wait: Duration) -> Result<(), Unlisted> {
+        self.wait_lists(&[0, 1], wait).await
+    }
+
+    /// How long ago the caches were made (the watches started then).
+    pub fn since_made(&self) -> Duration {
+        self.made.elapsed()
+    }
+
+    /// Whether every store's first list is in.
+    pub fn all_listed(&self) -> bool {
+        self.listed().iter().all(|(_, _, listed)| *listed)
+    }
+
+    /// Wait up to `wait` for the first lists of the stores at `which`
+    /// (indexes into [`Caches::listed`]).
+    async fn wait_lists(&self, which: &[usize], wait: Duration) -> Result<(), Unlisted> {
+        let listed = self.listed();
+        if which.iter().all(|&i| listed[i].2) {
             return Ok(());
         }
         let all = async {
             // Errors (a dropped writer) show as unlisted below.
-            futures::future::join_all(self.first_lists.iter().map(Listed::wait)).await;
+            futures::future::join_all(which.iter().map(|&i| self.first_lists[i].wait())).await;
         };
         let _ = tokio::time::timeout(wait, all).await;
-        let missing: Vec<_> = self
-            .listed()
-            .into_iter()
+        let listed = self.listed();
+        let missing: Vec<_> = which
+            .iter()
+            .map(|&i| listed[i])
             .filter(|(_, _, listed)| !listed)
             .collect();
         if missing.is_empty() {
@@ -504,6 +531,7 @@ pub fn caches() -> (Caches, Feeds) {
             policies_listed,
             namespaces_listed,
         ],
+        made: tokio::time::Instant::now(),
     };
     (caches, feeds)
 }

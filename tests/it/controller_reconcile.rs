@@ -25,7 +25,7 @@ use nfguard::controller::plan::NodePlan;
 use nfguard::controller::report_owners::parents;
 use nfguard::controller::reports_judge::{Scope, judge_reports};
 use nfguard::controller::reports_write::plan_writes;
-use nfguard::controller::run::{Ctx, reconcile_node, run_controller, sweep_orphans};
+use nfguard::controller::run::{Ctx, LIST_WAIT, reconcile_node, run_controller, sweep_orphans};
 use nfguard::controller::stores::{self, FirstLists};
 use nfguard::facts::Platform;
 use nfguard::facts::{Backend, ImageProfile, IptablesFacts};
@@ -1105,15 +1105,16 @@ async fn namespace_selector_on_any_label_taints_and_agrees_with_the_webhook() {
 #[tokio::test]
 async fn a_reconcile_waits_for_the_namespace_list_and_fails_clearly_without_it() {
     let n1 = node("n1", synced_labels(), json!([]));
+    let p1 = profile("n1", nft_status(None, json!([])));
     let (client, task) = fake_api(vec![]);
-    let listed = Listed::nodes(std::slice::from_ref(&n1));
-    let (mut ctx, metrics) = make_ctx(client, listed, ImageResolutions::new());
+    let (mut ctx, metrics) = make_ctx(client, Listed::default(), ImageResolutions::new());
+    tokio::time::pause();
     // Every kind's first list but the Namespaces'.
     let (caches, mut feeds) = stores::caches();
     stores::listed([kept(&n1)]).for_each(|e| {
         let _ = feeds.nodes.feed(e);
     });
-    stores::listed(Vec::<NodeNetfilterProfile>::new()).for_each(|e| {
+    stores::listed([p1]).for_each(|e| {
         let _ = feeds.profiles.feed(e);
     });
     stores::listed(Vec::<k8s_openapi::api::core::v1::Pod>::new()).for_each(|e| {
@@ -1123,7 +1124,12 @@ async fn a_reconcile_waits_for_the_namespace_list_and_fails_clearly_without_it()
         let _ = feeds.policies.feed(e);
     });
     ctx.caches = caches;
-    tokio::time::pause();
+    // Until the lists are due, the node gets its labels only (in sync
+    // here: nothing written), and is looked at again when they are due.
+    let plan = reconcile_node(&kept(&n1), &ctx).await.unwrap();
+    assert!(plan.status.is_none() && plan.label_patch.is_none());
+    assert!(plan.requeue_after.is_some_and(|d| d <= LIST_WAIT));
+    tokio::time::advance(LIST_WAIT).await;
     let err = reconcile_node(&kept(&n1), &ctx).await.unwrap_err();
     let text = err.to_string();
     assert!(
@@ -1135,6 +1141,75 @@ async fn a_reconcile_waits_for_the_namespace_list_and_fails_clearly_without_it()
     drop((ctx, feeds));
     let (seen, _) = finish(task).await;
     assert!(seen.is_empty(), "no reads before the namespaces are known");
+}
+
+/// The cold start at 5,000 nodes: the first list of 100,000 pods took over
+/// 20 s, and no node was written before it. A node's labels read its
+/// profile alone, so they go first; the rest of its plan (status, taints)
+/// follows the lists, and nothing is written twice.
+#[tokio::test]
+async fn while_the_pods_are_listed_a_node_gets_its_labels_then_its_whole_plan() {
+    let (n1, listed, images) = cold_start_cluster();
+    let p1 = listed.profiles[0].clone();
+    let answered_node = Arc::new(std::sync::Mutex::new(None::<Node>));
+    let node_out = answered_node.clone();
+    let listed_node = n1.clone();
+    let (client, task) = fake_api(vec![
+        expect("PATCH", NODE_PATH, move |c| {
+            let mut n = serde_json::to_value(&listed_node).unwrap();
+            for (k, v) in c.body["metadata"]["labels"].as_object().unwrap() {
+                n["metadata"]["labels"][k] = v.clone();
+            }
+            n["metadata"]["resourceVersion"] = json!("78");
+            *node_out.lock().unwrap() = Some(serde_json::from_value(n.clone()).unwrap());
+            (201, n)
+        }),
+        expect("PATCH", STATUS_PATH, |c| (200, c.body.clone())),
+    ]);
+    let (mut ctx, _) = make_ctx(client, Listed::default(), images);
+    // Only the Nodes and the profiles are listed.
+    let (caches, mut feeds) = stores::caches();
+    stores::listed([kept(&n1)]).for_each(|e| {
+        let _ = feeds.nodes.feed(e);
+    });
+    stores::listed([p1]).for_each(|e| {
+        let _ = feeds.profiles.feed(e);
+    });
+    ctx.caches = caches;
+    let plan = reconcile_node(&kept(&n1), &ctx).await.unwrap();
+    assert!(plan.label_patch.is_some(), "{plan:?}");
+    assert!(plan.status.is_none() && plan.taints.taints.is_none() && plan.violations.is_empty());
+    assert!(
+        !ctx.caches.first_rounds.is_done("n1"),
+        "the round waits for the whole plan"
+    );
+    // The watch shows the label write; the other lists come in.
+    let node_event = answered_node
+        .lock()
+        .unwrap()
+        .take()
+        .expect("labels written");
+    let _ = feeds.nodes.feed(Event::Apply(kept(&node_event)));
+    stores::listed(from_json::<k8s_openapi::api::core::v1::Pod>(listed.pods)).for_each(|e| {
+        let _ = feeds.pods.feed(e);
+    });
+    stores::listed(Vec::<nfguard::api::NetfilterPolicy>::new()).for_each(|e| {
+        let _ = feeds.policies.feed(e);
+    });
+    stores::listed(Vec::<nfguard::controller::namespaces::NamespaceMeta>::new()).for_each(|e| {
+        let _ = feeds.namespaces.feed(e);
+    });
+    let cached = ctx.caches.nodes.get(&ObjectRef::new("n1")).unwrap();
+    let plan = reconcile_node(&cached, &ctx).await.unwrap();
+    assert!(
+        plan.label_patch.is_none(),
+        "the labels are not written again"
+    );
+    let writers = plan.status.as_ref().and_then(|s| s.writers.as_ref());
+    assert_eq!(writers.map(Vec::len), Some(2), "{plan:?}");
+    drop((ctx, feeds));
+    let (seen, _) = finish(task).await;
+    assert_eq!(seen.len(), 2, "one label patch, one status apply");
 }
 
 type BoxBody = http_body_util::combinators::UnsyncBoxBody<bytes::Bytes, std::convert::Infallible>;

@@ -5,6 +5,7 @@
 //! ([`super::gather::plan_from_caches`], as every reconcile runs it).
 
 mod node_labels;
+pub use node_labels::plan_labels;
 mod node_taints;
 mod profile_status;
 

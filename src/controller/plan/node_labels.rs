@@ -10,7 +10,7 @@ use serde_json::Value;
 /// The labels' merge patch (None: in sync) and its event. A node's first
 /// labels are routine (a fresh install would write an event per node): only
 /// a change or removal of a label it had is news.
-pub(super) fn plan_labels(
+pub fn plan_labels(
     node: &SlimNode,
     status: Option<&NodeNetfilterProfileStatus>,
 ) -> (Option<Value>, Option<PlannedEvent>) {
