@@ -298,8 +298,15 @@ for round in 1 2 3 4 5; do
   [ $((round % 2)) = 0 ] && order="off on"
   for state in $order; do
     nfguard_webhook "$state"
+    [ "$state" = off ] || webhook_hists "$WORK/h0"
     admit "$IMAGE" "r$round-$state-seq" 80 1 "admit-$state-1.us"
+    [ "$state" = off ] || webhook_hists "$WORK/h1"
     admit "$IMAGE" "r$round-$state-32" 160 32 "admit-$state-32.us"
+    if [ "$state" = on ]; then
+      webhook_hists "$WORK/h2"
+      hists_add "$WORK/hist-1" "$WORK/h0" "$WORK/h1"
+      hists_add "$WORK/hist-32" "$WORK/h1" "$WORK/h2"
+    fi
   done
 done
 nfguard_webhook on
@@ -349,6 +356,11 @@ $change_audit
     sequential:    with p50 $(pct "$WORK/admit-on-1.us" 0.5) p99 $(pct "$WORK/admit-on-1.us" 0.99)    without p50 $(pct "$WORK/admit-off-1.us" 0.5) p99 $(pct "$WORK/admit-off-1.us" 0.99)    p99 ratio $(ratio "$(pct "$WORK/admit-on-1.us" 0.99)" "$(pct "$WORK/admit-off-1.us" 0.99)")x
     32 concurrent: with p50 $(pct "$WORK/admit-on-32.us" 0.5) p99 $(pct "$WORK/admit-on-32.us" 0.99)    without p50 $(pct "$WORK/admit-off-32.us" 0.5) p99 $(pct "$WORK/admit-off-32.us" 0.99)    p99 ratio $(ratio "$(pct "$WORK/admit-on-32.us" 0.99)" "$(pct "$WORK/admit-off-32.us" 0.99)")x
     goal (issue #23): p99 ratio <= 1.2x sequential, <= 1.5x at 32 concurrent
+    where the added time goes (histogram buckets, the same creations with the webhook on):
+      sequential:    the API server's call to the webhook p50 $(hist_q "$WORK/hist-1" api 0.5), p99 $(hist_q "$WORK/hist-1" api 0.99);
+                     the webhook's own answer p50 $(hist_q "$WORK/hist-1" webhook 0.5), p99 $(hist_q "$WORK/hist-1" webhook 0.99)
+      32 concurrent: the API server's call to the webhook p50 $(hist_q "$WORK/hist-32" api 0.5), p99 $(hist_q "$WORK/hist-32" api 0.99);
+                     the webhook's own answer p50 $(hist_q "$WORK/hist-32" webhook 0.5), p99 $(hist_q "$WORK/hist-32" webhook 0.99)
     cold image (first sight, restarted webhook; 5 runs): creation median $(pct "$WORK/cold.us" 0.5) (max $(pct "$WORK/cold.us" 1)), without webhook p50 $(pct "$WORK/admit-off-1.us" 0.5);
       skopeo inspect of the same image: median $(pct "$WORK/skopeo.us" 0.5) (max $(pct "$WORK/skopeo.us" 1))
 

@@ -84,6 +84,45 @@ admit() {
     --concurrency "$4" --out "$WORK/$5"
 }
 
+# webhook_hists OUT: the cumulative bucket counts ("source le count") of
+# the API server's calls to nfguard's webhook (source api: transport and
+# answer, as the API server times them) and of the webhook's own answers to
+# pod reviews (source webhook, every replica summed, read through the API
+# server's pod proxy).
+webhook_hists() {
+  local metrics pods p all=""
+  metrics=$(kubectl get --raw /metrics)
+  all+=$(awk '/^apiserver_admission_webhook_admission_duration_seconds_bucket\{/ && /validate\.nfguard\.io/ && /operation="CREATE"/ {
+    match($0, /le="[^"]+"/); print "api", substr($0, RSTART + 4, RLENGTH - 5), $NF }' <<<"$metrics")$'\n'
+  pods=$(kubectl -n nfguard-system get pods -l app.kubernetes.io/component=webhook -o jsonpath='{.items[*].metadata.name}')
+  for p in $pods; do
+    metrics=$(kubectl get --raw "/api/v1/namespaces/nfguard-system/pods/http:$p:9090/proxy/metrics")
+    all+=$(awk '/^nfguard_webhook_admission_duration_seconds_bucket\{/ && /kind="Pod"/ {
+      match($0, /le="[^"]+"/); print "webhook", substr($0, RSTART + 4, RLENGTH - 5), $NF }' <<<"$metrics")$'\n'
+  done
+  awk 'NF == 3 { s[$1 " " $2] += $3 } END { for (k in s) print k, s[k] }' <<<"$all" >"$1"
+}
+
+# hists_add SUM BEFORE AFTER: add AFTER - BEFORE (webhook_hists files) to SUM.
+hists_add() {
+  touch "$1"
+  awk 'FILENAME == ARGV[1] { s[$1 " " $2] += $3; next }
+       FILENAME == ARGV[2] { s[$1 " " $2] -= $3; next }
+       { s[$1 " " $2] += $3 }
+       END { for (k in s) print k, s[k] }' "$1" "$2" "$3" >"$1.new"
+  mv "$1.new" "$1"
+}
+
+# hist_q SUM SOURCE Q: the upper bound (ms) of the bucket holding SOURCE's
+# Q-quantile in SUM, and how many answers SUM counts ("<= 2.5 ms of 400").
+hist_q() {
+  awk -v src="$2" -v q="$3" '$1 == src { le = ($2 == "+Inf") ? 1e30 : $2 + 0; c[le] = $3; if ($3 > n) n = $3 }
+    END { m = 0; for (le in c) les[++m] = le + 0
+          for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (les[j] < les[i]) { t = les[i]; les[i] = les[j]; les[j] = t }
+          for (i = 1; i <= m; i++) if (c[les[i]] >= q * n) { if (les[i] >= 1e30) printf "> last bucket"; else printf "<= %g ms", les[i] * 1000; break }
+          printf " of %d", n }' "$1"
+}
+
 # pct FILE Q: the Q-quantile of a file of microseconds, in ms.
 pct() { sort -n "$1" | awk -v q="$2" '{a[NR] = $1} END { printf "%.1f", a[int((NR - 1) * q + 0.5) + 1] / 1000 }'; }
 # ratio A B: A / B to two places.
