@@ -74,8 +74,9 @@ pub struct Ctx {
 /// While the caches' first lists are still coming in (100,000 pods take
 /// over 20 s at 5,000 nodes), a node whose Node and profile are listed gets
 /// its labels only ([`labels_first`]); its whole plan follows once every
-/// list is in. A list still missing [`LIST_WAIT`] after the caches were
-/// made fails the reconcile with an RBAC hint.
+/// list is in. Once [`LIST_WAIT`] has passed since the caches were made, a
+/// reconcile waits up to [`LIST_WAIT`] for the lists still missing, then
+/// fails with an RBAC hint.
 pub async fn reconcile_node(node: &SlimNode, ctx: &Ctx) -> Result<NodePlan, ReconcileError> {
     let started = Instant::now();
     let name = node.name().to_string();
@@ -93,10 +94,13 @@ pub async fn reconcile_node(node: &SlimNode, ctx: &Ctx) -> Result<NodePlan, Reco
     };
     let lists_due = LIST_WAIT.saturating_sub(ctx.caches.since_made());
     let labels_only = !ctx.caches.all_listed() && !lists_due.is_zero();
+    // Past the deadline each reconcile waits the whole LIST_WAIT again
+    // before it fails: with a list refused for good, 5,000 nodes would
+    // otherwise each fail (and warn) every RETRY.
     let listed = if labels_only {
         ctx.caches.wait_label_lists(lists_due).await
     } else {
-        ctx.caches.wait_listed(lists_due).await
+        ctx.caches.wait_listed(LIST_WAIT).await
     };
     listed.map_err(unlisted)?;
     // Planning before the watches show this controller's last writes to
@@ -113,7 +117,7 @@ pub async fn reconcile_node(node: &SlimNode, ctx: &Ctx) -> Result<NodePlan, Reco
     if labels_only && !ctx.caches.all_listed() {
         return labels_first(node, ctx, lists_due).await;
     }
-    ctx.caches.wait_listed(lists_due).await.map_err(unlisted)?;
+    ctx.caches.wait_listed(LIST_WAIT).await.map_err(unlisted)?;
     tracing::debug!(node = %name, waited_ms = started.elapsed().as_millis() as u64, "planning");
     let deadline = tokio::time::Instant::now() + IMAGE_DEADLINE;
     let plan = plan_from_caches(

@@ -1155,15 +1155,7 @@ async fn while_the_pods_are_listed_a_node_gets_its_labels_then_its_whole_plan() 
     let node_out = answered_node.clone();
     let listed_node = n1.clone();
     let (client, task) = fake_api(vec![
-        expect("PATCH", NODE_PATH, move |c| {
-            let mut n = serde_json::to_value(&listed_node).unwrap();
-            for (k, v) in c.body["metadata"]["labels"].as_object().unwrap() {
-                n["metadata"]["labels"][k] = v.clone();
-            }
-            n["metadata"]["resourceVersion"] = json!("78");
-            *node_out.lock().unwrap() = Some(serde_json::from_value(n.clone()).unwrap());
-            (201, n)
-        }),
+        labels_answered(listed_node, node_out),
         expect("PATCH", STATUS_PATH, |c| (200, c.body.clone())),
     ]);
     let (mut ctx, _) = make_ctx(client, Listed::default(), images);
@@ -1642,6 +1634,21 @@ fn cold_start_cluster() -> (Node, Listed, ImageResolutions) {
     (n1, listed, images)
 }
 
+/// The label patch of n1, answered as the API server would: `listed` with
+/// the patched labels at resourceVersion 78, also put in `out` (the watch
+/// then delivers it).
+fn labels_answered(listed: Node, out: Arc<std::sync::Mutex<Option<Node>>>) -> Expect {
+    expect("PATCH", NODE_PATH, move |c| {
+        let mut n = serde_json::to_value(&listed).unwrap();
+        for (k, v) in c.body["metadata"]["labels"].as_object().unwrap() {
+            n["metadata"]["labels"][k] = v.clone();
+        }
+        n["metadata"]["resourceVersion"] = json!("78");
+        *out.lock().unwrap() = Some(serde_json::from_value(n.clone()).unwrap());
+        (201, n)
+    })
+}
+
 #[tokio::test]
 async fn a_cold_start_writes_each_policy_report_once() {
     let (n1, listed, images) = cold_start_cluster();
@@ -1653,15 +1660,7 @@ async fn a_cold_start_writes_each_policy_report_once() {
     let (node_out, profile_out) = (answered_node.clone(), answered_profile.clone());
     let (listed_node, listed_profile) = (n1.clone(), p1.clone());
     let (client, task) = fake_api(vec![
-        expect("PATCH", NODE_PATH, move |c| {
-            let mut n = serde_json::to_value(&listed_node).unwrap();
-            for (k, v) in c.body["metadata"]["labels"].as_object().unwrap() {
-                n["metadata"]["labels"][k] = v.clone();
-            }
-            n["metadata"]["resourceVersion"] = json!("78");
-            *node_out.lock().unwrap() = Some(serde_json::from_value(n.clone()).unwrap());
-            (201, n)
-        }),
+        labels_answered(listed_node, node_out),
         expect("PATCH", STATUS_PATH, move |c| {
             let mut p = serde_json::to_value(&listed_profile).unwrap();
             for (k, v) in c.body["status"].as_object().unwrap() {
