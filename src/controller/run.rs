@@ -113,10 +113,10 @@ pub async fn reconcile_node(node: &SlimNode, ctx: &Ctx) -> Result<NodePlan, Reco
             ..Default::default()
         });
     }
+    // Otherwise every list is in (waited for above, or came in meanwhile).
     if labels_only && !ctx.caches.all_listed() {
         return labels_first(node, ctx, lists_due).await;
     }
-    ctx.caches.wait_listed(LIST_WAIT).await.map_err(unlisted)?;
     tracing::debug!(node = %name, waited_ms = started.elapsed().as_millis() as u64, "planning");
     let deadline = tokio::time::Instant::now() + IMAGE_DEADLINE;
     let plan = plan_from_caches(

@@ -64,6 +64,11 @@ pub struct Caches {
     made: tokio::time::Instant,
 }
 
+/// Every store's first list, as indexes into [`Caches::listed`].
+const ALL_LISTS: [usize; 5] = [0, 1, 2, 3, 4];
+/// The Nodes' and the profiles' first lists (a node's labels read no more).
+const LABEL_LISTS: [usize; 2] = [0, 1];
+
 /// A policy book and the generation it was built at.
 type BookOf = (u64, Arc<PolicyBook>);
 
@@ -97,13 +102,13 @@ impl Caches {
     /// would e.g. match `namespaceSelector`s against no labels, or see no
     /// writer on a node that runs some, and lift taints the policies ask for.
     pub async fn wait_listed(&self, wait: Duration) -> Result<(), Unlisted> {
-        self.wait_lists(&[0, 1, 2, 3, 4], wait).await
+        self.wait_lists(&ALL_LISTS, wait).await
     }
 
     /// Wait up to `wait` for the first lists a node's labels read: the
     /// Nodes and the profiles (the labels are the profile's facts).
     pub async fn wait_label_lists(&self, wait: Duration) -> Result<(), Unlisted> {
-        self.wait_lists(&[0, 1], wait).await
+        self.wait_lists(&LABEL_LISTS, wait).await
     }
 
     /// How long ago the caches were made (the watches started then).
