@@ -76,6 +76,63 @@ nfguard_webhook() {
   sleep 5
 }
 
+# floor_webhook_start: start the floor of any webhook (the generator's
+# allow-all: nfguard's HTTPS stack, judging nothing) beside nfguard's first
+# webhook pod, in its network namespace and CPU cgroup, so the API server
+# reaches it over the same path and it competes for the CPU as nfguard's
+# webhook does. Sets floor_pid and writes $WORK/floor-configuration.json:
+# nfguard's configuration (its rules and matchConditions) pointed at it,
+# failing closed, so a floor that does not answer fails the creations.
+# Call nfguard_webhook first (it saves that configuration).
+FLOOR_WEBHOOK=floor.bench.nfguard.io
+floor_webhook_start() {
+  local pod ip p addrs wpid="" cgroups ctrls path ca
+  pod=$(kubectl -n nfguard-system get pods -l app.kubernetes.io/component=webhook --field-selector=status.phase=Running \
+    -o jsonpath='{.items[0].metadata.name}')
+  ip=$(kubectl -n nfguard-system get pod "$pod" -o jsonpath='{.status.podIP}')
+  for p in $(pgrep -f "nfguard webhook --listen" || true); do
+    addrs=$(nsenter -t "$p" -n ip -o -4 addr show 2>/dev/null || true)
+    case "$addrs" in *" $ip/"*) wpid=$p ;; esac
+  done
+  [ -n "$wpid" ] || die "no webhook process has pod $pod's address $ip"
+  nsenter -t "$wpid" -n "$GEN" allow-all --listen "$ip:9443" --ca-out "$WORK/floor-ca.pem" &
+  floor_pid=$!
+  # cgroup v1: the pod's cpu, cpuacct and cpuset groups; v2: its one group.
+  cgroups=$(cat "/proc/$wpid/cgroup")
+  while IFS=: read -r _ ctrls path; do
+    case "$ctrls" in
+      "") if [ -f /sys/fs/cgroup/cgroup.controllers ]; then echo "$floor_pid" >"/sys/fs/cgroup$path/cgroup.procs"; fi ;;
+      *cpu*) echo "$floor_pid" >"/sys/fs/cgroup/$ctrls$path/cgroup.procs" ;;
+    esac
+  done <<<"$cgroups"
+  for _ in $(seq 50); do [ -s "$WORK/floor-ca.pem" ] && break; sleep 0.1; done
+  [ -s "$WORK/floor-ca.pem" ] || die "the allow-all webhook did not start"
+  ca=$(base64 -w0 <"$WORK/floor-ca.pem")
+  jq --arg name "$FLOOR_WEBHOOK" --arg url "https://$ip:9443/validate" --arg ca "$ca" '
+    .metadata = {name: "nfguard-bench-floor"} |
+    .webhooks |= [.[0] | .name = $name | .clientConfig = {url: $url, caBundle: $ca} | .failurePolicy = "Fail"]' \
+    "$WORK/webhook-configuration.json" >"$WORK/floor-configuration.json"
+  log "the floor webhook (allow-all, pid $floor_pid) serves https://$ip:9443 beside $pod"
+}
+
+# floor_webhook on|off: register the floor webhook or not (as nfguard_webhook).
+floor_webhook() {
+  if [ "$1" = on ]; then
+    kubectl create -f "$WORK/floor-configuration.json" >&2
+  else
+    kubectl delete validatingwebhookconfiguration nfguard-bench-floor --ignore-not-found >&2
+  fi
+  sleep 5
+}
+
+# webhook_calls NAME: how many reviews the API server has sent webhook NAME.
+webhook_calls() {
+  local metrics
+  metrics=$(kubectl get --raw /metrics)
+  awk -v n="name=\"$1\"" '/^apiserver_admission_webhook_admission_duration_seconds_count\{/ && index($0, n) { s += $NF }
+    END { print s + 0 }' <<<"$metrics"
+}
+
 # admit IMAGE PREFIX PODS CONCURRENCY OUT: create PODS hostNetwork + NET_ADMIN
 # pods of IMAGE (as nodes pull it), CONCURRENCY at once; their creation
 # latencies (microseconds) are appended to $WORK/OUT.

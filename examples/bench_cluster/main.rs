@@ -11,6 +11,7 @@
 //! tells them from the controller's.
 
 mod admission;
+mod allow_all;
 mod apimetrics;
 mod audit;
 mod converge;
@@ -149,6 +150,15 @@ enum Cmd {
         prefix: String,
         #[arg(long)]
         out: PathBuf,
+    },
+    /// The floor of any webhook: allow every review at once, on nfguard's
+    /// HTTPS stack, at https://LISTEN/validate (a certificate for LISTEN's
+    /// IP; its CA's PEM written to CA_OUT). Runs until killed.
+    AllowAll {
+        #[arg(long)]
+        listen: std::net::SocketAddr,
+        #[arg(long)]
+        ca_out: PathBuf,
     },
     /// Writes to hollow nodes' objects named in the audit log between two
     /// instants (Unix ms), other than this tool's; with --only-node, fail
@@ -297,6 +307,7 @@ async fn main() -> anyhow::Result<()> {
             std::io::Write::write_all(&mut f, lines.as_bytes())?;
             Ok(())
         }
+        Cmd::AllowAll { listen, ca_out } => allow_all::run(listen, &ca_out).await,
         Cmd::Audit {
             log,
             since_ms,
