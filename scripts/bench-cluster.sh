@@ -294,7 +294,7 @@ fi
 log "pod creation latency with and without nfguard's webhook"
 IMAGE=nfguard-e2e/compatible:1.8.11-wrapper
 nfguard_webhook on
-admit "$IMAGE" warm 8 1 warm.us # every webhook replica has seen the image
+warm_every_replica "$IMAGE" # every webhook replica has seen the image
 # A third state beside on and off: the floor of any webhook, an allow-all
 # on nfguard's HTTPS stack where nfguard's webhook runs. What it adds is
 # the call itself (the API server's review, TLS, HTTP/1.1, the hops on a

@@ -76,6 +76,36 @@ nfguard_webhook() {
   sleep 5
 }
 
+# webhook_reviews: "pod reviews" for each of nfguard's webhook replicas
+# (its own count, read through the API server's pod proxy).
+webhook_reviews() {
+  local pods p metrics
+  pods=$(kubectl -n nfguard-system get pods -l app.kubernetes.io/component=webhook --field-selector=status.phase=Running \
+    -o jsonpath='{.items[*].metadata.name}')
+  for p in $pods; do
+    metrics=$(kubectl get --raw "/api/v1/namespaces/nfguard-system/pods/http:$p:9090/proxy/metrics")
+    awk -v p="$p" '/^nfguard_webhook_admission_duration_seconds_count\{/ && /kind="Pod"/ { s += $NF } END { print p, s + 0 }' <<<"$metrics"
+  done
+}
+
+# warm_every_replica IMAGE: creations of IMAGE until every webhook replica
+# has answered one (its image look-up and its first facts index are then
+# behind it). The API server calls webhooks over pooled HTTP/1.1
+# connections, each pinned to the replica it was dialled to: creations one
+# at a time all reach one replica, so these come 32 at once, which opens
+# new connections to random replicas.
+warm_every_replica() {
+  local before after try cold
+  before=$(webhook_reviews)
+  for try in 1 2 3 4 5; do
+    admit "$1" "warm-$try" 64 32 warm.us
+    after=$(webhook_reviews)
+    cold=$(awk 'FNR == NR { b[$1] = $2; next } $2 <= b[$1] { print $1 }' <(echo "$before") <(echo "$after"))
+    [ -n "$cold" ] || return 0
+  done
+  die "webhook replicas never reached by 5 bursts of 32 creations: $cold"
+}
+
 # floor_webhook_start: start the floor of any webhook (the generator's
 # allow-all: nfguard's HTTPS stack, judging nothing) beside nfguard's first
 # webhook pod, in its network namespace and CPU cgroup, so the API server

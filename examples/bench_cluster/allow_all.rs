@@ -48,7 +48,11 @@ fn answer(body: &[u8]) -> Option<String> {
 fn allow(body: &[u8]) -> axum::response::Response {
     match answer(body) {
         Some(json) => ([(header::CONTENT_TYPE, "application/json")], json).into_response(),
-        None => (axum::http::StatusCode::BAD_REQUEST, "not an AdmissionReview").into_response(),
+        None => (
+            axum::http::StatusCode::BAD_REQUEST,
+            "not an AdmissionReview",
+        )
+            .into_response(),
     }
 }
 
