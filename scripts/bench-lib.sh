@@ -76,14 +76,25 @@ nfguard_webhook() {
   sleep 5
 }
 
+# webhook_replicas: the names of nfguard's running webhook pods.
+webhook_replicas() {
+  kubectl -n nfguard-system get pods -l app.kubernetes.io/component=webhook --field-selector=status.phase=Running \
+    -o jsonpath='{.items[*].metadata.name}'
+}
+
+# replica_metrics POD: one webhook replica's /metrics, through the API
+# server's pod proxy.
+replica_metrics() {
+  kubectl get --raw "/api/v1/namespaces/nfguard-system/pods/http:$1:9090/proxy/metrics"
+}
+
 # webhook_reviews: "pod reviews" for each of nfguard's webhook replicas
-# (its own count, read through the API server's pod proxy).
+# (its own count).
 webhook_reviews() {
   local pods p metrics
-  pods=$(kubectl -n nfguard-system get pods -l app.kubernetes.io/component=webhook --field-selector=status.phase=Running \
-    -o jsonpath='{.items[*].metadata.name}')
+  pods=$(webhook_replicas)
   for p in $pods; do
-    metrics=$(kubectl get --raw "/api/v1/namespaces/nfguard-system/pods/http:$p:9090/proxy/metrics")
+    metrics=$(replica_metrics "$p")
     awk -v p="$p" '/^nfguard_webhook_admission_duration_seconds_count\{/ && /kind="Pod"/ { s += $NF } END { print p, s + 0 }' <<<"$metrics"
   done
 }
@@ -116,9 +127,10 @@ warm_every_replica() {
 # Call nfguard_webhook first (it saves that configuration).
 FLOOR_WEBHOOK=floor.bench.nfguard.io
 floor_webhook_start() {
-  local pod ip p addrs wpid="" cgroups ctrls path ca
-  pod=$(kubectl -n nfguard-system get pods -l app.kubernetes.io/component=webhook --field-selector=status.phase=Running \
-    -o jsonpath='{.items[0].metadata.name}')
+  local pods pod ip p addrs wpid="" cgroups ctrls path ca
+  pods=$(webhook_replicas)
+  pod=${pods%% *}
+  [ -n "$pod" ] || die "no webhook pod is running"
   ip=$(kubectl -n nfguard-system get pod "$pod" -o jsonpath='{.status.podIP}')
   for p in $(pgrep -f "nfguard webhook --listen" || true); do
     addrs=$(nsenter -t "$p" -n ip -o -4 addr show 2>/dev/null || true)
@@ -181,9 +193,9 @@ webhook_hists() {
   metrics=$(kubectl get --raw /metrics)
   all+=$(awk '/^apiserver_admission_webhook_admission_duration_seconds_bucket\{/ && /validate\.nfguard\.io/ && /operation="CREATE"/ {
     match($0, /le="[^"]+"/); print "api", substr($0, RSTART + 4, RLENGTH - 5), $NF }' <<<"$metrics")$'\n'
-  pods=$(kubectl -n nfguard-system get pods -l app.kubernetes.io/component=webhook -o jsonpath='{.items[*].metadata.name}')
+  pods=$(webhook_replicas)
   for p in $pods; do
-    metrics=$(kubectl get --raw "/api/v1/namespaces/nfguard-system/pods/http:$p:9090/proxy/metrics")
+    metrics=$(replica_metrics "$p")
     all+=$(awk '/^nfguard_webhook_admission_duration_seconds_bucket\{/ && /kind="Pod"/ {
       match($0, /le="[^"]+"/); print "webhook", substr($0, RSTART + 4, RLENGTH - 5), $NF }' <<<"$metrics")$'\n'
   done
