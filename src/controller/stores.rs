@@ -58,16 +58,25 @@ pub struct Caches {
     /// Each store's first list, in [`Caches::listed`]'s order (waited on by
     /// reconciles and the report writer at once: not the stores' own
     /// single-waiter readiness).
-    first_lists: [Listed; 5],
+    first_lists: [Listed; STORES],
     /// When the caches were made: the first lists are due a fixed time
     /// after it ([`Caches::since_made`]).
     made: tokio::time::Instant,
 }
 
+/// The stores whose first lists reconciles wait for, in
+/// [`Caches::listed`]'s order: a new store changes this count, and with it
+/// every array below, or the build fails.
+const STORES: usize = 5;
+const NODES: usize = 0;
+const PROFILES: usize = 1;
+const PODS: usize = 2;
+const POLICIES: usize = 3;
+const NAMESPACES: usize = 4;
 /// Every store's first list, as indexes into [`Caches::listed`].
-const ALL_LISTS: [usize; 5] = [0, 1, 2, 3, 4];
+const ALL_LISTS: [usize; STORES] = [NODES, PROFILES, PODS, POLICIES, NAMESPACES];
 /// The Nodes' and the profiles' first lists (a node's labels read no more).
-const LABEL_LISTS: [usize; 2] = [0, 1];
+const LABEL_LISTS: [usize; 2] = [NODES, PROFILES];
 
 /// A policy book and the generation it was built at.
 type BookOf = (u64, Arc<PolicyBook>);
@@ -87,8 +96,8 @@ pub struct Unlisted {
 
 impl Caches {
     /// (kind, resource, listed) for every store.
-    fn listed(&self) -> [(&'static str, &'static str, bool); 5] {
-        const NAMES: [(&str, &str); 5] = [
+    fn listed(&self) -> [(&'static str, &'static str, bool); STORES] {
+        const NAMES: [(&str, &str); STORES] = [
             ("Nodes", "nodes"),
             ("NodeNetfilterProfiles", "nodenetfilterprofiles"),
             ("Pods", "pods"),
