@@ -110,6 +110,7 @@ fn images() -> ImageResolutions {
                         backend: Some(backend),
                         ..Default::default()
                     }),
+                    nftables: None,
                 },
             );
         }

@@ -154,6 +154,7 @@ fn resolutions(keys: &[nfguard::compat::evaluate::ImageKey]) -> ImageResolutions
                     backend: Some(backend),
                     ..Default::default()
                 }),
+                nftables: None,
             },
         );
     }
@@ -179,6 +180,7 @@ fn review_images() -> FixedImages {
                     backend: Some(Backend::Wrapper),
                     ..Default::default()
                 }),
+                nftables: None,
             },
         );
     }

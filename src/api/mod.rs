@@ -9,7 +9,8 @@ pub use policy::{
 pub use profile::{
     ActiveBackend, BackendFacts, BackendsFacts, BridgeFacts, Condition, KernelFacts, KernelModules,
     KubeProxyMode, KubeletMarkers, MarkerState, ModuleState, NativeFeature, NativeTable,
-    NodeNetfilterProfile, NodeNetfilterProfileSpec, NodeNetfilterProfileStatus, Writer,
+    NodeNetfilterProfile, NodeNetfilterProfileSpec, NodeNetfilterProfileStatus, NodeNftables,
+    Writer,
 };
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

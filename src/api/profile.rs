@@ -4,7 +4,9 @@
 //! inventory (`nfguard-controller`). Every status field is optional so each
 //! manager's server-side apply carries only its own fields.
 
-use crate::facts::{Backend, Hazard, IptablesFacts, Version};
+use crate::facts::{
+    Backend, Hazard, IptablesFacts, NftVersion, NftablesFacts, UserdataReader, Version,
+};
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -82,6 +84,10 @@ pub struct NodeNetfilterProfileStatus {
     /// either rule set could not be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubelet_markers: Option<KubeletMarkers>,
+    /// The host's nftables userspace, and which `nft` readers the live named
+    /// sets' userdata crashes (docs/nft-skew.md); absent from older reporters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nftables: Option<NodeNftables>,
     /// RFC 3339 time of the last probe (the reporter's heartbeat).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_probe_time: Option<String>,
@@ -281,6 +287,37 @@ pub struct BridgeFacts {
     pub call_ip6tables: bool,
 }
 
+/// The nft side of a node (shared doc §8): libnftables >= 1.1.2 writes set
+/// userdata that unfixed older `nft` readers (the host's, kube-proxy's in
+/// nftables mode, a CNI's) segfault on.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeNftables {
+    /// The host's own libnftables and `nft` (from its root filesystem); None
+    /// when the host has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<NftablesFacts>,
+    /// The oldest unfixed libnftables release that lists every live named
+    /// set without crashing; None when every release does (or nf_tables
+    /// could not be read). Builds with the fix read every set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_reader: Option<NftVersion>,
+    /// A live set's userdata names an expression no released libnftables
+    /// parses: only builds with the fix read it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fixed_reader_required: bool,
+    /// Named sets and maps whose userdata crashes a reader older than
+    /// `minReader`; None when nf_tables could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crashing_sets: Option<u32>,
+    /// The first of them, "family/table/set", sorted, at most 16.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub crashing_examples: Vec<String>,
+    /// The tables holding them, "family/table", sorted, at most 64.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub crashing_tables: Vec<String>,
+}
+
 /// A standard Kubernetes condition (metav1.Condition shape).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -311,6 +348,15 @@ pub struct Writer {
     pub version: Option<Version>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backend: Option<Backend>,
+    /// The libnftables its image bundles (docs/nft-skew.md): its release,
+    /// whether it writes the set userdata that unfixed old readers crash on,
+    /// and how it reads userdata it does not know.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nft_version: Option<NftVersion>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nft_writes_type_userdata: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nft_userdata_reader: Option<UserdataReader>,
     /// Why version/backend are missing (unresolved image, no iptables, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
@@ -352,6 +398,7 @@ impl NodeNetfilterProfileStatus {
             native_tables_not_listed: s.native_tables_not_listed,
             kube_proxy_mode: s.kube_proxy_mode,
             kubelet_markers: s.kubelet_markers.clone(),
+            nftables: s.nftables.clone(),
             last_probe_time: s.last_probe_time.clone(),
             probe_error: s.probe_error.clone(),
             probe_interval_seconds: s.probe_interval_seconds,

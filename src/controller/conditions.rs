@@ -388,6 +388,7 @@ mod tests {
         };
         let facts = crate::node::NodeFacts {
             iptables: None,
+            nftables: None,
             host_error: None,
             kernel_release: "6.12".into(),
             nf_tables_supported: true,

@@ -223,6 +223,7 @@ mod tests {
                     backend: Some(crate::facts::Backend::Nft),
                     ..Default::default()
                 }),
+                nftables: None,
             };
             images.insert_profile(image, &platform, profile);
         }

@@ -128,6 +128,11 @@ pub fn inventory<'a>(
                 }
                 Some(Some(ImageResolution::Resolved(p))) => {
                     writer.digest = Some(p.digest.clone());
+                    if let Some(n) = &p.nftables {
+                        writer.nft_version = n.release();
+                        writer.nft_writes_type_userdata = n.writes_type_userdata;
+                        writer.nft_userdata_reader = n.userdata_reader;
+                    }
                     match &p.iptables {
                         None => notes.push("image has no iptables".into()),
                         Some(f) => {
@@ -227,6 +232,7 @@ mod tests {
                     backend: b,
                     ..Default::default()
                 }),
+                nftables: None,
             },
         );
     }
@@ -329,6 +335,7 @@ mod tests {
                 digest: "sha256:b".into(),
                 platform: "linux/arm64".into(),
                 iptables: None,
+                nftables: None,
             },
         );
         let status = NodeNetfilterProfileStatus {

@@ -338,6 +338,7 @@ mod tests {
                         backend: Some(Backend::Nft),
                         ..Default::default()
                     }),
+                    nftables: None,
                 },
             );
         }

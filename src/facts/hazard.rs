@@ -26,6 +26,9 @@ pub enum HazardCode {
     OldReaderNewRules,
     /// The probe itself failed (reported, never a crash).
     ProbeFailed,
+    /// Live named sets carry userdata (libnftables >= 1.1.2) that the host's
+    /// own unfixed `nft` segfaults on: every command that lists them fails.
+    NftSetsCrashHostNft,
 }
 
 impl std::fmt::Display for HazardCode {

@@ -78,4 +78,7 @@ pub struct ImageProfile {
     /// `os/arch[/variant]`.
     pub platform: String,
     pub iptables: Option<IptablesFacts>,
+    /// The nftables userspace it bundles (libnftables, `nft`); absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nftables: Option<super::nftables::NftablesFacts>,
 }

@@ -6,10 +6,12 @@
 
 pub mod hazard;
 pub mod iptables;
+pub mod nftables;
 pub mod platform;
 pub mod version;
 
 pub use hazard::{Hazard, HazardCode, Severity};
 pub use iptables::{Backend, Evidence, EvidenceSource, ImageProfile, IptablesFacts};
+pub use nftables::{NftVersion, NftablesFacts, UserdataReader};
 pub use platform::{Platform, PlatformError};
 pub use version::Version;

@@ -8,6 +8,7 @@
 
 pub mod netlink;
 pub mod nftables;
+pub mod set_userdata;
 pub mod xtables;
 
 use std::fmt;
@@ -102,6 +103,8 @@ pub struct NamedSet {
     pub name: String,
     /// Raw element keys (a concatenation's fields each padded to 4 bytes).
     pub keys: Vec<Vec<u8>>,
+    /// What its userdata says about the `nft` that wrote it (every set's).
+    pub userdata: set_userdata::SetUserdata,
 }
 
 impl Table {

@@ -4,6 +4,7 @@
 //! repeated. Only the attributes the probe uses are decoded.
 
 use super::netlink::{Message, Socket, attr_be32, attr_str, attrs, put_str};
+use super::set_userdata::SetUserdata;
 use super::{
     Chain, Expr, Family, KernelError, MAX_CHAINS, MAX_RULES, NamedSet, Rule, RuleSet, Table,
     Verdict,
@@ -206,11 +207,13 @@ fn read_sets(
     let mut count = 0usize;
     let intact = sock.request(NFT_MSG_GETSET, NFPROTO_UNSPEC, true, |m| {
         let (mut table, mut name, mut flags) = (None, None, 0u32);
+        let mut userdata = SetUserdata::default();
         for (ty, p) in attrs(m.attrs) {
             match ty {
                 1 => table = Some(attr_str(p)),
                 2 => name = Some(attr_str(p)),
                 3 => flags = attr_be32(p).unwrap_or(0),
+                13 => userdata = SetUserdata::parse(p), // NFTA_SET_USERDATA
                 _ => {}
             }
         }
@@ -230,6 +233,7 @@ fn read_sets(
             set.tables[t].sets.push(NamedSet {
                 name,
                 keys: Vec::new(),
+                userdata,
             });
         }
         Ok(())

@@ -12,6 +12,11 @@ pub struct Args {
     /// The node's root filesystem, where the host's iptables is installed.
     #[arg(long, env = "NFGUARD_HOST_ROOT", default_value = "/")]
     pub host_root: PathBuf,
+    /// The host's libnftables carries the fix for set userdata it cannot
+    /// parse (nftables be737a1986bf), although its release says otherwise: a
+    /// vendor backport nfguard does not know (docs/nft-skew.md).
+    #[arg(long, env = "NFGUARD_HOST_NFT_FIXED", default_value_t = false)]
+    pub host_nft_fixed: bool,
     /// Output format. With --as-profile, text means YAML.
     #[arg(
         short = 'o',
@@ -28,7 +33,8 @@ pub struct Args {
 }
 
 pub async fn run(args: Args) -> anyhow::Result<u8> {
-    let cfg = super::ProbeConfig::new(args.host_root.clone());
+    let mut cfg = super::ProbeConfig::new(args.host_root.clone());
+    cfg.host_nft_fixed = args.host_nft_fixed;
     let mut status = tokio::task::spawn_blocking(move || super::probe(&cfg)).await?;
     status.last_probe_time = Some(rfc3339(SystemClock.now()));
     let out = match args.as_profile {

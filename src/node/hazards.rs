@@ -3,7 +3,7 @@
 use super::NodeFacts;
 use super::backends::{backend_facts, has_kube_chains, holds_rules, kubelet_markers};
 use super::kube_proxy;
-use crate::api::MarkerState;
+use crate::api::{MarkerState, NodeNftables};
 use crate::facts::version::is_known_bad;
 use crate::facts::{Backend, Hazard, HazardCode, IptablesFacts, Severity, Version};
 use crate::kernel::{Expr, Rule, RuleSet, Verdict, render_rule};
@@ -42,6 +42,8 @@ pub fn assess(facts: &NodeFacts, min_reader: Option<Version>) -> Vec<Hazard> {
     out.extend(kube_proxy_mode_leftovers(nft, legacy));
     out.extend(bridge_disabled(facts));
     out.extend(host_tool_hazards(facts.iptables.as_ref(), min_reader));
+    let nft_sets = super::nft_skew::node_nftables(facts.nft.as_ref().ok(), facts.nftables.as_ref());
+    out.extend(nft_sets_crash_host_nft(&nft_sets));
     out.extend(probe_failures(facts));
     out.sort_by_key(|h| std::cmp::Reverse(h.severity));
     out
@@ -297,6 +299,49 @@ fn old_reader(iptables: Option<&IptablesFacts>, min_reader: Option<Version>) -> 
     Some(h)
 }
 
+/// The host's own `nft` segfaults on the live sets (shared doc §8): every
+/// command that builds its cache fails, `nft list ruleset` included. Re-derived
+/// by `nfguard check --assume` when the host's nftables changes.
+pub fn nft_sets_crash_host_nft(n: &NodeNftables) -> Option<Hazard> {
+    let host = n.host.as_ref()?;
+    if n.crashing_sets.unwrap_or(0) == 0 {
+        return None;
+    }
+    if super::nft_skew::crashes(host, n.min_reader, n.fixed_reader_required) != Some(true) {
+        return None;
+    }
+    let count = n.crashing_sets.unwrap_or(0);
+    let shown = n.crashing_examples.join(", ");
+    let more = (count as usize)
+        .checked_sub(n.crashing_examples.len())
+        .filter(|m| *m > 0)
+        .map(|m| format!(" and {m} more"))
+        .unwrap_or_default();
+    let release = match (&host.version, &host.package_version) {
+        (Some(v), Some(p)) => format!("{v} (package {p})"),
+        (Some(v), None) => v.to_string(),
+        (None, Some(p)) => format!("package {p}"),
+        (None, None) => "of an unknown release".into(),
+    };
+    let need = match (n.fixed_reader_required, n.min_reader) {
+        (true, _) | (false, None) => "a build with the fix (nftables 1.1.4+, 1.0.6.1)".to_string(),
+        (false, Some(min)) => {
+            format!("libnftables >= {min} or a build with the fix (1.1.4+, 1.0.6.1)")
+        }
+    };
+    let mut h = hazard(
+        HazardCode::NftSetsCrashHostNft,
+        Severity::Critical,
+        format!(
+            "the live nf_tables sets {shown}{more} carry userdata written by libnftables >= 1.1.2 that the \
+             host's nft {release} segfaults on: every command that lists them (nft list ruleset, nft -f \
+             batches) fails; they need {need}: upgrade the host's nftables, or delete the sets"
+        ),
+    );
+    h.table = n.crashing_tables.first().cloned();
+    Some(h)
+}
+
 fn probe_failures(facts: &NodeFacts) -> Vec<Hazard> {
     let mut out = Vec::new();
     for (backend, res, supported) in [
@@ -326,6 +371,7 @@ mod tests {
     fn facts(nft: RuleSet, legacy: RuleSet) -> NodeFacts {
         NodeFacts {
             iptables: None,
+            nftables: None,
             host_error: None,
             kernel_release: "6.1".into(),
             nf_tables_supported: true,
@@ -499,5 +545,60 @@ mod tests {
         assert_eq!(hs[0].severity, Severity::Critical);
         assert!(hs[0].message.contains("10.96.0.10"), "{}", hs[0].message);
         assert!(!hs[0].message.contains("10.96.0.1,"), "{}", hs[0].message);
+    }
+
+    #[test]
+    fn sets_by_a_new_writer_crash_only_an_unfixed_old_host_nft() {
+        use crate::facts::NftablesFacts;
+        use crate::kernel::NamedSet;
+        use crate::kernel::set_userdata::SetUserdata;
+        // What libnftables 1.1.3 leaves on `type ifname` (shared doc §8).
+        let new = SetUserdata::parse(&[0, 4, 2, 0, 0, 0, 3, 8, 0, 4, 4, 0, 0, 0, 1, 0]);
+        // What 1.0.6 leaves on `type ipv4_addr`.
+        let old = SetUserdata::parse(&[0, 4, 2, 0, 0, 0]);
+        let sets = |u: SetUserdata| RuleSet {
+            tables: vec![Table {
+                family: Family::Ip,
+                name: "t".into(),
+                chains: vec![],
+                sets: vec![NamedSet {
+                    name: "s".into(),
+                    userdata: u,
+                    ..Default::default()
+                }],
+            }],
+        };
+        let host = |pkg: &str| {
+            Some(
+                NftablesFacts {
+                    version: pkg.parse().ok(),
+                    package_version: Some(pkg.into()),
+                    program: true,
+                    ..Default::default()
+                }
+                .classified(false),
+            )
+        };
+        let found = |u: SetUserdata, nft: Option<NftablesFacts>| -> Vec<Hazard> {
+            let mut f = facts(sets(u), RuleSet::default());
+            f.nftables = nft;
+            assess(&f, None)
+                .into_iter()
+                .filter(|h| h.code == HazardCode::NftSetsCrashHostNft)
+                .collect()
+        };
+        let hs = found(new, host("1.0.6-2+deb12u2"));
+        assert_eq!(hs.len(), 1, "{hs:?}");
+        assert_eq!(hs[0].severity, Severity::Critical);
+        assert_eq!(hs[0].table.as_deref(), Some("ip/t"));
+        for part in ["ip/t/s", "1.0.6 (package 1.0.6-2+deb12u2)", ">= 1.1.2"] {
+            assert!(hs[0].message.contains(part), "{part}: {}", hs[0].message);
+        }
+        // No false hazard: an old writer, a current or fixed reader, no host nft.
+        assert!(found(old, host("1.0.6-2+deb12u2")).is_empty());
+        assert!(found(new, host("1.1.3-1")).is_empty());
+        assert!(found(new, host("1.0.6-2.1+k8s1")).is_empty());
+        assert!(found(new, host("0.9.8-3.1+deb11u2")).len() == 1);
+        assert!(found(new, None).is_empty());
     }
 }

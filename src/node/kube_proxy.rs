@@ -146,6 +146,7 @@ pub(crate) mod tests {
                     k
                 })
                 .collect(),
+            ..Default::default()
         });
         t
     }

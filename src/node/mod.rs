@@ -13,13 +13,14 @@ pub mod kmod;
 pub mod kube_proxy;
 pub mod min_reader;
 pub mod native;
+pub mod nft_skew;
 pub mod system;
 pub mod text;
 
 use crate::api::{
     BackendsFacts, BridgeFacts, KernelFacts, KernelModules, ModuleState, NodeNetfilterProfileStatus,
 };
-use crate::facts::IptablesFacts;
+use crate::facts::{IptablesFacts, NftablesFacts};
 use crate::kernel::{self, RuleSet};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -34,6 +35,9 @@ pub struct ProbeConfig {
     pub proc_dir: PathBuf,
     /// sysfs (normally "/sys"), for /sys/module/br_netfilter.
     pub sys_dir: PathBuf,
+    /// The operator's word that the host's libnftables carries the fix for
+    /// unknown set userdata (a vendor backport nfguard does not know).
+    pub host_nft_fixed: bool,
 }
 
 impl ProbeConfig {
@@ -42,6 +46,7 @@ impl ProbeConfig {
             host_root: host_root.into(),
             proc_dir: "/proc".into(),
             sys_dir: "/sys".into(),
+            host_nft_fixed: false,
         }
     }
 }
@@ -51,6 +56,8 @@ impl ProbeConfig {
 #[derive(Clone, Debug)]
 pub struct NodeFacts {
     pub iptables: Option<IptablesFacts>,
+    /// The host's libnftables and `nft`; None when it has none.
+    pub nftables: Option<NftablesFacts>,
     /// Why the host's iptables could not be determined, when it could not.
     pub host_error: Option<String>,
     pub kernel_release: String,
@@ -86,6 +93,7 @@ pub fn gather(cfg: &ProbeConfig) -> NodeFacts {
 #[derive(Clone, Debug, Default)]
 pub struct HostFacts {
     pub iptables: Option<IptablesFacts>,
+    pub nftables: Option<NftablesFacts>,
     pub error: Option<String>,
     pub modules: kmod::Installed,
 }
@@ -105,6 +113,7 @@ pub fn gather_with_host(cfg: &ProbeConfig, host: HostFacts) -> NodeFacts {
     let loaded = kmod::loaded(&cfg.sys_dir, ip_tables_supported, nf_tables_supported);
     NodeFacts {
         iptables: host.iptables,
+        nftables: host.nftables,
         host_error: host.error,
         kernel_release: system::kernel_release(),
         nf_tables_supported,
@@ -119,23 +128,31 @@ pub fn gather_with_host(cfg: &ProbeConfig, host: HostFacts) -> NodeFacts {
 
 /// The host's iptables and the running kernel's module lists.
 pub fn host_facts(cfg: &ProbeConfig) -> HostFacts {
-    let (iptables, error) = host_iptables(&cfg.host_root);
+    let (iptables, mut nftables, error) = host_userspace(&cfg.host_root);
+    if cfg.host_nft_fixed {
+        nftables = nftables.map(|n| n.classified(true));
+    }
     HostFacts {
         iptables,
+        nftables,
         error,
         modules: kmod::read_installed(&cfg.host_root, &cfg.proc_dir, &system::kernel_release()),
     }
 }
 
-/// The host's iptables, by the same probes as images. A probe bug must not
-/// take the reporter down with it, so a panic becomes a reported error.
-pub fn host_iptables(host_root: &Path) -> (Option<IptablesFacts>, Option<String>) {
+/// The host's iptables and nftables, by the same probes as images. A probe
+/// bug must not take the reporter down with it, so a panic becomes a
+/// reported error.
+pub fn host_userspace(
+    host_root: &Path,
+) -> (Option<IptablesFacts>, Option<NftablesFacts>, Option<String>) {
     let root = crate::rootfs::HostRoot::new(host_root.to_path_buf());
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         crate::rootfs::collect(&root, &BTreeMap::new())
     })) {
-        Ok(c) => (c.facts, None),
+        Ok(c) => (c.facts, c.nftables, None),
         Err(_) => (
+            None,
             None,
             Some(format!(
                 "host iptables probe of {} failed unexpectedly",
@@ -180,6 +197,10 @@ pub fn status_from_facts(facts: &NodeFacts) -> NodeNetfilterProfileStatus {
         native_tables_not_listed: (not_listed > 0).then_some(not_listed),
         bridge: Some(facts.bridge.clone()),
         ip_forward: facts.ip_forward,
+        nftables: Some(nft_skew::node_nftables(
+            facts.nft.as_ref().ok(),
+            facts.nftables.as_ref(),
+        )),
         hazards: Some(hazards::assess(facts, min)),
         probe_error: (!errors.is_empty()).then(|| errors.join("; ")),
         ..Default::default()
@@ -214,6 +235,7 @@ mod tests {
     fn facts(ip_tables_loaded: bool, modules: KernelModules) -> NodeFacts {
         NodeFacts {
             iptables: None,
+            nftables: None,
             host_error: None,
             kernel_release: "6.12.0".into(),
             nf_tables_supported: true,

@@ -55,6 +55,9 @@ pub fn render(s: &NodeNetfilterProfileStatus) -> String {
         }
         None => o.push_str("Host iptables:     not found in the host root\n"),
     }
+    if let Some(n) = &s.nftables {
+        nftables(&mut o, n);
+    }
     if let Some(k) = &s.kernel {
         let _ = match &k.modules {
             Some(m) => writeln!(
@@ -144,6 +147,38 @@ fn native_tables(o: &mut String, s: &NodeNetfilterProfileStatus) {
     }
     if let Some(n) = s.native_tables_not_listed {
         let _ = writeln!(o, "  ... and {n} more");
+    }
+}
+
+/// The host's libnftables and what the live sets ask of `nft` readers.
+fn nftables(o: &mut String, n: &crate::api::NodeNftables) {
+    let host = match &n.host {
+        Some(h) => format!(
+            "{}{}{}",
+            h.version
+                .map_or("unknown version".into(), |v| v.to_string()),
+            h.package_version
+                .as_deref()
+                .map_or(String::new(), |p| format!(" (package {p})")),
+            h.userdata_reader
+                .map_or(String::new(), |r| format!(", set userdata reader: {r}"))
+        ),
+        None => "not found in the host root".into(),
+    };
+    let _ = writeln!(o, "Host nftables:     {host}");
+    let need = match (n.crashing_sets, n.fixed_reader_required, n.min_reader) {
+        (None, _, _) => "unknown (nf_tables not read)".to_string(),
+        (Some(_), true, _) => "only builds with the fix (1.1.4+, 1.0.6.1)".to_string(),
+        (Some(_), false, Some(v)) => format!("libnftables >= {v} or a build with the fix"),
+        (Some(_), false, None) => "any".to_string(),
+    };
+    let _ = writeln!(o, "Min nft reader:    {need}");
+    if let Some(c) = n.crashing_sets.filter(|c| *c > 0) {
+        let _ = writeln!(
+            o,
+            "  {c} set(s) crash older readers: {}",
+            n.crashing_examples.join(", ")
+        );
     }
 }
 

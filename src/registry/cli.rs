@@ -1,11 +1,11 @@
-//! `nfguard inspect image REF`: which iptables an image bundles, read from
-//! its registry without running it.
+//! `nfguard inspect image REF`: which iptables and nftables an image
+//! bundles, read from its registry without running it.
 
 use super::egress::{Cidr, Defaults, EgressPolicy, HostPattern};
 use super::{
     CredentialSource, DockerConfigFile, ImageInspector, MemoryPlan, Platform, RegistryConfig,
 };
-use crate::facts::ImageProfile;
+use crate::facts::{Evidence, ImageProfile};
 use crate::output::{Format, render_structured};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -44,10 +44,10 @@ fn render_text(p: &ImageProfile) -> String {
         "image:    {}\ndigest:   {}\nplatform: {}\n",
         p.image, p.digest, p.platform
     );
+    let or_unknown = |o: Option<String>| o.unwrap_or_else(|| "unknown".into());
     match &p.iptables {
         None => s.push_str("iptables: none\n"),
         Some(f) => {
-            let or_unknown = |o: Option<String>| o.unwrap_or_else(|| "unknown".into());
             s.push_str(&format!(
                 "iptables: {} ({})\n",
                 or_unknown(f.version.as_ref().map(|v| v.to_string())),
@@ -56,23 +56,48 @@ fn render_text(p: &ImageProfile) -> String {
             if let Some(pv) = &f.package_version {
                 s.push_str(&format!("package:  {pv}\n"));
             }
-            for e in &f.evidence {
-                s.push_str(&format!(
-                    "  evidence: {} {} {}\n",
-                    serde_json::to_value(e.source)
-                        .ok()
-                        .and_then(|v| v.as_str().map(String::from))
-                        .unwrap_or_default(),
-                    e.path,
-                    e.detail
-                ));
+            push_evidence(&mut s, &f.evidence, &f.conflicts);
+        }
+    }
+    match &p.nftables {
+        None => s.push_str("nftables: none\n"),
+        Some(f) => {
+            let yes_no = |b: bool| if b { "yes" } else { "no" }.to_string();
+            s.push_str(&format!(
+                "nftables: {} (writes type userdata: {}; reader: {})\n",
+                or_unknown(f.version.map(|v| v.to_string())),
+                or_unknown(f.writes_type_userdata.map(yes_no)),
+                or_unknown(f.userdata_reader.map(|r| r.to_string())),
+            ));
+            if let Some(pv) = &f.package_version {
+                s.push_str(&format!("  package:  {pv}\n"));
             }
-            for c in &f.conflicts {
-                s.push_str(&format!("  conflict: {c}\n"));
-            }
+            s.push_str(if f.program {
+                "  program:  nft\n"
+            } else {
+                "  program:  none (libnftables only)\n"
+            });
+            push_evidence(&mut s, &f.evidence, &f.conflicts);
         }
     }
     s
+}
+
+fn push_evidence(s: &mut String, evidence: &[Evidence], conflicts: &[String]) {
+    for e in evidence {
+        s.push_str(&format!(
+            "  evidence: {} {} {}\n",
+            serde_json::to_value(e.source)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default(),
+            e.path,
+            e.detail
+        ));
+    }
+    for c in conflicts {
+        s.push_str(&format!("  conflict: {c}\n"));
+    }
 }
 
 /// Registry access flags shared by every command that inspects images.

@@ -9,7 +9,7 @@ use super::error::{json_problem, remote_words};
 use super::http::Http;
 use super::stream::{self, ChannelReader, Compression};
 use super::{CredentialId, Credentials, Platform, RegistryConfig, RegistryError};
-use crate::facts::{ImageProfile, IptablesFacts};
+use crate::facts::ImageProfile;
 use crate::rootfs::{self, Layer, LayeredRoot};
 use oci_client::Reference;
 use oci_client::manifest::{self as m, OciDescriptor, OciImageManifest, OciManifest};
@@ -447,7 +447,7 @@ impl Inner {
                 .and_then(|c| c.labels.clone())
                 .unwrap_or_default(),
         );
-        let facts = self
+        let collected = self
             .scan_layers(&client, &r, &manifest.layers, &labels, &fetched, &mut stats)
             .await?;
         stats.bytes_fetched = fetched.load(Ordering::Relaxed);
@@ -465,7 +465,8 @@ impl Inner {
             image: reference.into(),
             digest: digest.clone(),
             platform: platform_string,
-            iptables: facts,
+            iptables: collected.facts,
+            nftables: collected.nftables,
         };
         self.caches
             .profiles
@@ -473,7 +474,8 @@ impl Inner {
         Ok((profile, stats))
     }
 
-    /// Top layer first; stop as soon as the unread layers cannot matter.
+    /// Top layer first; stop as soon as the unread layers cannot change the
+    /// iptables or the nftables answer.
     async fn scan_layers(
         &self,
         client: &Client,
@@ -482,7 +484,7 @@ impl Inner {
         labels: &Arc<BTreeMap<String, String>>,
         fetched: &Arc<AtomicU64>,
         stats: &mut InspectStats,
-    ) -> Result<Option<IptablesFacts>, RegistryError> {
+    ) -> Result<rootfs::Collected, RegistryError> {
         let mut root = LayeredRoot {
             layers: Vec::with_capacity(layers.len()),
             complete: layers.is_empty(),
@@ -526,11 +528,11 @@ impl Inner {
                     total = layers.len(),
                     "layer scan settled"
                 );
-                return Ok(collected.facts);
+                return Ok(collected);
             }
         }
         root.complete = true;
-        Ok(collect_blocking(root, labels.clone()).await?.1.facts)
+        Ok(collect_blocking(root, labels.clone()).await?.1)
     }
 }
 

@@ -25,6 +25,11 @@ pub struct Args {
     /// The node's root filesystem (the DaemonSet mounts it read-only at /host).
     #[arg(long, env = "NFGUARD_HOST_ROOT", default_value = "/host")]
     pub host_root: PathBuf,
+    /// The host's libnftables carries the fix for set userdata it cannot
+    /// parse (nftables be737a1986bf), although its release says otherwise: a
+    /// vendor backport nfguard does not know (docs/nft-skew.md).
+    #[arg(long, env = "NFGUARD_HOST_NFT_FIXED", default_value_t = false)]
+    pub host_nft_fixed: bool,
     /// This node's name (the DaemonSet sets NODE_NAME from the downward API).
     #[arg(long, env = "NODE_NAME")]
     pub node_name: Option<String>,
@@ -165,10 +170,9 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
     });
 
     // The host's package set is re-read at heartbeat pace, not per rule change.
-    let prober = NodeProber::new(
-        ProbeConfig::new(args.host_root.clone()),
-        Duration::from_secs(args.heartbeat_seconds),
-    );
+    let mut probe_cfg = ProbeConfig::new(args.host_root.clone());
+    probe_cfg.host_nft_fixed = args.host_nft_fixed;
+    let prober = NodeProber::new(probe_cfg, Duration::from_secs(args.heartbeat_seconds));
     let mut jitter = || rand::random::<f64>();
     tracing::info!(node = %node_name, host_root = %args.host_root.display(), "reporter starting");
     run_loop(

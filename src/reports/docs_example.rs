@@ -88,6 +88,7 @@ fn example_report() -> DesiredReport {
                 backend: Some(Backend::Nft),
                 ..Default::default()
             }),
+            nftables: None,
         },
     );
     let policies = PolicyBook::new(Vec::new());

@@ -33,6 +33,9 @@ fn failing(node: &str, image: &str) -> Decision {
         other: Some("the host's iptables".into()),
         other_version: Some(Version::new(1, 8, 9)),
         min_reader_version: Some(Version::new(1, 8, 8)),
+        image_nft_version: None,
+        other_nft_version: None,
+        nft_min_reader: None,
         message: MESSAGE.into(),
         remedy: Some(REMEDY.into()),
     };

@@ -33,6 +33,9 @@ pub(crate) fn reason(code: ReasonCode, severity: Severity, effect: Verdict, node
         other: None,
         other_version: Some(Version::new(1, 8, 10)),
         min_reader_version: None,
+        image_nft_version: None,
+        other_nft_version: None,
+        nft_min_reader: None,
         message: format!("{code} on {node}"),
         remedy: None,
     }

@@ -1,18 +1,30 @@
-//! Run every probe over a root and merge the evidence into `IptablesFacts`.
+//! Run every probe over a root and merge the evidence into `IptablesFacts`
+//! and `NftablesFacts`. Each package database is read once for both.
 //!
-//! Trust order. Version: the version literal of the binary the `iptables`
-//! command runs (for iptables-wrapper: the bundled `xtables-nft-multi`, else
-//! `xtables-legacy-multi`; with no command or a broken chain: any xtables
-//! multi binary), then
+//! iptables trust order. Version: the version literal of the binary the
+//! `iptables` command runs (for iptables-wrapper: the bundled
+//! `xtables-nft-multi`, else `xtables-legacy-multi`; with no command or a
+//! broken chain: any xtables multi binary), then
 //! the package databases (dpkg, apk, rpm), then the image label. Backend: the
 //! command's link chain, then the label. A lower-ranked source that disagrees
 //! is recorded in `conflicts`; the binary wins over package metadata, which
 //! can be hand-written.
+//!
+//! nftables trust order (only libnftables decides what is written and read,
+//! and a package version carries the distribution's patches, which the
+//! upstream string does not): the `libnftables1` package (apk `libnftables`),
+//! then the `nftables` package (dpkg, apk, rpm), then the literal in
+//! `libnftables.so.1`, then the `nft` program's own literal (only where no
+//! library is present: a static nft), then the `io.nfguard.nftables.version`
+//! label. Disagreements go to `conflicts`; the higher-ranked source wins.
+//! `io.nfguard.nftables.fixed: "true"` marks the build as carrying the fix.
+
+mod nftables;
 
 use super::fs::RootFs;
 use super::probes::{PackageHit, PackageProbe};
-use super::probes::{apk, binary, command, dpkg, label, rpm};
-use crate::facts::{Backend, Evidence, IptablesFacts, Version};
+use super::probes::{apk, binary, command, dpkg, label, nft, rpm};
+use crate::facts::{Backend, Evidence, IptablesFacts, NftablesFacts, Version};
 use std::collections::BTreeMap;
 
 /// What the probes concluded, and whether layers not yet read could still change it.
@@ -20,17 +32,22 @@ use std::collections::BTreeMap;
 pub struct Collected {
     /// None: no iptables in this root.
     pub facts: Option<IptablesFacts>,
-    /// True when no lower (unread) layer can change `facts`'s version or backend.
-    /// Always true for a complete root.
+    /// None: no nftables userspace (library, program or package) in this root.
+    pub nftables: Option<NftablesFacts>,
+    /// True when no lower (unread) layer can change either answer: the
+    /// iptables version and backend, the nftables version and whether an
+    /// `nft` program exists. Always true for a complete root.
     pub settled: bool,
 }
 
 /// Probe `root`. `labels` are the image config labels (empty for a host);
-/// `io.nfguard.iptables.version` / `.backend` are used when the filesystem says nothing.
+/// `io.nfguard.iptables.version` / `.backend` and `io.nfguard.nftables.version`
+/// are used when the filesystem says nothing.
 ///
 /// # The settle rule
-/// `settled` is true when no unread lower layer could change the reported
-/// version or backend:
+/// `settled` is true when both answers are settled.
+///
+/// iptables: no unread lower layer could change the reported version or backend:
 /// - backend: the command search was determined, i.e. every look-up up to
 ///   the `iptables` that was found (or all of them, when none was) answered
 ///   from the read layers (Found or Absent, never Unknown), and so did every
@@ -42,16 +59,51 @@ pub struct Collected {
 ///
 /// Package databases and their evidence are supplementary once a binary gave
 /// the version: an unread lower layer holding `/var/lib/dpkg/status` does not
-/// keep the answer open. A complete root is always settled.
+/// keep the answer open.
+///
+/// nftables:
+/// - version: walking the sources in trust order (module docs), the first
+///   one that has a value was determined and every higher-ranked one was
+///   determined empty; or every source was determined empty (nothing will
+///   turn up). A package hit is determined when no unread layer can put a
+///   hit of the same rank ahead of it: a stanza of a `status` file read
+///   from a layer is (the file is whole), one of a `status.d` whose listing
+///   is still open is not. A library or program literal is determined when
+///   every look-up before the file found answered from the read layers (and
+///   the multiarch directories were listed in full). In practice: a layer
+///   that installed nftables with dpkg holds the whole `status` file, and
+///   the scan stops there;
+/// - program: an `nft` was found, or every command directory answered Absent.
+///
+/// "No nftables" is settled when every probe is determined (in a layered
+/// image: every layer read), or as soon as a whole package database (dpkg's
+/// `status`, apk's `installed`, an rpmdb) was read that lists no nftables
+/// package while no `nft` or libnftables file is in the read layers: a
+/// package manager's nftables below would be listed in it. Only an nft
+/// copied in without a package, below the layer that wrote the database, is
+/// missed; the alternative reads every image without nftables to its last
+/// layer. A complete root is always settled.
 pub fn collect(root: &dyn RootFs, labels: &BTreeMap<String, String>) -> Collected {
     let cmd = command::probe(root);
     let bins = probe_binaries(root, &cmd);
-    let packages = [dpkg::probe(root), apk::probe(root), rpm::probe(root)];
-    let label = label::probe(labels);
-    let merged = merge(&cmd, &bins, &packages, &label);
+    let [dpkg_ipt, dpkg_nft] = dpkg::probe(root, [dpkg::IPTABLES, dpkg::NFTABLES]);
+    let [apk_ipt, apk_nft] = apk::probe(root, [apk::IPTABLES, apk::NFTABLES]);
+    let [rpm_ipt, rpm_nft] = rpm::probe(root, [rpm::IPTABLES, rpm::NFTABLES]);
+    let merged = merge(
+        &cmd,
+        &bins,
+        &[dpkg_ipt, apk_ipt, rpm_ipt],
+        &label::probe(labels),
+    );
+    let nft = nftables::merge(
+        &[dpkg_nft, apk_nft, rpm_nft],
+        &nft::probe(root),
+        &label::probe_nftables(labels),
+    );
     Collected {
         facts: merged.facts,
-        settled: merged.settled,
+        nftables: nft.facts,
+        settled: merged.settled && nft.settled,
     }
 }
 

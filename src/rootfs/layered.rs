@@ -137,7 +137,7 @@ fn maybe_tracked(raw: &str) -> bool {
     raw.contains("..")
         || first.is_empty()
         || first.starts_with(WHITEOUT_PREFIX)
-        || matches!(first, "usr" | "var" | "lib" | "sbin" | "bin" | "etc")
+        || paths::TRACKED_TOP_DIRS.contains(&first)
 }
 
 impl Layer {

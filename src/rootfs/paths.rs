@@ -26,6 +26,18 @@ pub const COMMAND_DIRS: [&str; 6] = [
 ];
 /// Debian/RHEL alternatives links.
 pub const ALTERNATIVES_DIR: &str = "/etc/alternatives";
+/// Where a shared library lives, searched after the multiarch directories
+/// below the last two (`/usr/lib/x86_64-linux-gnu`, `/lib/aarch64-linux-gnu`).
+pub const LIBRARY_DIRS: [&str; 4] = ["/usr/lib64", "/lib64", "/usr/lib", "/lib"];
+/// The directories that hold multiarch directories.
+pub const MULTIARCH_PARENTS: [&str; 2] = ["/usr/lib", "/lib"];
+/// The soname programs load libnftables by.
+pub const NFT_LIBRARY: &str = "libnftables.so.1";
+/// The nftables command.
+pub const NFT_PROGRAM: &str = "nft";
+/// First components of every tracked path: a layer reader drops any other
+/// tar entry before normalizing its name.
+pub const TRACKED_TOP_DIRS: [&str; 7] = ["usr", "var", "lib", "lib64", "sbin", "bin", "etc"];
 
 /// Exact files whose content probes read.
 const CONTENT_FILES: [&str; 5] = [
@@ -40,6 +52,29 @@ const CONTENT_FILES: [&str; 5] = [
 /// alternatives targets, the multi-call binaries and the wrapper.
 pub fn is_command_name(name: &str) -> bool {
     name.starts_with("iptables") || name.starts_with("xtables-")
+}
+
+/// A multiarch directory name: a GNU or musl triplet such as
+/// `x86_64-linux-gnu`, `arm-linux-gnueabihf`, `x86_64-linux-musl`.
+pub fn is_multiarch_name(name: &str) -> bool {
+    ["-linux-gnu", "-linux-musl"]
+        .iter()
+        .any(|abi| name.find(abi).is_some_and(|at| at > 0))
+}
+
+/// A directory searched for libnftables: `LIBRARY_DIRS` and the multiarch
+/// directories directly below `MULTIARCH_PARENTS`.
+pub fn is_library_dir(path: &str) -> bool {
+    LIBRARY_DIRS.contains(&path)
+        || split_parent(path).is_some_and(|(parent, name)| {
+            MULTIARCH_PARENTS.contains(&parent) && is_multiarch_name(name)
+        })
+}
+
+/// A libnftables file or link: the soname and what it links to
+/// (`libnftables.so.1 -> libnftables.so.1.1.0`), and the dev link.
+pub fn is_nft_library_name(name: &str) -> bool {
+    name.starts_with("libnftables.so")
 }
 
 fn split_parent(path: &str) -> Option<(&str, &str)> {
@@ -65,6 +100,10 @@ pub mod caps {
     pub const COMMAND: u64 = 16 << 20;
     /// An alternatives entry that is a file rather than the usual link.
     pub const ALTERNATIVE: u64 = 64 << 10;
+    /// libnftables.so: about 1 MiB (Debian 0.9.8 to 1.1.7: 0.7-1.1 MiB).
+    /// One large hostile library is refused (read as unknown, with a note)
+    /// without holding more than a command may.
+    pub const NFT_LIBRARY: u64 = 16 << 20;
 }
 
 /// How many bytes of this path's content a layer retains (when it is a
@@ -90,7 +129,11 @@ pub fn content_cap(path: &str) -> Option<u64> {
     if parent == ALTERNATIVES_DIR {
         return name.starts_with("iptables").then_some(caps::ALTERNATIVE);
     }
-    (COMMAND_DIRS.contains(&parent) && is_command_name(name)).then_some(caps::COMMAND)
+    if is_library_dir(parent) {
+        return is_nft_library_name(name).then_some(caps::NFT_LIBRARY);
+    }
+    (COMMAND_DIRS.contains(&parent) && (is_command_name(name) || name == NFT_PROGRAM))
+        .then_some(caps::COMMAND)
 }
 
 /// Content of this path is retained by a layer (when it is a regular file).
@@ -102,14 +145,15 @@ pub fn wants_content(path: &str) -> bool {
 /// content paths and every ancestor directory of one (e.g. `/usr`, `/sbin`,
 /// `/lib`, `/var/lib/rpm`, which may be usrmerge symlinks).
 pub fn is_tracked(path: &str) -> bool {
-    if path == "/" || wants_content(path) {
+    if path == "/" || wants_content(path) || is_library_dir(path) {
         return true;
     }
     let anchors = CONTENT_FILES
         .iter()
         .copied()
         .chain([DPKG_STATUS_D, ALTERNATIVES_DIR])
-        .chain(COMMAND_DIRS);
+        .chain(COMMAND_DIRS)
+        .chain(LIBRARY_DIRS);
     for anchor in anchors {
         if anchor == path {
             return true;
@@ -206,13 +250,34 @@ mod tests {
             "/sbin/iptables-wrapper",
             "/usr/sbin/xtables-nft-multi",
             "/etc/alternatives/iptables",
+            "/usr/sbin/nft",
+            "/usr/local/sbin/nft",
+            "/usr/lib/x86_64-linux-gnu/libnftables.so.1",
+            "/usr/lib/x86_64-linux-gnu/libnftables.so.1.1.0",
+            "/lib/aarch64-linux-gnu/libnftables.so.1",
+            "/usr/lib/arm-linux-gnueabihf/libnftables.so.1",
+            "/usr/lib/x86_64-linux-musl/libnftables.so.1",
+            "/usr/lib64/libnftables.so.1",
+            "/lib64/libnftables.so.1",
+            "/usr/lib/libnftables.so.1",
+            "/lib/libnftables.so.1",
         ] {
             assert!(wants_content(p), "{p}");
             assert!(is_tracked(p), "{p}");
         }
         for p in [
             "/var/lib/dpkg/status.d/iptables.md5sums",
-            "/usr/sbin/nft",
+            "/usr/sbin/nft-helper",
+            "/usr/sbin/nftables",
+            "/usr/share/nftables/nft",
+            "/usr/lib/x86_64-linux-gnu/libnftnl.so.11",
+            "/usr/lib/x86_64-linux-gnu/xtables/libnftables.so.1",
+            "/usr/lib/linux-gnu/libnftables.so.1",
+            "/usr/lib/python3/dist-packages/nftables/nftables.py",
+            "/usr/share/man/man3/libnftables.3.gz",
+            "/opt/lib/libnftables.so.1",
+            "/usr/local/lib/libnftables.so.1",
+            "/usr/lib/x86_64-linux-gnu",
             "/usr/lib/x86_64-linux-gnu/libc.so.6",
             "/etc/alternatives/ebtables",
             "/var/lib/dpkg/info/iptables.list",
@@ -227,11 +292,62 @@ mod tests {
             "/lib",
             "/var/lib/rpm",
             "/usr/lib/sysimage",
+            "/usr/lib/x86_64-linux-gnu",
+            "/lib/aarch64-linux-gnu",
+            "/usr/lib64",
+            "/lib64",
         ] {
             assert!(is_tracked(p), "{p}");
         }
-        for p in ["/opt", "/usr/share", "/usr/sbin/nft", "/var/lib/dpkg/info"] {
+        for p in [
+            "/opt",
+            "/usr/share",
+            "/usr/sbin/nft-helper",
+            "/var/lib/dpkg/info",
+            "/usr/lib/x86_64-linux-gnu/libc.so.6",
+            "/usr/lib/x86_64-linux-gnu/xtables",
+            "/usr/lib/python3",
+            "/usr/lib64/python3",
+            "/usr/local/lib",
+        ] {
             assert!(!is_tracked(p), "{p}");
+        }
+    }
+
+    #[test]
+    fn tracked_paths_start_with_a_tracked_top_dir() {
+        let anchors = CONTENT_FILES
+            .iter()
+            .chain(&[DPKG_STATUS_D, ALTERNATIVES_DIR])
+            .chain(&COMMAND_DIRS)
+            .chain(&LIBRARY_DIRS)
+            .chain(&MULTIARCH_PARENTS);
+        for a in anchors {
+            let top = a.trim_start_matches('/').split('/').next().unwrap_or("");
+            assert!(TRACKED_TOP_DIRS.contains(&top), "{a}");
+        }
+    }
+
+    #[test]
+    fn multiarch_names() {
+        for n in [
+            "x86_64-linux-gnu",
+            "aarch64-linux-gnu",
+            "arm-linux-gnueabihf",
+            "i386-linux-gnu",
+            "x86_64-linux-musl",
+        ] {
+            assert!(is_multiarch_name(n), "{n}");
+        }
+        for n in [
+            "linux-gnu",
+            "-linux-gnu",
+            "gnu",
+            "x86_64",
+            "python3",
+            "xtables",
+        ] {
+            assert!(!is_multiarch_name(n), "{n}");
         }
     }
 
@@ -251,6 +367,13 @@ mod tests {
             Some(caps::COMMAND)
         );
         assert_eq!(content_cap("/var/lib/dpkg/status.d/x.md5sums"), None);
+        assert_eq!(
+            content_cap("/usr/lib/x86_64-linux-gnu/libnftables.so.1.1.0"),
+            Some(caps::NFT_LIBRARY)
+        );
+        assert_eq!(content_cap("/usr/sbin/nft"), Some(caps::COMMAND));
+        // A library is read whole for its literal, no more than a command.
+        const { assert!(caps::NFT_LIBRARY <= caps::COMMAND) };
         // A stanza file is kilobytes: a bomb of many big "stanza" files is
         // refused per file, long before the layer's budget.
         const { assert!(caps::DPKG_STATUS_D_ENTRY * 16 < caps::DPKG_STATUS) };

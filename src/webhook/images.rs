@@ -495,6 +495,7 @@ mod tests {
                 digest: "sha256:0".into(),
                 platform: platform.to_string(),
                 iptables: None,
+                nftables: None,
             })
         }
     }

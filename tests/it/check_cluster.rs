@@ -133,6 +133,7 @@ impl ImageLookup for Fixed {
                 backend: Some(Backend::Nft),
                 ..Default::default()
             }),
+            nftables: None,
         })
     }
 }

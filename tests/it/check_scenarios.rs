@@ -43,6 +43,7 @@ impl ImageLookup for FakeRegistry {
                 backend: Some(*b),
                 ..Default::default()
             }),
+            nftables: None,
         })
     }
 }

@@ -219,6 +219,7 @@ fn image(images: &mut ImageResolutions, reference: &str, version: &str, backend:
                 backend: Some(backend),
                 ..Default::default()
             }),
+            nftables: None,
         },
     );
 }
@@ -926,6 +927,7 @@ fn router_image() -> ImageProfile {
             backend: Some(Backend::Nft),
             ..Default::default()
         }),
+        nftables: None,
     }
 }
 

@@ -458,6 +458,7 @@ fn big_lower_layer_is_not_downloaded() {
         Compression::Zstd,
     );
     assert!(big.size > 250 << 20, "the big layer must be incompressible");
+    // The top layer's whole dpkg `status` settles iptables and "no nftables".
     let top = build_layer(
         work.path(),
         &debian_iptables("1.8.9", Alt::Nft),

@@ -168,7 +168,22 @@ fn incomplete_root_answers_unknown_until_hidden() {
 }
 
 #[test]
+fn a_top_layer_with_iptables_and_nftables_settles_both() {
+    let top = Arc::new(from(&debian_install_and_nft("1.8.11", "1.8.11-2", "nft")));
+    let c = collect(&image(vec![top], false), &no_labels());
+    assert!(c.settled, "{c:#?}");
+    assert_eq!(
+        c.facts.unwrap().version.map(|v| v.to_string()).as_deref(),
+        Some("1.8.11")
+    );
+    let n = c.nftables.unwrap();
+    assert_eq!(n.package_version.as_deref(), Some("1.1.3-1"));
+    assert_eq!(n.writes_type_userdata, Some(true));
+}
+
+#[test]
 fn settles_when_top_layer_holds_command_and_binary() {
+    // Its whole dpkg `status` lists no nftables: that answer settles too.
     let top = Arc::new(from(&debian_install("1.8.11", "1.8.11-2", "legacy")));
     let root = image(vec![top.clone()], false);
     let c = collect(&root, &no_labels());
@@ -203,15 +218,17 @@ fn does_not_settle_on_package_data_or_a_link_into_unread_layers() {
     let root = image(vec![link_only.clone()], false);
     let c = collect(&root, &no_labels());
     assert!(!c.settled);
-    // Once the lower layer is read, it settles.
-    let bin = Arc::new(from(&tar(&[
+    // Once the lower layer is read, it settles (the lower layer also
+    // installs nftables, so that answer settles there too).
+    let nft = NftInstall::trixie();
+    let xtables = real_binary("1.8.7", "xtables-nft-multi");
+    let mut entries = vec![
         E::Dir("./usr/"),
         E::Dir("./usr/sbin/"),
-        E::File(
-            "./usr/sbin/xtables-nft-multi",
-            &real_binary("1.8.7", "xtables-nft-multi"),
-        ),
-    ])));
+        E::File("./usr/sbin/xtables-nft-multi", &xtables),
+    ];
+    entries.extend(nft.entries());
+    let bin = Arc::new(from(&tar(&entries)));
     let root = image(vec![bin, link_only], false);
     let c = collect(&root, &no_labels());
     assert!(c.settled);
@@ -296,24 +313,6 @@ fn apk_probe_reads_both_locations() {
         assert_eq!(f.backend, None);
         assert!(f.evidence.iter().any(|e| e.source == EvidenceSource::Apk));
     }
-}
-
-/// An rpmdb.sqlite as rpm writes it: table Packages(hnum, blob) of headers.
-fn rpmdb(pkgs: &[(&str, &str, &str)]) -> Vec<u8> {
-    use nfguard::rootfs::probes::rpm::{TAGS, build_header};
-    let conn = rusqlite::Connection::open_in_memory().unwrap();
-    conn.execute_batch(
-        "CREATE TABLE Packages (hnum INTEGER PRIMARY KEY AUTOINCREMENT, blob BLOB NOT NULL)",
-    )
-    .unwrap();
-    for (n, v, r) in pkgs {
-        let blob = build_header(&[(TAGS.0, n), (TAGS.1, v), (TAGS.2, r)]);
-        conn.execute("INSERT INTO Packages (blob) VALUES (?1)", [blob])
-            .unwrap();
-    }
-    conn.execute("INSERT INTO Packages (blob) VALUES (?1)", [vec![1u8, 2, 3]])
-        .unwrap();
-    conn.serialize("main").unwrap().to_vec()
 }
 
 #[test]
@@ -439,7 +438,9 @@ fn alpine_layout_sbin_without_usrmerge() {
 
 #[test]
 fn wrapper_in_the_top_layer_settles() {
-    let top = from(&tar(&[
+    let nft = NftInstall::trixie();
+    let xtables = real_binary("1.8.9", "xtables-nft-multi");
+    let mut entries = vec![
         E::Dir("usr/"),
         E::Dir("usr/sbin/"),
         E::File(
@@ -447,11 +448,11 @@ fn wrapper_in_the_top_layer_settles() {
             b"#!/bin/sh\nexec xtables-nft-multi\n",
         ),
         E::Symlink("usr/sbin/iptables", "iptables-wrapper"),
-        E::File(
-            "usr/sbin/xtables-nft-multi",
-            &real_binary("1.8.9", "xtables-nft-multi"),
-        ),
-    ]));
+        E::File("usr/sbin/xtables-nft-multi", &xtables),
+    ];
+    // nftables installed in the same layer: `settled` covers both answers.
+    entries.extend(nft.entries());
+    let top = from(&tar(&entries));
     let c = collect(&image(vec![top], false), &no_labels());
     assert!(c.settled, "{c:#?}");
     let f = c.facts.unwrap();

@@ -73,6 +73,7 @@ fn real_rpmdb_sqlite() {
         ("glibc", "2.34", "100.el9"),
         ("iptables-libs", "1.8.10", "11.el9"),
         ("iptables-nft", "1.8.10", "11.el9"),
+        ("nftables", "1.0.9", "7.el9"),
     ] {
         let pkg = build_rpm(&work.path().join("top"), n, v, r);
         rpm(
@@ -91,17 +92,21 @@ fn real_rpmdb_sqlite() {
     assert_eq!(&head[18..20], &[2, 2], "expected a WAL-mode database");
 
     let check =
-        |f: nfguard::facts::IptablesFacts| {
+        |c: nfguard::rootfs::Collected| {
+            let f = c.facts.unwrap();
             assert_eq!(f.package_version.as_deref(), Some("1.8.10-11.el9"));
             assert_eq!(f.version, Some(Version::new(1, 8, 10)));
             assert!(f.evidence.iter().any(|e| e.source == EvidenceSource::Rpm
                 && e.detail == "package iptables-nft 1.8.10-11.el9"));
+            // The same read of the database answers nftables: RHEL 9's fixed build.
+            let n = c.nftables.unwrap();
+            assert_eq!(n.package_version.as_deref(), Some("1.0.9-7.el9"));
+            assert_eq!(
+                n.userdata_reader,
+                Some(nfguard::facts::UserdataReader::Fixed)
+            );
         };
-    check(
-        collect(&HostRoot::new(&root), &BTreeMap::new())
-            .facts
-            .unwrap(),
-    );
+    check(collect(&HostRoot::new(&root), &BTreeMap::new()));
 
     // The same tree as an image layer.
     let mut b = tar::Builder::new(Vec::new());
@@ -113,5 +118,5 @@ fn real_rpmdb_sqlite() {
         layers: vec![std::sync::Arc::new(layer)],
         complete: true,
     };
-    check(collect(&image, &BTreeMap::new()).facts.unwrap());
+    check(collect(&image, &BTreeMap::new()));
 }

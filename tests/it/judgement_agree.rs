@@ -404,6 +404,7 @@ fn registry() -> Arc<PrivateRegistry> {
                             backend: Some(*backend),
                             ..Default::default()
                         }),
+                        nftables: None,
                     },
                 );
             }

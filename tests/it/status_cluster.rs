@@ -298,6 +298,7 @@ async fn assume_reads_what_check_running_reads_and_adds_the_section() {
                 backend: Some(Backend::Nft),
                 ..Default::default()
             }),
+            nftables: None,
         },
     );
     let images = std::sync::Arc::new(nfguard::judgement::FixedImages(known));

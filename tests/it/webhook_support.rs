@@ -117,6 +117,7 @@ impl ImageLookup for FakeRegistry {
                 backend: Some(*b),
                 ..Default::default()
             }),
+            nftables: None,
         })
     }
 }

@@ -17,6 +17,9 @@
 //!   that holds them, so the iptables-mode rules' share is unknown (it can
 //!   only overstate what a reader needs).
 //! - kernel modules: the module states and the availability flags.
+//! - the host's libnftables (`nftables=`, and each `os=` preset's package):
+//!   classified as the reporter would; the live sets stay as they are, so
+//!   `NftSetsCrashHostNft` follows the new reader.
 //!
 //! Then what depends on those inputs is derived by the reporter's and the
 //! controller's own pure code: the host-tool hazards
@@ -29,8 +32,8 @@ use crate::api::{
     NodeNetfilterProfileStatus,
 };
 use crate::controller::inventory::nft_writer_range;
-use crate::facts::{Backend, HazardCode, Version};
-use crate::node::hazards::host_tool_hazards;
+use crate::facts::{Backend, HazardCode, NftVersion, NftablesFacts, Version};
+use crate::node::hazards::{host_tool_hazards, nft_sets_crash_host_nft};
 
 /// `status` as it would be after `patches` (applied in order).
 pub fn apply(status: &mut NodeNetfilterProfileStatus, patches: &[Patch]) {
@@ -39,6 +42,14 @@ pub fn apply(status: &mut NodeNetfilterProfileStatus, patches: &[Patch]) {
             Fact::Iptables { version, backend } => set_host(status, *version, *backend),
             Fact::KubeProxyMode(m) => set_kube_proxy_mode(status, *m),
             Fact::Kernel(part, state) => set_kernel(status, *part, *state),
+            Fact::Nftables(package) => set_host_nft(status, package),
+            Fact::Os { iptables, nftables } => {
+                set_host(status, *iptables, None);
+                // An OS upgrade upgrades nftables where it is installed.
+                if status.nftables.as_ref().is_some_and(|n| n.host.is_some()) {
+                    set_host_nft(status, nftables);
+                }
+            }
         }
     }
     rederive(status);
@@ -58,6 +69,25 @@ fn set_host(s: &mut NodeNetfilterProfileStatus, version: Version, backend: Optio
         }
         move_rules(s, b);
     }
+}
+
+/// The host's libnftables becomes `package` (a package version or an
+/// upstream release): its classification follows, its old evidence goes.
+/// The live sets stay: an upgrade rewrites none of them.
+fn set_host_nft(s: &mut NodeNetfilterProfileStatus, package: &str) {
+    let n = s.nftables.get_or_insert_with(Default::default);
+    let program = n.host.as_ref().is_none_or(|h| h.program);
+    let upstream = package.parse::<NftVersion>().ok();
+    n.host = Some(
+        NftablesFacts {
+            version: upstream,
+            package_version: (upstream.map(|u| u.to_string()).as_deref() != Some(package))
+                .then(|| package.to_string()),
+            program,
+            ..Default::default()
+        }
+        .classified(false),
+    );
 }
 
 /// A host that gains an iptables command: after the reboot kubelet writes
@@ -149,10 +179,13 @@ fn rederive(s: &mut NodeNetfilterProfileStatus) {
     hazards.retain(|h| {
         !matches!(
             h.code,
-            HazardCode::KnownBadIptables | HazardCode::OldReaderNewRules
+            HazardCode::KnownBadIptables
+                | HazardCode::OldReaderNewRules
+                | HazardCode::NftSetsCrashHostNft
         )
     });
     hazards.extend(host_tool_hazards(s.iptables.as_ref(), s.min_reader_version));
+    hazards.extend(s.nftables.as_ref().and_then(nft_sets_crash_host_nft));
     hazards.sort_by_key(|h| std::cmp::Reverse(h.severity));
     // Only where the controller wrote its summaries (a profile captured by
     // `inspect node --as-profile` has none, and gains none here).
@@ -236,6 +269,34 @@ mod tests {
 
     fn codes(s: &NodeNetfilterProfileStatus) -> Vec<HazardCode> {
         s.hazards.iter().flatten().map(|h| h.code).collect()
+    }
+
+    #[test]
+    fn the_hosts_nftables_moves_with_the_os_and_the_nft_hazard_follows() {
+        use crate::api::NodeNftables;
+        let mut s = nft_node();
+        // Sets that libnftables >= 1.1.2 wrote, on a trixie host (1.1.3 reads them).
+        s.nftables = Some(NodeNftables {
+            min_reader: Some("1.1.2".parse().unwrap()),
+            crashing_sets: Some(1),
+            crashing_examples: vec!["ip/t/s".into()],
+            crashing_tables: vec!["ip/t".into()],
+            ..Default::default()
+        });
+        apply(&mut s, &[patch("nftables=1.1.3-1")]);
+        assert!(!codes(&s).contains(&HazardCode::NftSetsCrashHostNft));
+        // Back to bookworm: its 1.0.6 segfaults on them.
+        apply(&mut s, &[patch("os=debian-12")]);
+        let host = s.nftables.as_ref().unwrap().host.as_ref().unwrap();
+        assert_eq!(host.package_version.as_deref(), Some("1.0.6-2+deb12u2"));
+        assert!(codes(&s).contains(&HazardCode::NftSetsCrashHostNft));
+        // The fixed stable release ends it.
+        apply(&mut s, &[patch("nftables=1.0.6.1")]);
+        assert!(!codes(&s).contains(&HazardCode::NftSetsCrashHostNft));
+        // A host without nftables gains none from an OS preset.
+        let mut bare = nft_node();
+        apply(&mut bare, &[patch("os=forky")]);
+        assert!(bare.nftables.is_none());
     }
 
     #[test]

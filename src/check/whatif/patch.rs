@@ -7,6 +7,7 @@
 //! | `kubeProxyMode=nftables` | kube-proxy runs in this mode (`iptables`, `nftables`, `ipvs`) |
 //! | `kernel.ipTables=absent` | the kernel's legacy xtables (ip_tables, ip6_tables): `absent`, `module`, `builtin`, `loaded` |
 //! | `kernel.nfTables=module` | the kernel's nf_tables, same states |
+//! | `nftables=1.1.3-1` | the host's libnftables: a package version or an upstream release (`1.0.6.1`) |
 //! | `os=debian-13` | what that release ships (presets below) |
 
 use crate::api::{KubeProxyMode, ModuleState};
@@ -18,16 +19,29 @@ pub const MAX_PATCH_BYTES: usize = 256;
 pub const MAX_PATCHES: usize = 32;
 
 /// Keys `--assume` knows, for error messages.
-pub const KEYS: &str = "iptables, kubeProxyMode, kernel.ipTables, kernel.nfTables, os";
+pub const KEYS: &str = "iptables, nftables, kubeProxyMode, kernel.ipTables, kernel.nfTables, os";
 
-/// OS presets: the iptables release each ships, from the Debian packages the
-/// project measured (shared netfilter-compat doc: bullseye 1.8.7, bookworm
-/// 1.8.9, trixie 1.8.11). The backend is left as it is: an upgrade keeps
-/// the host's `update-alternatives` choice.
-const PRESETS: &[(&str, &str, Version)] = &[
-    ("debian-11", "bullseye", Version::new(1, 8, 7)),
-    ("debian-12", "bookworm", Version::new(1, 8, 9)),
-    ("debian-13", "trixie", Version::new(1, 8, 11)),
+/// OS presets: the iptables release and the nftables package each ships,
+/// from the Debian packages the project measured (shared netfilter-compat
+/// doc: bullseye 1.8.7 / 0.9.8, bookworm 1.8.9 / 1.0.6, trixie 1.8.11 /
+/// 1.1.3; forky as its archive served it in December 2026: 1.8.13 / 1.1.7).
+/// The backend is left as it is: an upgrade keeps the host's
+/// `update-alternatives` choice.
+const PRESETS: &[(&str, &str, Version, &str)] = &[
+    (
+        "debian-11",
+        "bullseye",
+        Version::new(1, 8, 7),
+        "0.9.8-3.1+deb11u2",
+    ),
+    (
+        "debian-12",
+        "bookworm",
+        Version::new(1, 8, 9),
+        "1.0.6-2+deb12u2",
+    ),
+    ("debian-13", "trixie", Version::new(1, 8, 11), "1.1.3-1"),
+    ("debian-14", "forky", Version::new(1, 8, 13), "1.1.7-3"),
 ];
 
 /// The kernel module families a patch can change.
@@ -48,6 +62,14 @@ pub enum Fact {
     },
     KubeProxyMode(KubeProxyMode),
     Kernel(KernelPart, ModuleState),
+    /// The host's libnftables, as a package version ("1.1.3-1") or an
+    /// upstream release ("1.0.6.1").
+    Nftables(String),
+    /// An OS release: its iptables release and nftables package.
+    Os {
+        iptables: Version,
+        nftables: &'static str,
+    },
 }
 
 /// One `--assume` value: the text as given and the facts it sets.
@@ -131,20 +153,34 @@ impl std::str::FromStr for Patch {
             }),
             "kernel.ipTables" => Fact::Kernel(KernelPart::IpTables, module_state(key, v)?),
             "kernel.nfTables" => Fact::Kernel(KernelPart::NfTables, module_state(key, v)?),
+            "nftables" => {
+                let ok = v.parse::<crate::facts::NftVersion>().is_ok()
+                    && v.len() <= 64
+                    && v.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b".:+~-_".contains(&b));
+                if !ok {
+                    return Err(bad(
+                        key,
+                        v,
+                        "a package version or release, e.g. 1.1.3-1 or 1.0.6.1",
+                    ));
+                }
+                Fact::Nftables(v.to_string())
+            }
             "os" => {
-                let (_, _, version) = PRESETS
+                let (_, _, iptables, nftables) = PRESETS
                     .iter()
-                    .find(|(id, name, _)| *id == v || *name == v)
+                    .find(|(id, name, _, _)| *id == v || *name == v)
                     .ok_or_else(|| {
                         let known: Vec<String> = PRESETS
                             .iter()
-                            .map(|(id, name, _)| format!("{id} ({name})"))
+                            .map(|(id, name, _, _)| format!("{id} ({name})"))
                             .collect();
                         bad(key, v, known.join(", "))
                     })?;
-                Fact::Iptables {
-                    version: *version,
-                    backend: None,
+                Fact::Os {
+                    iptables: *iptables,
+                    nftables,
                 }
             }
             _ => return Err(PatchError::UnknownKey { key: key.into() }),
@@ -207,16 +243,29 @@ mod tests {
             one("kernel.nfTables=builtin"),
             Fact::Kernel(KernelPart::NfTables, ModuleState::Builtin)
         );
-        // The preset and its code name: trixie ships 1.8.11, backend untouched.
+        // The preset and its code name: trixie ships 1.8.11 and nftables
+        // 1.1.3-1, backend untouched.
         for s in ["os=debian-13", "os=trixie"] {
             assert_eq!(
                 one(s),
-                Fact::Iptables {
-                    version: Version::new(1, 8, 11),
-                    backend: None
+                Fact::Os {
+                    iptables: Version::new(1, 8, 11),
+                    nftables: "1.1.3-1"
                 }
             );
         }
+        assert_eq!(
+            one("os=forky"),
+            Fact::Os {
+                iptables: Version::new(1, 8, 13),
+                nftables: "1.1.7-3"
+            }
+        );
+        assert_eq!(one("nftables=1.0.6.1"), Fact::Nftables("1.0.6.1".into()));
+        assert_eq!(
+            one("nftables=1.0.6-2.1+k8s1"),
+            Fact::Nftables("1.0.6-2.1+k8s1".into())
+        );
         assert_eq!(
             "os=trixie".parse::<Patch>().unwrap().text,
             "os=trixie",
@@ -243,8 +292,12 @@ mod tests {
         assert!(e.contains("iptables, nftables or ipvs"), "{e}");
         let e = err("kernel.ipTables=gone");
         assert!(e.contains("absent, module, builtin or loaded"), "{e}");
-        let e = err("os=debian-14");
-        assert!(e.contains("debian-13 (trixie)"), "{e}");
+        let e = err("os=debian-15");
+        assert!(e.contains("debian-14 (forky)"), "{e}");
+        let e = err("nftables=newest");
+        assert!(e.contains("1.0.6.1"), "{e}");
+        let e = err("nftables=1.0.6 2");
+        assert!(e.contains("nftables=1.0.6 2"), "{e}");
         let e = err("iptables");
         assert!(e.contains("expected KEY=VALUE"), "{e}");
         assert_eq!(

@@ -61,6 +61,7 @@ pub(crate) fn images() -> ResolveOptions {
         digest: "sha256:0f".into(),
         platform: "linux/amd64".into(),
         iptables: Some(facts),
+        nftables: None,
     };
     let mut known = ImageResolutions::new();
     known.insert_profile("kr:1.8.7", &Platform::linux_amd64(), profile);

@@ -14,6 +14,7 @@
 
 mod candidates;
 mod images;
+mod nft;
 mod node_index;
 pub(crate) mod nodeview;
 mod policy;
@@ -23,6 +24,8 @@ mod rules;
 mod selector;
 mod workload;
 
+#[cfg(test)]
+mod nft_tests;
 #[cfg(test)]
 mod tests;
 
@@ -41,7 +44,7 @@ pub use workload::{
     pod_spec_reaches_gate, security_context_can_write,
 };
 
-use crate::facts::{Backend, Severity, Version};
+use crate::facts::{Backend, NftVersion, Severity, Version};
 use crate::named::named_enum;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -131,6 +134,12 @@ named_enum! {
         /// The workload carries `nfguard.io/exempt`, but no NetfilterPolicy's
         /// `exemptionNamespaceSelector` selects its namespace: judged anyway.
         ExemptionNotAllowed,
+        /// The image's libnftables (>= 1.1.2) writes set userdata that an unfixed
+        /// older `nft` on the node (a writer pod's, the host's) segfaults on.
+        NftNewWriterOldReader,
+        /// The image's unfixed `nft` segfaults on the node's live sets, or on what a
+        /// writer pod's libnftables (>= 1.1.2) writes.
+        NftOldReaderNewSets,
 }
 }
 
@@ -172,6 +181,15 @@ pub struct Reason {
     /// The live rules' minimum safe reader on the node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_reader_version: Option<Version>,
+    /// The image's libnftables release (nft reasons).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_nft_version: Option<NftVersion>,
+    /// The other party's libnftables release (nft reasons).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_nft_version: Option<NftVersion>,
+    /// The oldest unfixed libnftables that lists the node's live sets (nft reasons).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nft_min_reader: Option<NftVersion>,
     pub message: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remedy: Option<String>,

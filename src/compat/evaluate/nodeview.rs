@@ -2,8 +2,8 @@
 //! the node's rules live in, the newest writer and the oldest reader of its
 //! nft rules (host tools + writer pods), and the live minimum reader.
 
-use crate::api::{ActiveBackend, MarkerState, NodeNetfilterProfileStatus};
-use crate::facts::{Backend, HazardCode, Severity, Version};
+use crate::api::{ActiveBackend, KubeProxyMode, MarkerState, NodeNetfilterProfileStatus};
+use crate::facts::{Backend, HazardCode, NftVersion, Severity, UserdataReader, Version};
 
 /// Who wrote (or reads) a node's rules.
 #[derive(Clone, Copy, Debug)]
@@ -118,6 +118,94 @@ pub struct NodeView<'a> {
     pub host_nft: Option<Version>,
     /// Codes only: that is all a finding keeps of a hazard.
     pub critical_hazards: Vec<HazardCode>,
+    /// Who reads and writes the node's nft sets (docs/nft-skew.md).
+    pub nft: NftView<'a>,
+}
+
+/// A reader or writer of the node's nft sets, with its libnftables release.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct NftParty<'a> {
+    pub party: Party<'a>,
+    pub version: Option<NftVersion>,
+    /// The host's nft is kube-proxy's: nftables mode, and no writer pod
+    /// named kube-proxy (a host service runs the host's `nft`).
+    pub kube_proxy: bool,
+}
+
+/// The live named sets that crash some unfixed `nft` reader.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct LiveSets<'a> {
+    /// The oldest unfixed release that reads them all (None with `fixed_required`).
+    pub min_reader: Option<NftVersion>,
+    /// Only builds with the fix read them.
+    pub fixed_required: bool,
+    /// The first of them, `family/table/set`.
+    pub example: &'a str,
+    pub count: u32,
+}
+
+/// The nft side of a node, from its profile (the reporter's `nftables`, the
+/// controller's writer inventory).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
+pub struct NftView<'a> {
+    /// None: no live set crashes any reader (or nf_tables was not read).
+    pub live: Option<LiveSets<'a>>,
+    /// A reader that crashes on the userdata libnftables >= 1.1.2 writes:
+    /// a writer pod's first (kube-proxy's, a CNI's), else the host's.
+    pub crashing_reader: Option<NftParty<'a>>,
+    /// A writer pod whose libnftables writes that userdata.
+    pub new_writer: Option<NftParty<'a>>,
+}
+
+fn nft_view(status: &NodeNetfilterProfileStatus) -> NftView<'_> {
+    let n = status.nftables.as_ref();
+    let live = n.and_then(|n| {
+        let count = n.crashing_sets.filter(|c| *c > 0)?;
+        Some(LiveSets {
+            min_reader: n.min_reader,
+            fixed_required: n.fixed_reader_required,
+            example: n.crashing_examples.first().map_or("", String::as_str),
+            count,
+        })
+    });
+    fn pod(w: &crate::api::Writer) -> NftParty<'_> {
+        NftParty {
+            party: Party::Pod {
+                pod: &w.pod,
+                container: &w.container,
+                image: &w.image,
+            },
+            version: w.nft_version,
+            kube_proxy: false,
+        }
+    }
+    let writers = status.writers.as_deref().unwrap_or(&[]);
+    let kube_proxy_on_host = matches!(
+        status.kube_proxy_mode,
+        Some(KubeProxyMode::Nftables | KubeProxyMode::Mixed)
+    ) && !writers.iter().any(|w| w.container == "kube-proxy");
+    let host = n.and_then(|n| n.host.as_ref());
+    let crashing_reader = writers
+        .iter()
+        .find(|w| w.nft_userdata_reader == Some(UserdataReader::Crashes))
+        .map(pod)
+        .or_else(|| {
+            host.filter(|h| h.userdata_reader == Some(UserdataReader::Crashes))
+                .map(|h| NftParty {
+                    party: Party::Host,
+                    version: h.release(),
+                    kube_proxy: kube_proxy_on_host,
+                })
+        });
+    let new_writer = writers
+        .iter()
+        .find(|w| w.nft_writes_type_userdata == Some(true))
+        .map(pod);
+    NftView {
+        live,
+        crashing_reader,
+        new_writer,
+    }
 }
 
 /// None when the status says nothing usable (no host facts, no backends).
@@ -235,6 +323,7 @@ pub fn view(status: &NodeNetfilterProfileStatus) -> Option<NodeView<'_>> {
             .filter(|h| h.severity == Severity::Critical)
             .map(|h| h.code)
             .collect(),
+        nft: nft_view(status),
     })
 }
 

@@ -207,6 +207,24 @@ impl ReasonCode {
                 "reported, never denies by itself: `nfguard.io/exempt` ignored, no NetfilterPolicy \
                  allows exemptions in the namespace (the workload is judged anyway)",
             ),
+            NftNewWriterOldReader => meta(
+                Unsafe,
+                "critical / warning",
+                "The image's libnftables (>= 1.1.2) writes set userdata that an unfixed older nft on \
+                 the node segfaults on.",
+                "image libnftables >= 1.1.2 and a reader on the node is unfixed and older than 1.1.2: \
+                 a writer pod's nft, or the host's when kube-proxy runs there in nftables mode \
+                 (critical); only the host's own nft otherwise (warning) — the incident of 2026, see \
+                 [nft skew](nft-skew.md)",
+            ),
+            NftOldReaderNewSets => meta(
+                Unsafe,
+                "critical",
+                "The image's unfixed nft segfaults on the node's live sets or on what its writers \
+                 write.",
+                "image nft unfixed and (the node's live sets need a newer reader, or a writer pod's \
+                 libnftables >= 1.1.2 writes them) — see [nft skew](nft-skew.md)",
+            ),
         }
     }
 }

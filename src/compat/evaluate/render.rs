@@ -90,7 +90,12 @@ pub(super) fn reason(f: &Finding<'_>, nodes: Vec<&str>, containers: &[ContainerF
                 .map(|c| format!("container {}", c.name)),
             version,
         ),
+        Some(Other::Nft(p)) => (Some(super::nft::party(&p)), None),
         None => (None, None),
+    };
+    let other_nft_version = match f.other {
+        Some(Other::Nft(p)) => p.version,
+        _ => None,
     };
     let other_s = other.clone().unwrap_or_else(|| "another writer".into());
     let ov = opt_v(other_version);
@@ -274,6 +279,9 @@ pub(super) fn reason(f: &Finding<'_>, nodes: Vec<&str>, containers: &[ContainerF
                 .into(),
             Some("check nodeSelector/affinity/tolerations and that profiles exist".into()),
         ),
+        ReasonCode::NftNewWriterOldReader | ReasonCode::NftOldReaderNewSets => {
+            super::nft::message(f).unwrap_or_default()
+        }
         ReasonCode::InvalidPolicyIgnored => (
             format!(
                 "{} (ignored: judged with the valid policies only)",
@@ -299,6 +307,9 @@ pub(super) fn reason(f: &Finding<'_>, nodes: Vec<&str>, containers: &[ContainerF
         other,
         other_version,
         min_reader_version: f.min_reader,
+        image_nft_version: f.image_nft,
+        other_nft_version,
+        nft_min_reader: f.nft_live.and_then(|l| l.min_reader),
         message,
         remedy,
     }

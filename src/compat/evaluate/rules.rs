@@ -10,13 +10,13 @@
 
 use super::candidates::Candidate;
 use super::images::ImageResolution;
-use super::nodeview::{NodeView, Party, RulesBackend, Versioned, view};
+use super::nodeview::{LiveSets, NftParty, NodeView, Party, RulesBackend, Versioned, view};
 use super::render;
 use super::workload::{ContainerFacts, Scope};
 use super::{Decision, Reason, ReasonCode, SubjectInput, Verdict};
 use crate::api::{NodeNetfilterProfile, PolicyAction, UnresolvedAction};
 use crate::facts::version::{FIRST_NATIVE_WRITER, is_known_bad};
-use crate::facts::{Backend, HazardCode, IptablesFacts, Platform, Severity, Version};
+use crate::facts::{Backend, HazardCode, IptablesFacts, NftVersion, Platform, Severity, Version};
 use foldhash::HashMap;
 
 /// The other party of a finding.
@@ -29,6 +29,8 @@ pub(super) enum Other<'a> {
         version: Option<Version>,
         backend: Option<Backend>,
     },
+    /// A reader or writer of the node's nft sets (nft reasons).
+    Nft(NftParty<'a>),
 }
 
 /// One finding before aggregation: everything that goes into the message,
@@ -51,6 +53,10 @@ pub(super) struct Finding<'a> {
     pub min_reader: Option<Version>,
     pub hazard: Option<HazardCode>,
     pub detail: Option<&'a str>,
+    /// The image's libnftables release (nft reasons).
+    pub image_nft: Option<NftVersion>,
+    /// The node's live sets that crash readers (nft reasons).
+    pub nft_live: Option<LiveSets<'a>>,
 }
 
 impl<'a> Finding<'a> {
@@ -70,6 +76,8 @@ impl<'a> Finding<'a> {
             min_reader: None,
             hazard: None,
             detail: None,
+            image_nft: None,
+            nft_live: None,
         }
     }
 }
@@ -79,7 +87,7 @@ impl<'a> Finding<'a> {
 const LINEAR_MAX: usize = 16;
 
 /// Groups identical findings; remembers nodes in candidate order.
-struct Acc<'a> {
+pub(super) struct Acc<'a> {
     /// Empty while `groups` is short (see [`LINEAR_MAX`]).
     index: HashMap<Finding<'a>, usize>,
     groups: Vec<(Finding<'a>, Vec<&'a str>)>,
@@ -112,7 +120,7 @@ impl<'a> Acc<'a> {
         }
     }
 
-    fn push(&mut self, f: Finding<'a>, node: Option<&'a str>) {
+    pub(super) fn push(&mut self, f: Finding<'a>, node: Option<&'a str>) {
         let idx = match self.find(&f) {
             Some(i) => i,
             None => {
@@ -137,14 +145,14 @@ impl<'a> Acc<'a> {
     }
 }
 
-struct Ctx<'a> {
+pub(super) struct Ctx<'a> {
     action: PolicyAction,
     unresolved: UnresolvedAction,
     containers: &'a [ContainerFacts],
 }
 
 impl Ctx<'_> {
-    fn unsafe_effect(&self) -> Verdict {
+    pub(super) fn unsafe_effect(&self) -> Verdict {
         match self.action {
             PolicyAction::Deny => Verdict::Deny,
             PolicyAction::Warn | PolicyAction::Taint => Verdict::Warn,
@@ -161,12 +169,12 @@ impl Ctx<'_> {
         Finding::new(code, sev, eff)
     }
 
-    fn critical(&self, code: ReasonCode) -> Finding<'static> {
+    pub(super) fn critical(&self, code: ReasonCode) -> Finding<'static> {
         Finding::new(code, Severity::Critical, self.unsafe_effect())
     }
 }
 
-fn warning(code: ReasonCode) -> Finding<'static> {
+pub(super) fn warning(code: ReasonCode) -> Finding<'static> {
     Finding::new(code, Severity::Warning, Verdict::Warn)
 }
 
@@ -284,6 +292,9 @@ struct NodeClass<'a> {
     node: NodeState<'a>,
 }
 
+// `Known` is the common case (every profiled node) and lives on the stack
+// for one candidate at a time: boxing it would allocate per candidate.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 pub(super) enum NodeState<'a> {
     /// A Node with no NodeNetfilterProfile.
@@ -448,6 +459,13 @@ fn judge_node<'a>(
                 r
             }
         };
+        if let (Some(ImageResolution::Resolved(profile)), Some(nv)) = (res, nv)
+            && ctx.containers[*i].scope == Scope::HostShared
+            && let Some(n) = &profile.nftables
+        {
+            // The node's sets are shared through its netns only.
+            super::nft::judge(ctx, *i, n, &profile.digest, nv, platform, node, acc);
+        }
         match res {
             Some(ImageResolution::Resolved(profile)) => match &profile.iptables {
                 Some(f) if f.backend.is_some() => facts.push(Judged {

@@ -208,6 +208,7 @@ fn image(reference: &str, version: Option<&str>, backend: Option<Backend>) -> Im
             backend,
             ..Default::default()
         }),
+        nftables: None,
     }
 }
 

@@ -261,6 +261,7 @@ pub(crate) mod tests {
                     backend: Some(crate::facts::Backend::Nft),
                     ..Default::default()
                 }),
+                nftables: None,
             },
         );
         let known: Option<BTreeMap<String, String>> = labels.map(|l| {

@@ -7,6 +7,8 @@ pub mod binary;
 pub mod command;
 pub mod dpkg;
 pub mod label;
+pub mod nft;
+pub mod nft_literal;
 pub mod rpm;
 
 use super::fs::{FsError, Lookup, RootFs};
@@ -19,13 +21,22 @@ use bytes::Bytes;
 pub const MAX_DB_BYTES: u64 = crate::rootfs::paths::caps::RPMDB_SQLITE;
 /// Largest binary scanned for a version literal.
 pub const MAX_BINARY_BYTES: u64 = crate::rootfs::paths::caps::COMMAND;
-/// Package hits and notes one probe keeps: real images have one or two; a
-/// database of a million forged `Package: iptables` stanzas must not become a
-/// million-entry profile (in a cache, in every admission warning).
+/// Package hits (per tool) and notes one probe keeps: real images have one
+/// or two; a database of a million forged `Package: iptables` stanzas must
+/// not become a million-entry profile (in a cache, in every admission warning).
 pub const MAX_HITS: usize = 16;
 pub const MAX_NOTES: usize = 16;
 
-/// One installed iptables package found in a package database.
+/// The package names one tool is known by in one kind of database (dpkg's
+/// `libnftables1` and `nftables`; rpm's `iptables-nft`, ...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PackageSet {
+    /// The tool, as notes name it ("iptables", "nftables").
+    pub tool: &'static str,
+    pub names: &'static [&'static str],
+}
+
+/// One installed package of a wanted set found in a package database.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PackageHit {
     pub source: EvidenceSource,
@@ -44,6 +55,14 @@ pub struct PackageProbe {
     pub notes: Vec<Evidence>,
     /// False when an unread lower layer could still add or change a database.
     pub determined: bool,
+    /// How many leading `hits` were found while the probe was still
+    /// determined: no unread lower layer can add a hit ahead of them.
+    pub settled_hits: usize,
+    /// A whole package database (dpkg's `status`, apk's `installed`, an
+    /// rpmdb) was read: it lists every package its package manager
+    /// installed in this and the lower layers, so an unread layer cannot add
+    /// one of those without it showing here.
+    pub whole_database: bool,
     /// `MAX_HITS` was reached and later hits were dropped (noted once).
     hits_dropped: bool,
 }
@@ -56,41 +75,23 @@ impl PackageProbe {
         }
     }
 
-    /// Read a database file; `None` when it is absent, unknown or unreadable
-    /// (an unreadable one is noted, an unknown one undetermines the probe).
-    pub(crate) fn read(
-        &mut self,
-        root: &dyn RootFs,
-        source: EvidenceSource,
-        path: &str,
-    ) -> Option<Bytes> {
-        match root.read(path, MAX_DB_BYTES) {
-            Ok(Lookup::Found(data)) => Some(data),
-            Ok(Lookup::Absent) => None,
-            Ok(Lookup::Unknown) => {
-                self.determined = false;
-                None
-            }
-            Err(e) => {
-                self.note(source, path, format!("unreadable: {e}"));
-                None
-            }
-        }
-    }
-
-    /// Keep a hit, up to `MAX_HITS` (one note says when more were dropped).
-    pub(crate) fn hit(&mut self, mut hit: PackageHit) {
+    /// Keep a hit of `tool`'s packages, up to `MAX_HITS` (one note says
+    /// when more were dropped).
+    pub(crate) fn hit(&mut self, tool: &str, mut hit: PackageHit) {
         if self.hits.len() < MAX_HITS {
             if let std::borrow::Cow::Owned(short) = paths::shorten(&hit.path) {
                 hit.path = short;
             }
             self.hits.push(hit);
+            if self.determined {
+                self.settled_hits = self.hits.len();
+            }
         } else if !self.hits_dropped {
             self.hits_dropped = true;
             self.note(
                 hit.source,
                 &hit.path,
-                format!("more than {MAX_HITS} iptables package entries; the rest are ignored"),
+                format!("more than {MAX_HITS} {tool} package entries; the rest are ignored"),
             );
         }
     }
@@ -104,6 +105,84 @@ impl PackageProbe {
             path: paths::shorten(path).into_owned(),
             detail,
         });
+    }
+}
+
+/// One read of a package database for several tools: each tool keeps its own
+/// hits (and its own `MAX_HITS` bound); what goes wrong reading a file, and
+/// what an unread lower layer could still add, concerns every tool.
+pub(crate) struct PackageProbes<const N: usize> {
+    sets: [PackageSet; N],
+    probes: [PackageProbe; N],
+}
+
+impl<const N: usize> PackageProbes<N> {
+    pub(crate) fn new(sets: [PackageSet; N]) -> Self {
+        Self {
+            sets,
+            probes: std::array::from_fn(|_| PackageProbe::new()),
+        }
+    }
+
+    /// A name test for the parsers (a copy: it outlives no borrow of `self`).
+    pub(crate) fn wanted(&self) -> impl Fn(&str) -> bool + use<N> {
+        let sets = self.sets;
+        move |name| sets.iter().any(|s| s.names.contains(&name))
+    }
+
+    /// Read a database file; `None` when it is absent, unknown or unreadable
+    /// (an unreadable one is noted, an unknown one undetermines the probes).
+    pub(crate) fn read(
+        &mut self,
+        root: &dyn RootFs,
+        source: EvidenceSource,
+        path: &str,
+    ) -> Option<Bytes> {
+        match root.read(path, MAX_DB_BYTES) {
+            Ok(Lookup::Found(data)) => Some(data),
+            Ok(Lookup::Absent) => None,
+            Ok(Lookup::Unknown) => {
+                self.undetermined();
+                None
+            }
+            Err(e) => {
+                self.note(source, path, format!("unreadable: {e}"));
+                None
+            }
+        }
+    }
+
+    /// Hand a hit to every tool whose set names its package.
+    pub(crate) fn hit(&mut self, hit: PackageHit) {
+        for (set, probe) in self.sets.iter().zip(self.probes.iter_mut()) {
+            if set.names.contains(&hit.name.as_str()) {
+                probe.hit(set.tool, hit.clone());
+            }
+        }
+    }
+
+    pub(crate) fn note(&mut self, source: EvidenceSource, path: &str, detail: String) {
+        for p in &mut self.probes {
+            p.note(source, path, detail.clone());
+        }
+    }
+
+    /// A whole database was read (see [`PackageProbe::whole_database`]).
+    pub(crate) fn whole_database(&mut self) {
+        for p in &mut self.probes {
+            p.whole_database = true;
+        }
+    }
+
+    /// An unread lower layer could still add or change a database.
+    pub(crate) fn undetermined(&mut self) {
+        for p in &mut self.probes {
+            p.determined = false;
+        }
+    }
+
+    pub(crate) fn finish(self) -> [PackageProbe; N] {
+        self.probes
     }
 }
 

@@ -5,7 +5,7 @@
 //! index count, be32 data length, 16-byte index entries (tag, type, offset,
 //! count), then the data store.
 
-use super::{PackageHit, PackageProbe};
+use super::{PackageHit, PackageProbe, PackageProbes, PackageSet};
 use crate::facts::EvidenceSource;
 use crate::rootfs::fs::{Lookup, RootFs};
 use crate::rootfs::paths::RPMDB_SQLITE;
@@ -13,7 +13,15 @@ use crate::rootfs::sqlite::{self, SqliteError, TableShape};
 
 /// Package names that ship the `iptables` command (RHEL 8 `iptables`,
 /// Fedora / RHEL 9 `iptables-nft` and `iptables-legacy`).
-pub const PACKAGES: [&str; 3] = ["iptables", "iptables-nft", "iptables-legacy"];
+pub const IPTABLES: PackageSet = PackageSet {
+    tool: "iptables",
+    names: &["iptables", "iptables-nft", "iptables-legacy"],
+};
+/// Fedora and RHEL ship libnftables and `nft` in one `nftables` package.
+pub const NFTABLES: PackageSet = PackageSet {
+    tool: "nftables",
+    names: &["nftables"],
+};
 
 const TAG_NAME: u32 = 1000;
 const TAG_VERSION: u32 = 1001;
@@ -28,8 +36,10 @@ pub enum RpmError {
     Empty,
 }
 
-pub fn probe(root: &dyn RootFs) -> PackageProbe {
-    let mut p = PackageProbe::new();
+/// Read each database once for every set; one probe per set, in that order.
+pub fn probe<const N: usize>(root: &dyn RootFs, sets: [PackageSet; N]) -> [PackageProbe; N] {
+    let mut p = PackageProbes::new(sets);
+    let wanted = p.wanted();
     let mut seen: Vec<String> = Vec::new();
     for path in RPMDB_SQLITE {
         // /var/lib/rpm is usually a link to the sysimage location: read once.
@@ -44,21 +54,20 @@ pub fn probe(root: &dyn RootFs) -> PackageProbe {
         };
         match packages(&data) {
             Ok(pkgs) => {
-                for h in pkgs {
-                    if PACKAGES.contains(&h.name.as_str()) {
-                        p.hit(PackageHit {
-                            source: EvidenceSource::Rpm,
-                            path: path.to_string(),
-                            version: format!("{}-{}", h.version, h.release),
-                            name: h.name,
-                        });
-                    }
+                p.whole_database();
+                for h in pkgs.into_iter().filter(|h| wanted(&h.name)) {
+                    p.hit(PackageHit {
+                        source: EvidenceSource::Rpm,
+                        path: path.to_string(),
+                        version: format!("{}-{}", h.version, h.release),
+                        name: h.name,
+                    });
                 }
             }
             Err(e) => p.note(EvidenceSource::Rpm, path, e.to_string()),
         }
     }
-    p
+    p.finish()
 }
 
 /// Name, version and release of one header.
@@ -142,3 +151,58 @@ pub fn build_header(fields: &[(u32, &str)]) -> Vec<u8> {
 
 /// Tags for `build_header`.
 pub const TAGS: (u32, u32, u32) = (TAG_NAME, TAG_VERSION, TAG_RELEASE);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rootfs::HostRoot;
+
+    /// An rpmdb.sqlite as rpm writes it: table Packages(hnum, blob) of headers.
+    fn rpmdb(pkgs: &[(&str, &str, &str)]) -> Vec<u8> {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        conn.execute_batch(
+            "CREATE TABLE Packages (hnum INTEGER PRIMARY KEY AUTOINCREMENT, blob BLOB NOT NULL)",
+        )
+        .unwrap();
+        for (n, v, r) in pkgs {
+            let blob = build_header(&[(TAG_NAME, n), (TAG_VERSION, v), (TAG_RELEASE, r)]);
+            conn.execute("INSERT INTO Packages (blob) VALUES (?1)", [blob])
+                .unwrap();
+        }
+        conn.serialize("main").unwrap().to_vec()
+    }
+
+    #[test]
+    fn one_read_serves_both_tools() {
+        let t = tempfile::tempdir().unwrap();
+        let db = t.path().join("usr/lib/sysimage/rpm");
+        std::fs::create_dir_all(&db).unwrap();
+        std::fs::create_dir_all(t.path().join("var/lib")).unwrap();
+        std::os::unix::fs::symlink("../../usr/lib/sysimage/rpm", t.path().join("var/lib/rpm"))
+            .unwrap();
+        std::fs::write(
+            db.join("rpmdb.sqlite"),
+            rpmdb(&[
+                ("glibc", "2.34", "100.el9"),
+                ("nftables", "1.0.9", "7.el9"),
+                ("iptables-nft", "1.8.10", "11.el9"),
+                ("iptables-libs", "1.8.10", "11.el9"),
+            ]),
+        )
+        .unwrap();
+        let [ipt, nft] = probe(&HostRoot::new(t.path()), [IPTABLES, NFTABLES]);
+        let v = |p: &PackageProbe| -> Vec<String> {
+            p.hits
+                .iter()
+                .map(|h| format!("{} {} {}", h.path, h.name, h.version))
+                .collect()
+        };
+        // Read once through the link's canonical location.
+        assert_eq!(
+            v(&ipt),
+            ["/var/lib/rpm/rpmdb.sqlite iptables-nft 1.8.10-11.el9"]
+        );
+        assert_eq!(v(&nft), ["/var/lib/rpm/rpmdb.sqlite nftables 1.0.9-7.el9"]);
+        assert!(ipt.determined && nft.determined && nft.settled_hits == 1);
+    }
+}

@@ -132,3 +132,106 @@ pub fn usrmerge_base() -> Vec<u8> {
 pub fn from(bytes: &[u8]) -> Layer {
     Layer::from_tar(bytes, &LayerLimits::default()).unwrap()
 }
+
+/// An rpmdb.sqlite as rpm writes it: table Packages(hnum, blob) of headers.
+pub fn rpmdb(pkgs: &[(&str, &str, &str)]) -> Vec<u8> {
+    use nfguard::rootfs::probes::rpm::{TAGS, build_header};
+    let conn = rusqlite::Connection::open_in_memory().unwrap();
+    conn.execute_batch(
+        "CREATE TABLE Packages (hnum INTEGER PRIMARY KEY AUTOINCREMENT, blob BLOB NOT NULL)",
+    )
+    .unwrap();
+    for (n, v, r) in pkgs {
+        let blob = build_header(&[(TAGS.0, n), (TAGS.1, v), (TAGS.2, r)]);
+        conn.execute("INSERT INTO Packages (blob) VALUES (?1)", [blob])
+            .unwrap();
+    }
+    conn.execute("INSERT INTO Packages (blob) VALUES (?1)", [vec![1u8, 2, 3]])
+        .unwrap();
+    conn.serialize("main").unwrap().to_vec()
+}
+
+/// Debian trixie's real nftables as dpkg leaves it: libnftables, its soname
+/// link, `nft`, and a whole dpkg status naming the packages. For layers that
+/// must settle the nftables answer as well as the iptables one.
+pub struct NftInstall {
+    lib: Vec<u8>,
+    nft: Vec<u8>,
+    status: String,
+}
+
+/// Where the release's fixtures are (scripts/fetch-nftables.sh).
+pub fn nft_fixture(release: &str, path: &str) -> Vec<u8> {
+    let dir = crate::support::netns::fixtures_dir()
+        .join("nftables")
+        .join(release);
+    let file = dir.join("root").join(path.trim_start_matches('/'));
+    std::fs::read(&file).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (nftables fixtures: run scripts/fetch-nftables.sh)",
+            file.display()
+        )
+    })
+}
+
+pub const NFT_STATUS_1_1_3: &str = "Package: libnftables1\nStatus: install ok installed\n\
+Source: nftables\nVersion: 1.1.3-1\n\nPackage: nftables\nStatus: install ok installed\n\
+Version: 1.1.3-1\n\n";
+
+impl NftInstall {
+    pub fn trixie() -> Self {
+        Self {
+            lib: nft_fixture("1.1.3", "/usr/lib/x86_64-linux-gnu/libnftables.so.1.1.0"),
+            nft: nft_fixture("1.1.3", "/usr/sbin/nft"),
+            status: NFT_STATUS_1_1_3.to_string(),
+        }
+    }
+
+    /// The entries, with `status` as the dpkg status file.
+    pub fn entries_with_status<'a>(&'a self, status: &'a str) -> Vec<E<'a>> {
+        vec![
+            E::Dir("./usr/lib/x86_64-linux-gnu/"),
+            E::File("./usr/lib/x86_64-linux-gnu/libnftables.so.1.1.0", &self.lib),
+            E::Symlink(
+                "./usr/lib/x86_64-linux-gnu/libnftables.so.1",
+                "libnftables.so.1.1.0",
+            ),
+            E::File("./usr/sbin/nft", &self.nft),
+            E::File("./var/lib/dpkg/status", status.as_bytes()),
+        ]
+    }
+
+    pub fn entries(&self) -> Vec<E<'_>> {
+        self.entries_with_status(&self.status)
+    }
+}
+
+/// `debian_install` with trixie's nftables installed in the same layer
+/// (one dpkg status naming both).
+pub fn debian_install_and_nft(release: &str, pkg_version: &str, backend: &str) -> Vec<u8> {
+    let nft = NftInstall::trixie();
+    let xt_nft = real_binary(release, "xtables-nft-multi");
+    let legacy = real_binary(release, "xtables-legacy-multi");
+    let status = format!(
+        "Package: iptables\nStatus: install ok installed\nVersion: {pkg_version}\n\n{NFT_STATUS_1_1_3}"
+    );
+    let alt = format!("/usr/sbin/iptables-{backend}");
+    let mut entries = vec![
+        E::Dir("./"),
+        E::Dir("./etc/"),
+        E::Dir("./etc/alternatives/"),
+        E::Symlink("./etc/alternatives/iptables", &alt),
+        E::Dir("./usr/"),
+        E::Dir("./usr/sbin/"),
+        E::File("./usr/sbin/xtables-nft-multi", &xt_nft),
+        E::File("./usr/sbin/xtables-legacy-multi", &legacy),
+        E::Symlink("./usr/sbin/iptables-nft", "xtables-nft-multi"),
+        E::Symlink("./usr/sbin/iptables-legacy", "xtables-legacy-multi"),
+        E::Symlink("./usr/sbin/iptables", "/etc/alternatives/iptables"),
+        E::Dir("./var/"),
+        E::Dir("./var/lib/"),
+        E::Dir("./var/lib/dpkg/"),
+    ];
+    entries.extend(nft.entries_with_status(&status));
+    tar(&entries)
+}

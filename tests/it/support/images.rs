@@ -838,3 +838,122 @@ pub fn bare_iptables(version: &str, alt: Alt) -> Vec<Entry> {
     v.extend(alternatives(alt));
     v
 }
+
+// ---- Real Debian nftables releases from the fixtures ----
+
+/// `<fixtures>/nftables/<version>` of scripts/fetch-nftables.sh.
+pub fn nftables_release(version: &str) -> PathBuf {
+    let d = fixtures_dir().join("nftables").join(version);
+    assert!(
+        d.join("root").is_dir() && d.join("debs").is_dir(),
+        "missing fixture {} (run scripts/fetch-nftables.sh)",
+        d.display()
+    );
+    d
+}
+
+/// Every package of a fixture directory's debs, as dpkg status stanzas
+/// (`(package, stanza)`), sorted by file name.
+fn stanzas_of(debs: &Path) -> Vec<(String, String)> {
+    let mut paths: Vec<_> = std::fs::read_dir(debs)
+        .expect("read debs")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "deb"))
+        .collect();
+    paths.sort();
+    paths
+        .iter()
+        .map(|p| {
+            let name = p
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.split('_').next())
+                .unwrap_or_default()
+                .to_string();
+            (name, dpkg_stanza(p))
+        })
+        .collect()
+}
+
+/// The nftables release's packages (nftables, libnftables1, libnftnl11 and,
+/// for trixie and later, libc6) as dpkg status stanzas.
+pub fn nftables_stanzas(version: &str) -> Vec<(String, String)> {
+    stanzas_of(&nftables_release(version).join("debs"))
+}
+
+/// The Debian package version of the release's `libnftables1` ("1.1.3-1").
+pub fn nftables_package_version(version: &str) -> String {
+    nftables_stanzas(version)
+        .iter()
+        .find(|(name, _)| name == "libnftables1")
+        .and_then(|(_, s)| s.lines().find_map(|l| l.strip_prefix("Version: ")))
+        .expect("libnftables1 stanza with a Version")
+        .to_string()
+}
+
+/// The extracted nftables release: nft, libnftables and its links, no
+/// package database.
+pub fn bare_nftables(version: &str) -> Vec<Entry> {
+    vec![Entry::Tree {
+        src: nftables_release(version).join("root"),
+        prefix: "/".into(),
+    }]
+}
+
+/// A Debian-like root with nftables `version` installed: the tree and a
+/// dpkg status listing its packages.
+pub fn debian_nftables(version: &str) -> Vec<Entry> {
+    let mut status =
+        String::from("Package: base-files\nStatus: install ok installed\nVersion: 12.4\n\n");
+    for (_, stanza) in nftables_stanzas(version) {
+        status.push_str(&stanza);
+        status.push('\n');
+    }
+    let mut v = bare_nftables(version);
+    v.extend([
+        dir("/var"),
+        dir("/var/lib"),
+        dir("/var/lib/dpkg"),
+        file("/var/lib/dpkg/status", status),
+    ]);
+    v
+}
+
+/// Distroless layout: the tree and one stanza per package in status.d.
+pub fn distroless_nftables(version: &str) -> Vec<Entry> {
+    let mut v = bare_nftables(version);
+    v.extend([
+        dir("/var"),
+        dir("/var/lib"),
+        dir("/var/lib/dpkg"),
+        dir("/var/lib/dpkg/status.d"),
+    ]);
+    for (name, stanza) in nftables_stanzas(version) {
+        let stanza = stanza.replace("Status: install ok installed\n", "");
+        v.push(file(&format!("/var/lib/dpkg/status.d/{name}"), stanza));
+    }
+    v
+}
+
+/// A Debian-like root with both iptables `ipt` (alternatives at `alt`) and
+/// nftables `nft` installed, one dpkg status listing every package.
+pub fn debian_iptables_and_nftables(ipt: &str, alt: Alt, nft: &str) -> Vec<Entry> {
+    let mut status = dpkg_status(ipt);
+    for (_, stanza) in nftables_stanzas(nft) {
+        status.push_str(&stanza);
+        status.push('\n');
+    }
+    let mut v = vec![Entry::Tree {
+        src: iptables_release(ipt).join("root"),
+        prefix: "/".into(),
+    }];
+    v.extend(bare_nftables(nft));
+    v.extend([
+        dir("/var"),
+        dir("/var/lib"),
+        dir("/var/lib/dpkg"),
+        file("/var/lib/dpkg/status", status),
+    ]);
+    v.extend(alternatives(alt));
+    v
+}

@@ -4,6 +4,7 @@
 pub mod images;
 pub mod kube_mock;
 pub mod netns;
+pub mod nft;
 pub mod pki;
 pub mod registry;
 pub mod registry_lying;
