@@ -191,6 +191,13 @@ pub fn status(
                 ip6_tables: ModuleState::Loaded,
                 nf_tables: ModuleState::Loaded,
                 nft_compat: ModuleState::Module,
+                xt: nfguard::node::xt_modules::EXTENSIONS
+                    .iter()
+                    .map(|e| nfguard::api::XtModule {
+                        name: e.module.into(),
+                        state: ModuleState::Module,
+                    })
+                    .collect(),
             }),
         }),
         backends: Some(BackendsFacts {

@@ -10,7 +10,7 @@ pub use profile::{
     ActiveBackend, BackendFacts, BackendsFacts, BridgeFacts, Condition, KernelFacts, KernelModules,
     KubeProxyMode, KubeletMarkers, MarkerState, ModuleState, NativeFeature, NativeTable,
     NodeNetfilterProfile, NodeNetfilterProfileSpec, NodeNetfilterProfileStatus, NodeNftables,
-    Writer,
+    Writer, XtModule,
 };
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

@@ -132,6 +132,21 @@ pub struct KernelModules {
     pub ip6_tables: ModuleState,
     pub nf_tables: ModuleState,
     pub nft_compat: ModuleState,
+    /// The x_tables extensions Kubernetes' writers load (kube-proxy's
+    /// comment, mark, conntrack, statistic, ...; CNIs' CT, TPROXY, socket,
+    /// set): iptables-nft loads them through nft_compat, iptables-legacy
+    /// directly, and a rule that needs an absent one fails to load (Talos
+    /// once dropped xt_CT, xt_MARK and xt_TPROXY). Absent from older reporters.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub xt: Vec<XtModule>,
+}
+
+/// One x_tables extension module and how the kernel offers it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct XtModule {
+    /// The module's name (`xt_comment`, `xt_CT`).
+    pub name: String,
+    pub state: ModuleState,
 }
 
 /// How the running kernel offers a module: `loaded` now, `builtin`,

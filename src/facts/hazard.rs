@@ -29,6 +29,9 @@ pub enum HazardCode {
     /// Live named sets carry userdata (libnftables >= 1.1.2) that the host's
     /// own unfixed `nft` segfaults on: every command that lists them fails.
     NftSetsCrashHostNft,
+    /// The kernel lacks x_tables extensions Kubernetes' writers load (xt_CT,
+    /// xt_TPROXY, xt_statistic, ...): rules that need one fail to load.
+    XtModulesAbsent,
 }
 
 impl std::fmt::Display for HazardCode {

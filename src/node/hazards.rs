@@ -44,6 +44,7 @@ pub fn assess(facts: &NodeFacts, min_reader: Option<Version>) -> Vec<Hazard> {
     out.extend(host_tool_hazards(facts.iptables.as_ref(), min_reader));
     let nft_sets = super::nft_skew::node_nftables(facts.nft.as_ref().ok(), facts.nftables.as_ref());
     out.extend(nft_sets_crash_host_nft(&nft_sets));
+    out.extend(xt_modules_absent(facts));
     out.extend(probe_failures(facts));
     out.sort_by_key(|h| std::cmp::Reverse(h.severity));
     out
@@ -342,6 +343,29 @@ pub fn nft_sets_crash_host_nft(n: &NodeNftables) -> Option<Hazard> {
     Some(h)
 }
 
+/// x_tables extensions the kernel lacks for sure (never on `unknown`).
+/// A warning: which rules a node's writers will load is not known until they
+/// fail, but these are the ones Kubernetes' writers use.
+fn xt_modules_absent(facts: &NodeFacts) -> Option<Hazard> {
+    let absent = super::xt_modules::absent(&facts.kernel_modules.xt);
+    if absent.is_empty() {
+        return None;
+    }
+    let list: Vec<String> = absent
+        .iter()
+        .map(|e| format!("{} ({})", e.module, e.used_by))
+        .collect();
+    Some(hazard(
+        HazardCode::XtModulesAbsent,
+        Severity::Warning,
+        format!(
+            "the kernel offers no {}: a rule that needs one fails to load, through iptables-nft \
+             (nft_compat) and iptables-legacy alike",
+            list.join(", ")
+        ),
+    ))
+}
+
 fn probe_failures(facts: &NodeFacts) -> Vec<Hazard> {
     let mut out = Vec::new();
     for (backend, res, supported) in [
@@ -600,5 +624,42 @@ mod tests {
         assert!(found(new, host("1.0.6-2.1+k8s1")).is_empty());
         assert!(found(new, host("0.9.8-3.1+deb11u2")).len() == 1);
         assert!(found(new, None).is_empty());
+    }
+
+    #[test]
+    fn absent_xt_modules_are_a_warning_naming_their_users_and_unknown_is_silent() {
+        use crate::api::{ModuleState, XtModule};
+        let mut f = facts(RuleSet::default(), RuleSet::default());
+        let xt = |name: &str, state| XtModule {
+            name: name.into(),
+            state,
+        };
+        f.kernel_modules.xt = vec![
+            xt("xt_comment", ModuleState::Builtin),
+            xt("xt_CT", ModuleState::Absent),
+            xt("xt_TPROXY", ModuleState::Unknown),
+        ];
+        let hs: Vec<Hazard> = assess(&f, None)
+            .into_iter()
+            .filter(|h| h.code == HazardCode::XtModulesAbsent)
+            .collect();
+        assert_eq!(hs.len(), 1, "{hs:?}");
+        assert_eq!(hs[0].severity, Severity::Warning);
+        assert!(
+            hs[0].message.contains("xt_CT (-j CT: Cilium, Calico)"),
+            "{}",
+            hs[0].message
+        );
+        assert!(
+            !hs[0].message.contains("TPROXY"),
+            "unknown is no sign: {}",
+            hs[0].message
+        );
+        f.kernel_modules.xt[1].state = ModuleState::Module;
+        assert!(
+            !assess(&f, None)
+                .iter()
+                .any(|h| h.code == HazardCode::XtModulesAbsent)
+        );
     }
 }

@@ -62,13 +62,20 @@ impl Module {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Installed {
     pub from_files: [Option<ModuleState>; 4],
+    /// The same for `xt_modules::EXTENSIONS`, in their order.
+    pub xt_from_files: Vec<Option<ModuleState>>,
     /// `/proc/modules` exists: the kernel can load modules at all.
     pub modules_supported: Option<bool>,
 }
 
 /// `loaded`: Some(true) in the kernel now, Some(false) a reliable sign says
 /// it is not, None no such sign (a built-in nft_compat shows nowhere).
-pub fn assess(loaded: [Option<bool>; 4], installed: &Installed) -> KernelModules {
+/// `xt_loaded`: `xt_modules::loaded`, in `EXTENSIONS` order.
+pub fn assess(
+    loaded: [Option<bool>; 4],
+    xt_loaded: &[Option<bool>],
+    installed: &Installed,
+) -> KernelModules {
     let s = |m: Module| {
         let i = index(m);
         state(
@@ -82,6 +89,11 @@ pub fn assess(loaded: [Option<bool>; 4], installed: &Installed) -> KernelModules
         ip6_tables: s(Module::Ip6Tables),
         nf_tables: s(Module::NfTables),
         nft_compat: s(Module::NftCompat),
+        xt: super::xt_modules::assess(
+            xt_loaded,
+            &installed.xt_from_files,
+            installed.modules_supported,
+        ),
     }
 }
 
@@ -89,7 +101,7 @@ fn index(m: Module) -> usize {
     Module::ALL.iter().position(|x| *x == m).unwrap_or(0)
 }
 
-fn state(
+pub(super) fn state(
     loaded: Option<bool>,
     from_files: Option<ModuleState>,
     modules_supported: Option<bool>,
@@ -116,29 +128,53 @@ pub fn installed_from(
     modules_supported: Option<bool>,
 ) -> Installed {
     let one = |m: Module| {
-        let stem = m.file_stem();
-        if let (Some(builtin), Some(dep)) = (builtin, dep) {
-            return Some(if lists(builtin, stem) {
-                ModuleState::Builtin
-            } else if lists(dep, stem) {
-                ModuleState::Module
-            } else {
-                ModuleState::Absent
-            });
+        // Linux 6.17 builds no legacy xtables at all without
+        // CONFIG_NETFILTER_XTABLES_LEGACY, whatever else the config says.
+        let legacy = matches!(m, Module::IpTables | Module::Ip6Tables);
+        if legacy
+            && (builtin.is_none() || dep.is_none())
+            && config.and_then(|c| config_value(c, LEGACY_GATE)) == Some('n')
+        {
+            return Some(ModuleState::Absent);
         }
-        let cfg = config?;
-        Some(
-            match m.config_symbols().iter().find_map(|s| config_value(cfg, s)) {
-                Some('y') => ModuleState::Builtin,
-                Some('m') => ModuleState::Module,
-                _ => ModuleState::Absent,
-            },
-        )
+        installed_state(builtin, dep, config, m.file_stem(), m.config_symbols())
     };
     Installed {
         from_files: Module::ALL.map(one),
+        xt_from_files: super::xt_modules::from_files(builtin, dep, config),
         modules_supported,
     }
+}
+
+/// Linux 6.17's switch for every legacy xtables table (off by default).
+const LEGACY_GATE: &str = "CONFIG_NETFILTER_XTABLES_LEGACY";
+
+/// One module's state from the module lists (both needed: a module in
+/// neither is absent), else from the first of `symbols` the config names
+/// (a kernel config that does not name it was built without it). None:
+/// nothing to read.
+pub(super) fn installed_state(
+    builtin: Option<&str>,
+    dep: Option<&str>,
+    config: Option<&str>,
+    stem: &str,
+    symbols: &[&str],
+) -> Option<ModuleState> {
+    if let (Some(builtin), Some(dep)) = (builtin, dep) {
+        return Some(if lists(builtin, stem) {
+            ModuleState::Builtin
+        } else if lists(dep, stem) {
+            ModuleState::Module
+        } else {
+            ModuleState::Absent
+        });
+    }
+    let cfg = config?;
+    Some(match symbols.iter().find_map(|s| config_value(cfg, s)) {
+        Some('y') => ModuleState::Builtin,
+        Some('m') => ModuleState::Module,
+        _ => ModuleState::Absent,
+    })
 }
 
 /// Whether a modules.builtin / modules.dep text names `stem` (`-` and `_`
@@ -228,7 +264,7 @@ mod tests {
     #[test]
     fn loaded_wins_over_every_list() {
         let files = installed_from(Some(""), Some(""), None, Some(true));
-        let m = assess([Some(true), Some(false), Some(false), None], &files);
+        let m = assess([Some(true), Some(false), Some(false), None], &[], &files);
         assert_eq!(m.ip_tables, ModuleState::Loaded);
         assert_eq!(m.ip6_tables, ModuleState::Absent);
     }
@@ -237,6 +273,7 @@ mod tests {
     fn unloaded_but_installed_is_available() {
         let m = assess(
             NOT_LOADED,
+            &[],
             &installed_from(Some(BUILTIN), Some(DEP), None, Some(true)),
         );
         assert_eq!(m.ip_tables, ModuleState::Builtin);
@@ -256,7 +293,7 @@ mod tests {
             Some("CONFIG_IP_NF_IPTABLES=m\n"),
             Some(true),
         );
-        let m = assess(NOT_LOADED, &files);
+        let m = assess(NOT_LOADED, &[], &files);
         assert_eq!(m.ip_tables, ModuleState::Absent);
         assert!(!m.ip_tables.available());
         assert_eq!(m.nft_compat, ModuleState::Module);
@@ -269,6 +306,7 @@ mod tests {
         // One list alone is not enough to call a module absent.
         let m = assess(
             NOT_LOADED,
+            &[],
             &installed_from(Some(BUILTIN), None, Some(cfg), Some(true)),
         );
         assert_eq!(m.ip_tables, ModuleState::Absent);
@@ -278,12 +316,20 @@ mod tests {
 
     #[test]
     fn without_module_support_not_loaded_is_absent_but_no_sign_is_unknown() {
-        let m = assess(NOT_LOADED, &installed_from(None, None, None, Some(false)));
+        let m = assess(
+            NOT_LOADED,
+            &[],
+            &installed_from(None, None, None, Some(false)),
+        );
         assert_eq!(m.ip_tables, ModuleState::Absent);
         // nft_compat has no loaded sign when built in: never guess absent.
         assert_eq!(m.nft_compat, ModuleState::Unknown);
         assert!(m.nft_compat.available());
-        let m = assess(NOT_LOADED, &installed_from(None, None, None, Some(true)));
+        let m = assess(
+            NOT_LOADED,
+            &[],
+            &installed_from(None, None, None, Some(true)),
+        );
         assert_eq!(m.ip_tables, ModuleState::Unknown);
     }
 
@@ -339,5 +385,40 @@ mod tests {
         assert!(std::fs::metadata(&bomb).unwrap().len() < 64 * 1024);
         assert_eq!(read_config(&bomb), None);
         assert_eq!(read_config(&dir.path().join("missing.gz")), None);
+    }
+
+    #[test]
+    fn linux_6_17_without_the_legacy_switch_has_no_legacy_tables() {
+        // CONFIG_IP_NF_IPTABLES may stay (nft_compat's shared parts), but
+        // without CONFIG_NETFILTER_XTABLES_LEGACY no legacy table is built.
+        let cfg = "# CONFIG_NETFILTER_XTABLES_LEGACY is not set\nCONFIG_IP_NF_IPTABLES=m\n\
+                   CONFIG_IP6_NF_IPTABLES=m\nCONFIG_NF_TABLES=m\nCONFIG_NFT_COMPAT=m\n";
+        let m = assess(
+            NOT_LOADED,
+            &[],
+            &installed_from(None, None, Some(cfg), Some(true)),
+        );
+        assert_eq!(m.ip_tables, ModuleState::Absent);
+        assert_eq!(m.ip6_tables, ModuleState::Absent);
+        assert_eq!(m.nf_tables, ModuleState::Module);
+        assert_eq!(m.nft_compat, ModuleState::Module);
+        // Switched on: the table's own symbol decides as before.
+        let on = cfg.replace(
+            "# CONFIG_NETFILTER_XTABLES_LEGACY is not set",
+            "CONFIG_NETFILTER_XTABLES_LEGACY=y",
+        );
+        let m = assess(
+            NOT_LOADED,
+            &[],
+            &installed_from(None, None, Some(&on), Some(true)),
+        );
+        assert_eq!(m.ip_tables, ModuleState::Module);
+        // Loaded wins over the config (what the kernel does is the truth).
+        let m = assess(
+            [Some(true), Some(false), Some(false), None],
+            &[],
+            &installed_from(None, None, Some(cfg), Some(true)),
+        );
+        assert_eq!(m.ip_tables, ModuleState::Loaded);
     }
 }

@@ -16,6 +16,7 @@ pub mod native;
 pub mod nft_skew;
 pub mod system;
 pub mod text;
+pub mod xt_modules;
 
 use crate::api::{
     BackendsFacts, BridgeFacts, KernelFacts, KernelModules, ModuleState, NodeNetfilterProfileStatus,
@@ -118,7 +119,7 @@ pub fn gather_with_host(cfg: &ProbeConfig, host: HostFacts) -> NodeFacts {
         kernel_release: system::kernel_release(),
         nf_tables_supported,
         ip_tables_supported,
-        kernel_modules: kmod::assess(loaded, &host.modules),
+        kernel_modules: kmod::assess(loaded, &xt_modules::loaded(&cfg.sys_dir), &host.modules),
         nft,
         legacy,
         bridge: system::bridge(&cfg.proc_dir, &cfg.sys_dir),

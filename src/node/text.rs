@@ -78,6 +78,13 @@ pub fn render(s: &NodeNetfilterProfileStatus) -> String {
             ),
         };
     }
+    if let Some(m) = s.kernel.as_ref().and_then(|k| k.modules.as_ref()) {
+        let absent = super::xt_modules::absent(&m.xt);
+        if !absent.is_empty() {
+            let names: Vec<&str> = absent.iter().map(|e| e.module).collect();
+            let _ = writeln!(o, "  absent xt:       {}", names.join(", "));
+        }
+    }
     if let Some(b) = &s.backends {
         o.push_str("Backends:\n");
         for (name, f) in [("nft", &b.nft), ("legacy", &b.legacy)] {

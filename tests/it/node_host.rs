@@ -142,4 +142,55 @@ fn kernel_modules_come_from_the_running_kernels_lists_under_the_host_root() {
     std::fs::write(dir.join("modules.dep"), "").unwrap();
     let v = inspect(&ns, root.path());
     assert_eq!(v["kernel"]["modules"]["nftCompat"], "absent", "{v:#}");
+
+    // The x_tables extensions Kubernetes' writers load, from the same lists
+    // (a Talos-like kernel that lost xt_TPROXY and the rest): each with its
+    // state, and the absent ones in one warning naming who needs them.
+    std::fs::write(
+        dir.join("modules.builtin"),
+        "kernel/net/netfilter/nf_tables.ko\nkernel/net/netfilter/xt_comment.ko\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("modules.dep"),
+        "kernel/net/netfilter/xt_CT.ko.zst: kernel/net/netfilter/x_tables.ko.zst\n",
+    )
+    .unwrap();
+    let v = inspect(&ns, root.path());
+    let xt = |name: &str| -> Value {
+        v["kernel"]["modules"]["xt"]
+            .as_array()
+            .expect("xt modules")
+            .iter()
+            .find(|m| m["name"] == name)
+            .map(|m| m["state"].clone())
+            .unwrap_or(Value::Null)
+    };
+    // Loaded wins where this kernel shows a sysfs entry; else the lists.
+    let loaded = |name: &str| std::path::Path::new("/sys/module").join(name).exists();
+    for (name, listed) in [
+        ("xt_comment", "builtin"),
+        ("xt_CT", "module"),
+        ("xt_TPROXY", "absent"),
+    ] {
+        let want = if loaded(name) { "loaded" } else { listed };
+        assert_eq!(xt(name), want, "{name}: {v:#}");
+    }
+    let hazard = v["hazards"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["code"] == "XtModulesAbsent")
+        .cloned()
+        .unwrap_or_else(|| panic!("no XtModulesAbsent: {v:#}"));
+    assert_eq!(hazard["severity"], "warning");
+    let msg = hazard["message"].as_str().unwrap();
+    assert!(
+        msg.contains("xt_TPROXY (-j TPROXY: Cilium, Istio)"),
+        "{msg}"
+    );
+    assert!(
+        !msg.contains("xt_comment") && !msg.contains("xt_CT "),
+        "{msg}"
+    );
 }
