@@ -189,11 +189,7 @@ mod tests {
     fn config_decides_without_lists_and_nothing_readable_is_unknown() {
         let cfg = "CONFIG_NETFILTER_XT_TARGET_CT=m\n# CONFIG_NETFILTER_XT_TARGET_TPROXY is not set\n\
                    CONFIG_NETFILTER_XT_MATCH_COMMENT=y\n";
-        let m = assess(
-            &[None; 12],
-            &from_files(None, None, Some(cfg)),
-            Some(true),
-        );
+        let m = assess(&[None; 12], &from_files(None, None, Some(cfg)), Some(true));
         assert_eq!(state_of(&m, "xt_CT"), ModuleState::Module);
         assert_eq!(state_of(&m, "xt_TPROXY"), ModuleState::Absent);
         assert_eq!(state_of(&m, "xt_comment"), ModuleState::Builtin);
