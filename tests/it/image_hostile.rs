@@ -5,7 +5,6 @@ use crate::support::images;
 use crate::support::registry;
 use crate::support::registry_lying as lying;
 
-use assert_cmd::Command;
 use images::*;
 use lying::{LyingRegistry, Reply, StallingListener};
 use registry::Registry;
@@ -15,30 +14,7 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-struct Run {
-    code: i32,
-    json: Value,
-    stderr: String,
-}
-
-fn inspect(reg: &str, reference: &str, extra: &[&str]) -> Run {
-    let out = Command::cargo_bin("nfguard")
-        .unwrap()
-        .args(inspect_image_args(reference, reg))
-        .args(extra)
-        .env_remove("DOCKER_CONFIG")
-        .env("HOME", "/nonexistent")
-        .timeout(Duration::from_secs(120))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(!stderr.contains("panicked"), "panic: {stderr}");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        json: serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
-        stderr,
-    }
-}
+use images::{InspectRun as Run, inspect_cli as inspect};
 
 fn fails_with(r: &Run, needles: &[&str]) {
     assert_eq!(

@@ -11,31 +11,7 @@ use registry::Registry;
 use serde_json::Value;
 use std::path::Path;
 
-struct Run {
-    code: i32,
-    json: Value,
-    stderr: String,
-}
-
-fn inspect(reg: &str, reference: &str, extra: &[&str]) -> Run {
-    let out = Command::cargo_bin("nfguard")
-        .unwrap()
-        .args(inspect_image_args(reference, reg))
-        .args(extra)
-        .env_remove("DOCKER_CONFIG")
-        .env("HOME", "/nonexistent")
-        .timeout(std::time::Duration::from_secs(120))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(!stderr.contains("panicked"), "panic: {stderr}");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        json: serde_json::from_str(&stdout).unwrap_or(Value::Null),
-        stderr,
-    }
-}
+use images::inspect_cli as inspect;
 
 fn ok(reg: &str, reference: &str, extra: &[&str]) -> Value {
     let r = inspect(reg, reference, extra);

@@ -82,28 +82,37 @@ pub fn real_binary(release: &str, name: &str) -> Vec<u8> {
 /// A Debian-like layer installing iptables `release` with the alternatives
 /// pointing at `backend`, the real binaries and a dpkg status stanza.
 pub fn debian_install(release: &str, pkg_version: &str, backend: &str) -> Vec<u8> {
-    let nft = real_binary(release, "xtables-nft-multi");
-    let legacy = real_binary(release, "xtables-legacy-multi");
+    let (nft, legacy) = (
+        real_binary(release, "xtables-nft-multi"),
+        real_binary(release, "xtables-legacy-multi"),
+    );
     let status =
         format!("Package: iptables\nStatus: install ok installed\nVersion: {pkg_version}\n\n");
     let alt = format!("/usr/sbin/iptables-{backend}");
-    tar(&[
+    let mut entries = iptables_entries(&alt, &nft, &legacy);
+    entries.push(E::File("./var/lib/dpkg/status", status.as_bytes()));
+    tar(&entries)
+}
+
+/// The iptables part of `debian_install`: alternatives, binaries, their
+/// links and the dpkg directory (the status file is the caller's).
+fn iptables_entries<'a>(alt: &'a str, nft: &'a [u8], legacy: &'a [u8]) -> Vec<E<'a>> {
+    vec![
         E::Dir("./"),
         E::Dir("./etc/"),
         E::Dir("./etc/alternatives/"),
-        E::Symlink("./etc/alternatives/iptables", &alt),
+        E::Symlink("./etc/alternatives/iptables", alt),
         E::Dir("./usr/"),
         E::Dir("./usr/sbin/"),
-        E::File("./usr/sbin/xtables-nft-multi", &nft),
-        E::File("./usr/sbin/xtables-legacy-multi", &legacy),
+        E::File("./usr/sbin/xtables-nft-multi", nft),
+        E::File("./usr/sbin/xtables-legacy-multi", legacy),
         E::Symlink("./usr/sbin/iptables-nft", "xtables-nft-multi"),
         E::Symlink("./usr/sbin/iptables-legacy", "xtables-legacy-multi"),
         E::Symlink("./usr/sbin/iptables", "/etc/alternatives/iptables"),
         E::Dir("./var/"),
         E::Dir("./var/lib/"),
         E::Dir("./var/lib/dpkg/"),
-        E::File("./var/lib/dpkg/status", status.as_bytes()),
-    ])
+    ]
 }
 
 /// A usr-merged Debian base: /sbin, /bin, /lib are links into /usr.
@@ -210,28 +219,15 @@ impl NftInstall {
 /// (one dpkg status naming both).
 pub fn debian_install_and_nft(release: &str, pkg_version: &str, backend: &str) -> Vec<u8> {
     let nft = NftInstall::trixie();
-    let xt_nft = real_binary(release, "xtables-nft-multi");
-    let legacy = real_binary(release, "xtables-legacy-multi");
+    let (xt_nft, legacy) = (
+        real_binary(release, "xtables-nft-multi"),
+        real_binary(release, "xtables-legacy-multi"),
+    );
     let status = format!(
         "Package: iptables\nStatus: install ok installed\nVersion: {pkg_version}\n\n{NFT_STATUS_1_1_3}"
     );
     let alt = format!("/usr/sbin/iptables-{backend}");
-    let mut entries = vec![
-        E::Dir("./"),
-        E::Dir("./etc/"),
-        E::Dir("./etc/alternatives/"),
-        E::Symlink("./etc/alternatives/iptables", &alt),
-        E::Dir("./usr/"),
-        E::Dir("./usr/sbin/"),
-        E::File("./usr/sbin/xtables-nft-multi", &xt_nft),
-        E::File("./usr/sbin/xtables-legacy-multi", &legacy),
-        E::Symlink("./usr/sbin/iptables-nft", "xtables-nft-multi"),
-        E::Symlink("./usr/sbin/iptables-legacy", "xtables-legacy-multi"),
-        E::Symlink("./usr/sbin/iptables", "/etc/alternatives/iptables"),
-        E::Dir("./var/"),
-        E::Dir("./var/lib/"),
-        E::Dir("./var/lib/dpkg/"),
-    ];
+    let mut entries = iptables_entries(&alt, &xt_nft, &legacy);
     entries.extend(nft.entries_with_status(&status));
     tar(&entries)
 }

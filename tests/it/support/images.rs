@@ -957,3 +957,32 @@ pub fn debian_iptables_and_nftables(ipt: &str, alt: Alt, nft: &str) -> Vec<Entry
     v.extend(alternatives(alt));
     v
 }
+
+/// What `nfguard inspect image` printed, run through the CLI binary with no
+/// docker config: its exit code, its JSON (null when none) and stderr.
+pub struct InspectRun {
+    pub code: i32,
+    pub json: serde_json::Value,
+    pub stderr: String,
+}
+
+/// `nfguard inspect image REFERENCE` against the test registry `reg`, with
+/// `extra` arguments; a panic in the binary fails the test.
+pub fn inspect_cli(reg: &str, reference: &str, extra: &[&str]) -> InspectRun {
+    let out = assert_cmd::Command::cargo_bin("nfguard")
+        .unwrap()
+        .args(inspect_image_args(reference, reg))
+        .args(extra)
+        .env_remove("DOCKER_CONFIG")
+        .env("HOME", "/nonexistent")
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!stderr.contains("panicked"), "panic: {stderr}");
+    InspectRun {
+        code: out.status.code().unwrap_or(-1),
+        json: serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null),
+        stderr,
+    }
+}
