@@ -38,7 +38,7 @@ command -v cargo-nextest >/dev/null || cargo install --locked cargo-nextest
 python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
   -r scripts/test-requirements.txt
 
-# Real iptables releases 1.8.7 / 1.8.9 / 1.8.11 and nftables releases 0.9.8
+# Real iptables releases 1.8.7 / 1.8.9 / 1.8.11 / 1.8.13 and nftables releases 0.9.8
 # / 1.0.6 / 1.1.3 / sid's from Debian's archive.
 export NFGUARD_FIXTURES="${NFGUARD_FIXTURES:-$PWD/target/fixtures}"
 scripts/fetch-iptables.sh "$NFGUARD_FIXTURES/iptables"

@@ -11,6 +11,13 @@
 //! - `payload` network header +9 len 1 (IPv4 `-p` since 1.8.10): recorded,
 //!   but measured readable by 1.8.7 (it prints `-p tcp` back), so no minimum.
 //!
+//! Writers measured: 1.8.7, 1.8.9, 1.8.11 and 1.8.13 (Debian forky). 1.8.13
+//! writes the same expressions as 1.8.11 and no rule userdata: the opt-in
+//! "compat extensions in rule userdata" (`--compat` / `XTABLES_COMPAT`) that
+//! would let a reader fall back to the xt extension was reverted upstream
+//! before 1.8.12 was tagged, so no release writes it and no minimum changes
+//! (tests/it/node_min_reader.rs, `no_release_writes_compat_userdata`).
+//!
 //! What iptables-nft has always written natively (`meta iifname/oifname/l4proto`,
 //! network-header addresses, `cmp`, `bitwise`, `counter`, verdicts) needs no minimum.
 

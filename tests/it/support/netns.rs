@@ -20,8 +20,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
-/// The iptables releases the fixture script provides.
-pub const RELEASES: [&str; 3] = ["1.8.7", "1.8.9", "1.8.11"];
+/// The iptables releases the fixture script provides (1.8.13 is Debian forky's,
+/// run with forky's own libc and loader).
+pub const RELEASES: [&str; 4] = ["1.8.7", "1.8.9", "1.8.11", "1.8.13"];
 
 /// `$NFGUARD_FIXTURES`, else `<crate>/target/fixtures`.
 pub fn fixtures_dir() -> PathBuf {
