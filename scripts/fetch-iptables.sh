@@ -26,20 +26,9 @@ mkdir -p "$OUT"
 # and each release's `run` wrapper names its own directory.
 OUT=$(cd "$OUT" && pwd)
 
-archive_uri() {
-  local uri=""
-  if compgen -G "/etc/apt/sources.list.d/*.sources" >/dev/null; then
-    uri=$(awk '/^URIs:/ && $2 !~ /security/ {print $2; exit}' /etc/apt/sources.list.d/*.sources)
-  fi
-  if [ -z "$uri" ] && [ -f /etc/apt/sources.list ]; then
-    uri=$(awk '$1=="deb" && $0 !~ /security/ {for (i=2;i<=NF;i++) if ($i ~ /^[a-z]+:\/\//) {print $i; exit}}' /etc/apt/sources.list)
-  fi
-  [ -n "$uri" ] || { echo "fetch-iptables: no Debian archive URI in /etc/apt/sources*" >&2; exit 2; }
-  echo "$uri"
-}
-
-URI=$(archive_uri)
-KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
+FETCH_NAME=fetch-iptables
+# shellcheck source=scripts/debian-fetch.sh
+source "$(dirname "$0")/debian-fetch.sh"
 
 # suite, version, and "libc" when the suite's glibc must come along.
 fetch_suite() { # suite version [libc]
@@ -47,16 +36,10 @@ fetch_suite() { # suite version [libc]
   if [ -x "$dir/root/usr/sbin/xtables-nft-multi" ] && [ -f "$dir/.complete" ]; then
     return 0
   fi
-  rm -rf "$dir"; mkdir -p "$dir/debs" "$dir/root" "$dir/apt/lists/partial" "$dir/apt/cache/archives/partial"
-  echo "deb [signed-by=$KEYRING] $URI $suite main" > "$dir/apt/sources.list"
-  local opts=(-o "Dir::Etc::sourcelist=$dir/apt/sources.list" -o "Dir::Etc::sourceparts=-"
-              -o "Dir::State::Lists=$dir/apt/lists" -o "Dir::Cache=$dir/apt/cache"
-              -o "Dir::State::status=/dev/null" -o "APT::Get::List-Cleanup=0"
-              -o "Acquire::Languages=none" -o "APT::Architecture=amd64" -o "APT::Architectures=amd64")
+  rm -rf "$dir"; mkdir -p "$dir/root"
   local pkgs=(iptables libxtables12 libip4tc2 libip6tc2 libnftnl11)
   if [ "$libc" = libc ]; then pkgs+=(libc6); fi
-  apt-get -qq "${opts[@]}" update
-  (cd "$dir/debs" && apt-get -qq "${opts[@]}" download "${pkgs[@]}")
+  fetch_debs "$dir" "$suite" "${pkgs[@]}"
   for deb in "$dir"/debs/*.deb; do dpkg -x "$deb" "$dir/root"; done
   local got
   got=$(dpkg-deb -f "$dir"/debs/iptables_*.deb Version)
@@ -89,7 +72,6 @@ exec env LD_LIBRARY_PATH="\$lib" XTABLES_LIBDIR="\$lib/xtables" "\$d/usr/sbin/\$
 RUN
   fi
   chmod +x "$dir/run"
-  rm -rf "$dir/apt"
   touch "$dir/.complete"
   echo "fetch-iptables: $ver ready in $dir"
 }

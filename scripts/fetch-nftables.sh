@@ -27,20 +27,9 @@ mkdir -p "$OUT"
 # and each release's `run` wrapper names its own directory.
 OUT=$(cd "$OUT" && pwd)
 
-archive_uri() {
-  local uri=""
-  if compgen -G "/etc/apt/sources.list.d/*.sources" >/dev/null; then
-    uri=$(awk '/^URIs:/ && $2 !~ /security/ {print $2; exit}' /etc/apt/sources.list.d/*.sources)
-  fi
-  if [ -z "$uri" ] && [ -f /etc/apt/sources.list ]; then
-    uri=$(awk '$1=="deb" && $0 !~ /security/ {for (i=2;i<=NF;i++) if ($i ~ /^[a-z]+:\/\//) {print $i; exit}}' /etc/apt/sources.list)
-  fi
-  [ -n "$uri" ] || { echo "fetch-nftables: no Debian archive URI in /etc/apt/sources*" >&2; exit 2; }
-  echo "$uri"
-}
-
-URI=$(archive_uri)
-KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
+FETCH_NAME=fetch-nftables
+# shellcheck source=scripts/debian-fetch.sh
+source "$(dirname "$0")/debian-fetch.sh"
 HOST_LOADER=/lib64/ld-linux-x86-64.so.2
 
 # suite, expected version (upstream part; "min:X" accepts any version >= X),
@@ -50,16 +39,10 @@ fetch_suite() { # suite expect name [libc]
   if [ -x "$dir/root/usr/sbin/nft" ] && [ -x "$dir/run" ] && [ -f "$dir/.complete" ]; then
     return 0
   fi
-  rm -rf "$dir"; mkdir -p "$dir/debs" "$dir/root" "$dir/apt/lists/partial" "$dir/apt/cache/archives/partial"
-  echo "deb [signed-by=$KEYRING] $URI $suite main" > "$dir/apt/sources.list"
-  local opts=(-o "Dir::Etc::sourcelist=$dir/apt/sources.list" -o "Dir::Etc::sourceparts=-"
-              -o "Dir::State::Lists=$dir/apt/lists" -o "Dir::Cache=$dir/apt/cache"
-              -o "Dir::State::status=/dev/null" -o "APT::Get::List-Cleanup=0"
-              -o "Acquire::Languages=none" -o "APT::Architecture=amd64" -o "APT::Architectures=amd64")
+  rm -rf "$dir"; mkdir -p "$dir/root"
   local pkgs=(nftables libnftables1 libnftnl11)
   if [ "$libc" = libc ]; then pkgs+=(libc6); fi
-  apt-get -qq "${opts[@]}" update
-  (cd "$dir/debs" && apt-get -qq "${opts[@]}" download "${pkgs[@]}")
+  fetch_debs "$dir" "$suite" "${pkgs[@]}"
   for deb in "$dir"/debs/*.deb; do dpkg -x "$deb" "$dir/root"; done
 
   local got lib
@@ -99,7 +82,6 @@ RUN
   case "$says" in "nftables v${got%%-*} "*) ;; *) echo "fetch-nftables: $dir/run --version says '$says', expected v${got%%-*}" >&2; exit 2;; esac
 
   echo "$got" > "$dir/version"
-  rm -rf "$dir/apt"
   touch "$dir/.complete"
   echo "fetch-nftables: $got ($suite) ready in $dir"
 }
