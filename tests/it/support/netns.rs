@@ -220,22 +220,7 @@ pub fn installed_host_root(release: &str, backend: &str) -> tempfile::TempDir {
                 .is_some_and(|n| n.to_string_lossy().starts_with("iptables_"))
         })
         .expect("iptables .deb in fixtures");
-    let control = check(
-        Command::new("dpkg-deb")
-            .arg("-f")
-            .arg(&deb)
-            .output()
-            .expect("dpkg-deb"),
-        "dpkg-deb -f",
-    );
-    let mut stanza = String::new();
-    for line in String::from_utf8_lossy(&control.stdout).lines() {
-        stanza.push_str(line);
-        stanza.push('\n');
-        if line.starts_with("Package:") {
-            stanza.push_str("Status: install ok installed\n");
-        }
-    }
+    let stanza = installed_stanza(&deb);
     let root = tmp.path();
     std::fs::create_dir_all(root.join("var/lib/dpkg")).unwrap();
     std::fs::write(root.join("var/lib/dpkg/status"), format!("{stanza}\n")).unwrap();
@@ -248,6 +233,27 @@ pub fn installed_host_root(release: &str, backend: &str) -> tempfile::TempDir {
     let _ = std::fs::remove_file(root.join("usr/sbin/iptables"));
     symlink("/etc/alternatives/iptables", root.join("usr/sbin/iptables")).unwrap();
     tmp
+}
+
+/// A .deb's control stanza as dpkg's `status` records it once installed.
+pub fn installed_stanza(deb: &std::path::Path) -> String {
+    let control = check(
+        Command::new("dpkg-deb")
+            .arg("-f")
+            .arg(deb)
+            .output()
+            .expect("dpkg-deb"),
+        "dpkg-deb -f",
+    );
+    let mut stanza = String::new();
+    for line in String::from_utf8_lossy(&control.stdout).lines() {
+        stanza.push_str(line);
+        stanza.push('\n');
+        if line.starts_with("Package:") {
+            stanza.push_str("Status: install ok installed\n");
+        }
+    }
+    stanza
 }
 
 // ---- The rules kubelet and kube-proxy write, for the node scenarios ----

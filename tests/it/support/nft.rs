@@ -2,7 +2,7 @@
 //! run inside a test's network namespace, and a node root with one of them
 //! installed as dpkg leaves it.
 
-use super::netns::{Netns, check, fixtures_dir};
+use super::netns::{Netns, check, fixtures_dir, installed_stanza};
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -80,22 +80,7 @@ pub fn installed_root(release: &str) -> tempfile::TempDir {
     );
     let mut status = String::new();
     for deb in std::fs::read_dir(dir.join("debs")).expect("debs dir") {
-        let deb = deb.expect("entry").path();
-        let control = check(
-            Command::new("dpkg-deb")
-                .arg("-f")
-                .arg(&deb)
-                .output()
-                .expect("dpkg-deb"),
-            "dpkg-deb -f",
-        );
-        for line in String::from_utf8_lossy(&control.stdout).lines() {
-            status.push_str(line);
-            status.push('\n');
-            if line.starts_with("Package:") {
-                status.push_str("Status: install ok installed\n");
-            }
-        }
+        status.push_str(&installed_stanza(&deb.expect("entry").path()));
         status.push('\n');
     }
     let root = tmp.path();
