@@ -114,20 +114,18 @@ fn probed(status: &NodeNetfilterProfileStatus) -> bool {
 }
 
 fn healthy(status: &NodeNetfilterProfileStatus) -> Condition {
-    let mut critical: Vec<String> = status
-        .hazards
-        .iter()
-        .flatten()
+    // The reporter's hazards and the ones the controller derives from them
+    // and its writer inventory.
+    let derived = crate::node::hazards::controller_hazards(status);
+    let all = || status.hazards.iter().flatten().chain(&derived);
+    let mut critical: Vec<String> = all()
         .filter(|h| h.severity == Severity::Critical)
         .map(|h| h.code.to_string())
         .collect();
     critical.sort();
     critical.dedup();
     if let Some(first) = critical.first() {
-        let detail: Vec<&str> = status
-            .hazards
-            .iter()
-            .flatten()
+        let detail: Vec<&str> = all()
             .filter(|h| h.severity == Severity::Critical)
             .map(|h| h.message.as_str())
             .collect();
@@ -347,6 +345,43 @@ mod tests {
             ("False", "FirewallUnconditionalDrop")
         );
         assert!(h.message.contains("FirewallUnconditionalDrop here"));
+    }
+
+    #[test]
+    fn healthy_false_when_the_live_sets_crash_a_writer_pods_nft() {
+        use crate::api::{NodeNftables, Writer};
+        use crate::facts::UserdataReader;
+        let mut s = base();
+        s.nftables = Some(NodeNftables {
+            min_reader: Some("1.1.2".parse().unwrap()),
+            crashing_sets: Some(1),
+            crashing_examples: vec!["ip/t/s".into()],
+            ..Default::default()
+        });
+        let now = ts("2026-01-01T00:00:10Z");
+        assert_eq!(
+            get(&conditions(&s, &[], now, None), ConditionType::Healthy).status,
+            "True"
+        );
+        s.writers = Some(vec![Writer {
+            pod: "kube-system/kube-proxy-1".into(),
+            container: "kube-proxy".into(),
+            nft_version: Some("1.0.6".parse().unwrap()),
+            nft_userdata_reader: Some(UserdataReader::Crashes),
+            ..Default::default()
+        }]);
+        let c = conditions(&s, &[], now, None);
+        let h = get(&c, ConditionType::Healthy);
+        assert_eq!(
+            (h.status.as_str(), h.reason.as_str()),
+            ("False", "NftSetsCrashWriterNft")
+        );
+        assert!(
+            h.message
+                .contains("kube-proxy in kube-system/kube-proxy-1 (nft 1.0.6)"),
+            "{}",
+            h.message
+        );
     }
 
     #[test]

@@ -32,6 +32,10 @@ pub enum HazardCode {
     /// The kernel lacks x_tables extensions Kubernetes' writers load (xt_CT,
     /// xt_TPROXY, xt_statistic, ...): rules that need one fail to load.
     XtModulesAbsent,
+    /// Live named sets carry userdata that a writer pod's unfixed `nft`
+    /// (kube-proxy's in nftables mode, a CNI agent's) segfaults on: derived by
+    /// the controller from the reporter's sets and its writer inventory.
+    NftSetsCrashWriterNft,
 }
 
 impl std::fmt::Display for HazardCode {

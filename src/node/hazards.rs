@@ -3,7 +3,8 @@
 use super::NodeFacts;
 use super::backends::{backend_facts, has_kube_chains, holds_rules, kubelet_markers};
 use super::kube_proxy;
-use crate::api::{MarkerState, NodeNftables};
+use super::nft_skew::crashes_release;
+use crate::api::{MarkerState, NodeNetfilterProfileStatus, NodeNftables, Writer};
 use crate::facts::version::is_known_bad;
 use crate::facts::{Backend, Hazard, HazardCode, IptablesFacts, Severity, Version};
 use crate::kernel::{Expr, Rule, RuleSet, Verdict, render_rule};
@@ -343,6 +344,69 @@ pub fn nft_sets_crash_host_nft(n: &NodeNftables) -> Option<Hazard> {
     Some(h)
 }
 
+/// The hazards the controller derives from a profile: what the reporter's
+/// facts mean for the writer pods the controller inventoried. Read beside
+/// `status.hazards` by the `Healthy` condition and the degraded taint.
+pub fn controller_hazards(status: &NodeNetfilterProfileStatus) -> Vec<Hazard> {
+    nft_sets_crash_writers(
+        status.nftables.as_ref(),
+        status.writers.as_deref().unwrap_or(&[]),
+    )
+    .into_iter()
+    .collect()
+}
+
+/// Live sets that writer pods' unfixed `nft` segfaults on: kube-proxy's sync
+/// in nftables mode, a CNI agent's. Named: the sets and the containers.
+pub fn nft_sets_crash_writers(n: Option<&NodeNftables>, writers: &[Writer]) -> Option<Hazard> {
+    const SHOWN: usize = 5;
+    let n = n?;
+    if n.crashing_sets.unwrap_or(0) == 0 {
+        return None;
+    }
+    let mut crashing: Vec<String> = writers
+        .iter()
+        .filter(|w| {
+            w.nft_userdata_reader.is_some_and(|class| {
+                crashes_release(class, w.nft_version, n.min_reader, n.fixed_reader_required)
+                    == Some(true)
+            })
+        })
+        .map(|w| {
+            format!(
+                "{} in {} (nft {})",
+                w.container,
+                w.pod,
+                w.nft_version.map_or("?".into(), |v| v.to_string())
+            )
+        })
+        .collect();
+    if crashing.is_empty() {
+        return None;
+    }
+    let total = crashing.len();
+    crashing.truncate(SHOWN);
+    let more = if total > SHOWN {
+        format!(" and {} more", total - SHOWN)
+    } else {
+        String::new()
+    };
+    let mut h = hazard(
+        HazardCode::NftSetsCrashWriterNft,
+        Severity::Critical,
+        format!(
+            "the live nf_tables sets {} carry userdata that the unfixed nft of writer container(s) {}{more} \
+             segfaults on: every command of theirs that lists the sets (kube-proxy's sync batches \
+             included) fails; upgrade them to a build with the fix (nftables 1.1.4+, 1.0.6.1), or \
+             delete the sets",
+            n.crashing_examples.join(", "),
+            crashing.join(", ")
+        ),
+    );
+    h.table = n.crashing_tables.first().cloned();
+    Some(h)
+}
+
 /// x_tables extensions the kernel lacks for sure (never on `unknown`).
 /// A warning: which rules a node's writers will load is not known until they
 /// fail, but these are the ones Kubernetes' writers use.
@@ -661,5 +725,55 @@ mod tests {
                 .iter()
                 .any(|h| h.code == HazardCode::XtModulesAbsent)
         );
+    }
+
+    #[test]
+    fn writer_pods_whose_nft_crashes_on_the_live_sets_are_named() {
+        use crate::api::{NodeNftables, Writer};
+        use crate::facts::UserdataReader;
+        let n = NodeNftables {
+            min_reader: Some("1.1.2".parse().unwrap()),
+            crashing_sets: Some(1),
+            crashing_examples: vec!["ip/t/s".into()],
+            crashing_tables: vec!["ip/t".into()],
+            ..Default::default()
+        };
+        let w = |container: &str, v: &str, class| Writer {
+            pod: format!("kube-system/{container}-1"),
+            container: container.into(),
+            nft_version: Some(v.parse().unwrap()),
+            nft_userdata_reader: Some(class),
+            ..Default::default()
+        };
+        let writers = [
+            w("kube-proxy", "1.0.6", UserdataReader::Crashes),
+            w("calico-node", "1.1.3", UserdataReader::Current),
+            w("patched", "1.0.6", UserdataReader::Fixed),
+        ];
+        let h = nft_sets_crash_writers(Some(&n), &writers).unwrap();
+        assert_eq!(
+            (h.code, h.severity),
+            (HazardCode::NftSetsCrashWriterNft, Severity::Critical)
+        );
+        assert!(
+            h.message
+                .contains("kube-proxy in kube-system/kube-proxy-1 (nft 1.0.6)"),
+            "{}",
+            h.message
+        );
+        assert!(
+            !h.message.contains("calico") && !h.message.contains("patched"),
+            "{}",
+            h.message
+        );
+        assert_eq!(h.table.as_deref(), Some("ip/t"));
+        // No false hazard: readers that survive, or no crashing set at all.
+        assert!(nft_sets_crash_writers(Some(&n), &writers[1..]).is_none());
+        let quiet = NodeNftables {
+            crashing_sets: Some(0),
+            ..n.clone()
+        };
+        assert!(nft_sets_crash_writers(Some(&quiet), &writers).is_none());
+        assert!(nft_sets_crash_writers(None, &writers).is_none());
     }
 }

@@ -113,7 +113,22 @@ pub fn crashes(
     min_reader: Option<NftVersion>,
     fixed_required: bool,
 ) -> Option<bool> {
-    let class = reader.userdata_reader?;
+    crashes_release(
+        reader.userdata_reader?,
+        reader.release(),
+        min_reader,
+        fixed_required,
+    )
+}
+
+/// [`crashes`] for a reader known by its class and release (a writer pod's,
+/// as the controller's inventory keeps it).
+pub fn crashes_release(
+    class: UserdataReader,
+    release: Option<NftVersion>,
+    min_reader: Option<NftVersion>,
+    fixed_required: bool,
+) -> Option<bool> {
     if class == UserdataReader::Fixed {
         return Some(false);
     }
@@ -123,7 +138,7 @@ pub fn crashes(
     let Some(min) = min_reader else {
         return Some(false);
     };
-    Some(reader.release().is_none_or(|v| v < min))
+    Some(release.is_none_or(|v| v < min))
 }
 
 /// The node's nftables facts: the host's libnftables and what the live sets

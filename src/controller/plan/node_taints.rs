@@ -116,11 +116,14 @@ fn taint_event(
     }
 }
 
+/// The reporter's critical hazards and the controller's derived ones.
 fn first_critical(status: Option<&NodeNetfilterProfileStatus>) -> Option<HazardCode> {
-    status?
+    let status = status?;
+    status
         .hazards
         .iter()
         .flatten()
+        .chain(&crate::node::hazards::controller_hazards(status))
         .filter(|h| h.severity == Severity::Critical)
         .map(|h| h.code)
         .min()
