@@ -138,14 +138,18 @@ fn nfguard_taints(node: &Node) -> Vec<TaintSummary> {
         .collect()
 }
 
-/// Distinct hazards, most severe first, then by code.
+/// Distinct hazards (the reporter's and the controller's derived ones),
+/// most severe first, then by code.
 fn hazard_summaries(profile: &NodeNetfilterProfile) -> Vec<HazardSummary> {
-    let mut out: Vec<HazardSummary> = profile
-        .status
-        .as_ref()
-        .and_then(|s| s.hazards.as_ref())
-        .into_iter()
+    let Some(status) = profile.status.as_ref() else {
+        return Vec::new();
+    };
+    let derived = crate::node::hazards::controller_hazards(status);
+    let mut out: Vec<HazardSummary> = status
+        .hazards
+        .iter()
         .flatten()
+        .chain(&derived)
         .map(|h| HazardSummary {
             code: h.code,
             severity: h.severity,
