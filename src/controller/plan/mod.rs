@@ -171,9 +171,18 @@ pub fn plan_node(facts: &NodeFacts<'_>) -> NodePlan {
         .chain(status_events)
         .chain(taint_events)
         .collect();
+    // The reporter's hazards and the controller's derived ones (metrics
+    // count both, as `Healthy` and the taint do).
     let mut hazards: Vec<HazardCode> = status
-        .and_then(|s| s.hazards.as_ref())
-        .map(|hs| hs.iter().map(|h| h.code).collect())
+        .map(|s| {
+            let derived = crate::node::hazards::controller_hazards(s);
+            s.hazards
+                .iter()
+                .flatten()
+                .chain(&derived)
+                .map(|h| h.code)
+                .collect()
+        })
         .unwrap_or_default();
     hazards.sort();
     hazards.dedup();
