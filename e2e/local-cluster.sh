@@ -831,6 +831,7 @@ up() {
   local started=$SECONDS node
   if [ -f "$STATE/up" ] && running kube-apiserver; then
     log "already up"
+    BIN=$(cat "$STATE/bin")
     print_env
     return 0
   fi

@@ -13,15 +13,18 @@
 #                                incident:1.8.7-nft          iptables 1.8.7, alternatives -> nft
 #                                compatible:1.8.11-wrapper   1.8.11 behind iptables-wrapper
 #                                legacy:1.8.9-legacy         1.8.9, alternatives -> legacy
-#                              (runnable: sh, sleep and the iptables tools)
+#                              (runnable: sh, sleep and the iptables tools), and
+#                              for scenario 26 (local provider):
+#                                nft-writer:1.1.3            Debian trixie's nftables 1.1.3
+#                                                            (nft, libnftables1, its libc6)
 #   NFGUARD_E2E_EXPECT_BACKENDS  optional, e.g. "e2e-nft=nft e2e-legacy=legacy":
 #                              each named node's profile and its
 #                              nfguard.io/iptables-backend label must say so
 #   NFGUARD_E2E_ONLY           optional, e.g. "1 2 5": run only these scenarios
 #   NFGUARD_E2E_NFTABLES_NODE  optional (local: e2e-nftables): a node with no
 #                              iptables command and kube-proxy in nftables
-#                              mode; scenarios 19-22 run only when it is set
-#                              (asking for one of them without it fails)
+#                              mode; scenarios 19-24 and 26 run only when it
+#                              is set (asking for one of them without it fails)
 #   NFGUARD_E2E_PROMETHEUS     optional (local: e2e/local.sh builds it): a
 #                              prometheus binary; a live Prometheus then
 #                              scrapes nfguard (e2e/monitoring.sh): scenario
@@ -144,6 +147,17 @@
 #      controller reads the pods' pull secrets, taints the nft node, its
 #      Tainted event names pod, reason and image; deleted, the taint goes
 #      (e2e/s25-private-image-taint.sh)
+#  26. (local provider) the nft skew incident for real on that node, whose
+#      kube-proxy (nftables mode, on the host) runs the node's unfixed nft
+#      1.0.6: the profile says the host's nft crashes on new set userdata; a
+#      hostNetwork + NET_ADMIN pod bundling trixie's nft 1.1.3 is denied at
+#      admission as [NftNewWriterOldReader] naming kube-proxy's nft; the
+#      same pod where a policy lets nfguard.io/exempt count creates a `type`
+#      set in the node's netns: the node's nft list ruleset exits 139,
+#      kube-proxy's sync segfaults (its log), a Service created afterwards
+#      does not answer; NftSetsCrashHostNft (critical) and Healthy=False
+#      within seconds; the pod's nft deletes the set and everything recovers
+#      (e2e/s26-nft-skew.sh)
 #  27. monitoring, live (NFGUARD_E2E_PROMETHEUS; e2e/monitoring.sh): the
 #      operator's CRDs validate monitoring/ and the chart's render; every
 #      PodMonitor target is up; an invalid policy fires and resolves
@@ -166,7 +180,7 @@ IMG_INCIDENT=$REGISTRY/nfguard-e2e/incident:1.8.7-nft
 IMG_COMPATIBLE=$REGISTRY/nfguard-e2e/compatible:1.8.11-wrapper
 IMG_LEGACY=$REGISTRY/nfguard-e2e/legacy:1.8.9-legacy
 ALL_SCENARIOS="1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 25 30"
-NFT_SCENARIOS="19 20 21 22 23 24"
+NFT_SCENARIOS="19 20 21 22 23 24 26"
 NFT_NODE=${NFGUARD_E2E_NFTABLES_NODE:-}
 [ -z "$NFT_NODE" ] || ALL_SCENARIOS+=" $NFT_SCENARIOS"
 # shellcheck source=e2e/monitoring.sh
@@ -2719,6 +2733,8 @@ s23_what_if() {
 source "$REPO/e2e/s24-node-change.sh"
 # shellcheck source=e2e/s25-private-image-taint.sh
 source "$REPO/e2e/s25-private-image-taint.sh"
+# shellcheck source=e2e/s26-nft-skew.sh
+source "$REPO/e2e/s26-nft-skew.sh"
 # shellcheck source=e2e/scenario-reports.sh
 source "$REPO/e2e/scenario-reports.sh"
 
@@ -2763,6 +2779,9 @@ run_scenario 16 "the reporter's blast radius: only the probed host paths, read-o
 run_scenario 17 "a controller token may write only nfguard.io/ labels and NoSchedule taints of a Node; the controller's own writes pass" s17_controller_node_writes
 run_scenario 18 "nfguard.io/exempt counts only in a namespace a NetfilterPolicy's exemptionNamespaceSelector selects" s18_exemptions
 run_scenario 30 "policy reports: none without a CRD, PolicyReport as the fallback, Report with the openreports CRDs; written only on change; the openreports CRDs removed without an error; removed with the workload" s30_policy_reports
+# 26 first among the node's scenarios: 19-22 then check that it left the
+# node as it found it (20: kube-proxy's tables the only ones, Services answer).
+run_scenario 26 "the nft skew incident for real: trixie's nft 1.1.3 denied at admission naming kube-proxy's nft 1.0.6; let through, its type set makes the node's nft and kube-proxy's sync segfault and a new Service unreachable; NftSetsCrashHostNft within seconds; recovery" s26_nft_skew
 run_scenario 19 "the node without iptables: profile nft, kube-proxy mode nftables, kube-proxy's native table, marker chains not expected, no KubeletChainsMissing, Consistent; kubelet logs that it skips them; its reporter sees no iptables" s19_nftables_profile
 run_scenario 20 "the node without iptables: a ClusterIP Service is reached from the node and from a pod through kube-proxy's nftables rules, the only rules there" s20_service_nftables
 run_scenario 21 "the node without iptables: a legacy hostNetwork + NET_ADMIN writer pinned to it is denied as [BackendMismatch] naming it" s21_legacy_denied

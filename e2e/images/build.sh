@@ -6,13 +6,19 @@
 #                                                IMAGE_NAME defaults to registry.k8s.io/pause:3.10
 #   build.sh iptables VERSION MODE DEST          Dockerfile.iptables: Debian's iptables VERSION
 #                                                (1.8.7, 1.8.9, 1.8.11), MODE nft, legacy or wrapper
+#   build.sh nft VERSION DEST                    Debian's nftables VERSION (0.9.8, 1.0.6, 1.1.3):
+#                                                nft, libnftables1, libnftnl11 and, for 1.1.3,
+#                                                trixie's libc6 with its own loader; busybox
+#   build.sh nft-inputs VERSION                  what `nft VERSION` reads (sha256sum lines)
 # OUT_TAR is an OCI archive whose index names the image (io.containerd.image.name
 # and org.opencontainers.image.ref.name), so `ctr -n k8s.io images import OUT_TAR`
 # imports it under IMAGE_NAME. DEST is a skopeo destination, e.g.
 # docker://127.0.0.1:5000/nfguard-e2e/incident:1.8.7-nft (TLS not verified unless
 # NFGUARD_DEST_TLS_VERIFY=true), or oci-archive:FILE:NAME (written like OUT_TAR).
 # The iptables releases come from $NFGUARD_FIXTURES/iptables/VERSION/debs
-# (scripts/fetch-iptables.sh; NFGUARD_FIXTURES defaults to $PWD/target/fixtures).
+# (scripts/fetch-iptables.sh; NFGUARD_FIXTURES defaults to $PWD/target/fixtures),
+# the nftables releases from $NFGUARD_FIXTURES/nftables/VERSION/debs
+# (scripts/fetch-nftables.sh).
 #
 # Needs (Debian packages): coreutils findutils tar gzip jq dpkg libc-bin
 # ca-certificates busybox-static gcc libc6-dev binutils, and skopeo for DEST
@@ -29,7 +35,7 @@ CREATED=$(date -u -d "@$EPOCH" +%Y-%m-%dT%H:%M:%SZ)
 log() { printf 'build.sh: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 usage() {
-  sed -n '2,8s/^# \{0,1\}//p' "$0" >&2
+  sed -n '2,12s/^# \{0,1\}//p' "$0" >&2
   exit 2
 }
 
@@ -366,6 +372,19 @@ alternative() {
   done
 }
 
+# busybox_tools ROOT: this machine's static busybox as /usr/bin/busybox and
+# the applets a workload image runs (sh, sleep, grep, ...) linked to it.
+busybox_tools() {
+  local root=$1 f
+  [ -f /bin/busybox ] || die "/bin/busybox missing (apt-get install busybox-static)"
+  copy_host "$root" /bin/busybox
+  for f in sh ash cat grep egrep sed awk ls sleep basename dirname echo printf env true false test '[' \
+    head tail wc tr cut sort uniq tee id ps kill mkdir rmdir rm cp mv ln chmod touch find xargs \
+    readlink realpath uname hostname date stat more less vi mount umount; do
+    [ -e "$root/usr/bin/$f" ] || ln -s busybox "$root/usr/bin/$f"
+  done
+}
+
 cmd_iptables() {
   [ $# -eq 3 ] || usage
   local version=$1 mode=$2 dest=$3 root=$WORK/rootfs deb f
@@ -401,12 +420,7 @@ cmd_iptables() {
 
   # A shell and coreutils (busybox) so the image runs `sh -c '...'`, `sleep
   # infinity` and iptables-wrapper (sh, grep, basename); usrmerge as bookworm.
-  copy_host "$root" /bin/busybox
-  for f in sh ash cat grep egrep sed awk ls sleep basename dirname echo printf env true false test '[' \
-    head tail wc tr cut sort uniq tee id ps kill mkdir rmdir rm cp mv ln chmod touch find xargs \
-    readlink realpath uname hostname date stat more less vi mount umount; do
-    [ -e "$root/usr/bin/$f" ] || ln -s busybox "$root/usr/bin/$f"
-  done
+  busybox_tools "$root"
   for f in bin sbin lib lib64; do [ -e "$root/$f" ] || ln -s "usr/$f" "$root/$f"; done
   # netbase: iptables looks protocol and ether type names up in these.
   for f in /etc/protocols /etc/services /etc/ethertypes /etc/os-release; do
@@ -451,10 +465,16 @@ cmd_iptables() {
     [ "$got" = "$want" ] || die "/usr/sbin/$f leads to $got, not $want"
   done
 
-  # oci-archive:FILE:NAME is written like OUT_TAR, so ctr imports it by name.
-  local file="" name=""
+  workload_image "$root" "nfguard-e2e-iptables-$version-$mode" "$dest"
+}
+
+# workload_image ROOT TITLE DEST: ROOT as a runnable workload image (`sleep
+# infinity` by default), written to DEST (oci-archive:FILE:NAME is written
+# like OUT_TAR, so ctr imports it by name; anything else goes through skopeo).
+workload_image() {
+  local root=$1 title=$2 dest=$3 file="" name=""
   case $dest in oci-archive:*:*) file=${dest#oci-archive:} name=${file#*:} file=${file%%:*} ;; esac
-  oci_image "$root" "$name" "$(jq -cn --arg path "$PATH_ENV" --arg title "nfguard-e2e-iptables-$version-$mode" '{
+  oci_image "$root" "$name" "$(jq -cn --arg path "$PATH_ENV" --arg title "$title" '{
       Env: [$path], Cmd: ["sleep", "infinity"],
       Labels: {"org.opencontainers.image.title": $title}}')"
   case $dest in
@@ -470,6 +490,145 @@ cmd_iptables() {
   esac
 }
 
+# ---- nftables -----------------------------------------------------------------------
+
+# nft_debdir VERSION: the release's .debs (scripts/fetch-nftables.sh).
+nft_debdir() {
+  local fixtures=${NFGUARD_FIXTURES:-$PWD/target/fixtures} dir
+  dir=$fixtures/nftables/$1/debs
+  compgen -G "$dir/libnftables1_*.deb" >/dev/null ||
+    die "no libnftables1 .deb in $dir: run scripts/fetch-nftables.sh $fixtures/nftables"
+  echo "$dir"
+}
+
+# nft_unpack ROOT DEBDIR INSTALL: the release's nftables, libnftables1 and
+# libnftnl11 into ROOT (INSTALL=install: with their dpkg records; extract:
+# files only), then the suite's libc6 where the release brings one (trixie's
+# libnftables needs glibc >= 2.38: that libc, loaded by its own loader). The
+# release's own ELF files are left in NFT_ELF, the loader to run them with in
+# NFT_LD (the image's, or "" for this machine's).
+NFT_ELF=()
+NFT_LD=""
+nft_unpack() {
+  local root=$1 debdir=$2 how=$3 deb f libc=""
+  NFT_ELF=()
+  NFT_LD=""
+  for deb in "$debdir"/*.deb; do
+    case ${deb##*/} in
+      libc6_*) libc=$deb ;;
+      nftables_* | libnftables1_* | libnftnl11_*)
+        if [ "$how" = install ]; then install_deb "$root" "$deb"; else dpkg-deb -x "$deb" "$root"; fi ;;
+      *) die "$deb: not a package of an nftables release" ;;
+    esac
+  done
+  [ -f "$root/usr/sbin/nft" ] || die "$debdir: no usr/sbin/nft in its nftables .deb"
+  while IFS= read -r -d '' f; do
+    is_elf "$f" && NFT_ELF+=("$f")
+  done < <(find "$root" -type f -print0)
+  [ -n "$libc" ] || return 0
+  if [ "$how" = install ]; then install_deb "$root" "$libc"; else dpkg-deb -x "$libc" "$root"; fi
+  NFT_LD=$root/usr/lib/$MULTIARCH/ld-linux-x86-64.so.2
+  [ -f "$NFT_LD" ] || die "${libc##*/} has no /usr/lib/$MULTIARCH/ld-linux-x86-64.so.2"
+}
+
+# nft_host_libs ROOT: the libraries of this machine that the release's ELF
+# files load and its .debs lack (libedit, libmnl, libxtables, libjansson,
+# libgmp and theirs), one path a line, resolved by the image's own loader
+# with its libraries first (the image's libc, not this machine's, binds them).
+nft_host_libs() {
+  local root=$1 libdir=$1/usr/lib/$MULTIARCH f out
+  for f in "${NFT_ELF[@]}"; do
+    out=$(LD_BIND_NOW=1 "$NFT_LD" --library-path "$libdir:/usr/lib/$MULTIARCH" --list "$f" 2>&1) ||
+      die "${f#"$root"}: its loader cannot list it: $out"
+    if grep -q -e 'not found' -e 'error' <<<"$out"; then die "${f#"$root"}: $(tr -s ' \t\n' ' ' <<<"$out")"; fi
+    awk '$2 == "=>" && $3 ~ /^\// {print $3}' <<<"$out"
+  done | { grep -v "^$root/" || true; } | sort -u
+}
+
+# build.sh nft-inputs VERSION: what `build.sh nft VERSION` reads besides
+# itself, as sha256sum lines: the release's .debs and every file it takes
+# from this machine (the cache key of e2e/push-images.sh).
+cmd_nft_inputs() {
+  [ $# -eq 1 ] || usage
+  local debdir root=$WORK/unpacked files=()
+  debdir=$(nft_debdir "$1")
+  mkdir -p "$root"
+  nft_unpack "$root" "$debdir" extract
+  if [ -n "$NFT_LD" ]; then
+    mapfile -t files < <(nft_host_libs "$root")
+  else
+    mapfile -t files < <(LD_LIBRARY_PATH=$root/usr/lib/$MULTIARCH ldd "${NFT_ELF[@]}" 2>/dev/null |
+      awk -v r="$root/" '$2 == "=>" && $3 ~ /^\// && index($3, r) != 1 {print $3}
+                         $1 ~ /^\// && $2 ~ /^\(/ {print $1}' | sort -u)
+  fi
+  (cd "$debdir" && sha256sum -- *.deb)
+  sha256sum /bin/busybox /etc/protocols /etc/services "${files[@]}"
+}
+
+cmd_nft() {
+  [ $# -eq 2 ] || usage
+  local version=$1 dest=$2 root=$WORK/rootfs libdir debdir got f ld out
+  case $dest in oci-archive:*:*) ;; oci-archive:*) die "DEST oci-archive:FILE needs a name: oci-archive:FILE:NAME" ;; esac
+  debdir=$(nft_debdir "$version")
+  got=$(dpkg-deb -f "$debdir"/libnftables1_*.deb Version)
+  case $got in "$version"-*) ;; *) die "$debdir holds libnftables1 $got, not $version" ;; esac
+  log "nftables $version image for $dest"
+  libdir=$root/usr/lib/$MULTIARCH
+
+  base_dirs "$root"
+  mkdir -p "$root/run" "$root/var/lib/dpkg/info"
+  : >"$root/var/lib/dpkg/status"
+  echo 1 >"$root/var/lib/dpkg/info/format"
+  nft_unpack "$root" "$debdir" install
+  # usrmerge (older releases ship /lib/systemd/...; trixie's loader is
+  # /lib64/ld-linux-x86-64.so.2 through lib64 -> usr/lib64, where its libc6
+  # puts the link to it).
+  for f in bin sbin lib lib64; do
+    if [ -d "$root/$f" ] && [ ! -L "$root/$f" ]; then
+      mkdir -p "$root/usr/$f"
+      cp -a "$root/$f/." "$root/usr/$f/"
+      rm -rf "${root:?}/$f"
+    fi
+    [ -L "$root/$f" ] || ln -s "usr/$f" "$root/$f"
+  done
+  if [ -n "$NFT_LD" ]; then
+    nft_host_libs "$root" >"$WORK/host-libs"
+    while read -r f; do copy_host "$root" "$f"; done <"$WORK/host-libs"
+    ld=$root$(resolve "$root" /lib64/ld-linux-x86-64.so.2)
+    [ "$ld" = "$NFT_LD" ] || die "/lib64/ld-linux-x86-64.so.2 leads to ${ld#"$root"}, not the suite's loader ${NFT_LD#"$root"}"
+    if grep -E '/(ld-linux-x86-64\.so\.2|libc\.so\.6)$' "$WORK/host-files"; then
+      die "this machine's libc or loader went into the image"
+    fi
+  else
+    # An older release runs on this machine's glibc: its libc and loader.
+    copy_libs "$root" "$libdir" strict "${NFT_ELF[@]}"
+    ld=$root$(resolve "$root" /lib64/ld-linux-x86-64.so.2)
+  fi
+  busybox_tools "$root"
+  # netbase: nft looks protocol and service names up in these.
+  for f in /etc/protocols /etc/services; do copy_host "$root" "$f"; done
+  echo 'root:x:0:0:root:/root:/bin/sh' >"$root/etc/passwd"
+  echo 'root:x:0:' >"$root/etc/group"
+  record_host_packages "$root"
+
+  # The image runs its own nft on its own libraries: every library the
+  # image's loader resolves is the image's, and nft says VERSION (run here
+  # unprivileged: --version touches no netfilter).
+  out=$(LD_BIND_NOW=1 "$ld" --library-path "$libdir" --list "$root/usr/sbin/nft" 2>&1) ||
+    die "the image's loader cannot list /usr/sbin/nft: $out"
+  if awk -v r="$root/" '$2 == "=>" && index($3, r) != 1 {bad = 1} END {exit !bad}' <<<"$out"; then
+    die "/usr/sbin/nft loads libraries from outside the image: $(tr -s ' \t\n' ' ' <<<"$out")"
+  fi
+  got=$(LD_BIND_NOW=1 "$ld" --library-path "$libdir" "$root/usr/sbin/nft" --version)
+  case $got in "nftables v$version "*) ;; *) die "the image's nft says '$got', not nftables v$version" ;; esac
+  for f in libnftables1 nftables libnftnl11; do
+    grep -qx "Package: $f" "$root/var/lib/dpkg/status" || die "the image's dpkg status does not name $f"
+  done
+  log "nft in the image: $got; dpkg: $(awk '/^Package:/ {p = $2} /^Version:/ {printf "%s %s, ", p, $2}' "$root/var/lib/dpkg/status")"
+
+  workload_image "$root" "nfguard-e2e-nft-$version" "$dest"
+}
+
 [ $# -ge 1 ] || usage
 cmd=$1
 shift
@@ -477,6 +636,8 @@ case $cmd in
   nfguard) cmd_nfguard "$@" ;;
   pause) cmd_pause "$@" ;;
   iptables) cmd_iptables "$@" ;;
+  nft) cmd_nft "$@" ;;
+  nft-inputs) cmd_nft_inputs "$@" ;;
   -h | --help | help) usage ;;
   *) usage ;;
 esac

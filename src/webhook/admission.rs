@@ -176,7 +176,7 @@ pub fn render_decision(
                     }),
             );
             let msg = format!(
-                "nfguard denied {object}: its iptables would break the networking of the nodes it lands on. {} (Override: {}.)",
+                "nfguard denied {object}: its netfilter tools (iptables, nft) would break the networking of the nodes it lands on. {} (Override: {}.)",
                 lines.join(" | "),
                 override_hint(d)
             );
