@@ -30,7 +30,8 @@ pub fn probe(labels: &BTreeMap<String, String>) -> LabelProbe {
                 p.evidence.push(label_evidence(VERSION_LABEL, raw));
             }
             Err(_) => p.problems.push(format!(
-                "label {VERSION_LABEL}={raw:?} is not an iptables version"
+                "label {VERSION_LABEL}={:?} is not an iptables version",
+                shown(raw)
             )),
         }
     }
@@ -41,7 +42,8 @@ pub fn probe(labels: &BTreeMap<String, String>) -> LabelProbe {
                 p.evidence.push(label_evidence(BACKEND_LABEL, raw));
             }
             None => p.problems.push(format!(
-                "label {BACKEND_LABEL}={raw:?} is not nft, legacy or wrapper"
+                "label {BACKEND_LABEL}={:?} is not nft, legacy or wrapper",
+                shown(raw)
             )),
         }
     }
@@ -102,11 +104,13 @@ fn parse_backend(raw: &str) -> Option<Backend> {
     }
 }
 
+/// Evidence of a usable label, its value bounded as in messages (a version
+/// parse trims, so padding could make an accepted value long).
 fn label_evidence(name: &str, value: &str) -> Evidence {
     Evidence {
         source: EvidenceSource::Label,
         path: name.to_string(),
-        detail: value.to_string(),
+        detail: shown(value.trim()),
     }
 }
 
@@ -119,6 +123,21 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn label_values_are_bounded_in_evidence_and_problems() {
+        let padded = format!("{}1.8.9{}", " ".repeat(100_000), " ".repeat(100_000));
+        let huge = "x".repeat(100_000);
+        let p = probe(&labels(&[(VERSION_LABEL, &padded), (BACKEND_LABEL, &huge)]));
+        assert_eq!(p.version, Some("1.8.9".parse().unwrap()));
+        assert_eq!(p.evidence[0].detail, "1.8.9");
+        assert!(p.problems[0].len() < 200, "{}", p.problems[0].len());
+        let n = probe_nftables(&labels(&[(
+            NFT_VERSION_LABEL,
+            &padded.replace("1.8.9", "1.0.6.1"),
+        )]));
+        assert_eq!(n.evidence[0].detail, "1.0.6.1");
     }
 
     #[test]
