@@ -20,7 +20,6 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// One thing in a layer. Paths are absolute in the image ("/usr/sbin/iptables").
 #[derive(Debug, Clone)]
@@ -670,46 +669,11 @@ pub fn deb(version: &str, package: &str) -> PathBuf {
 }
 
 /// A dpkg status stanza for an installed `.deb`, from its real control fields.
-pub fn dpkg_stanza(deb: &Path) -> String {
-    let out = Command::new("dpkg-deb")
-        .arg("-f")
-        .arg(deb)
-        .output()
-        .expect("run dpkg-deb");
-    assert!(out.status.success(), "dpkg-deb -f {}", deb.display());
-    let control = String::from_utf8(out.stdout).expect("control is UTF-8");
-    let mut stanza = String::new();
-    for line in control.lines() {
-        stanza.push_str(line);
-        stanza.push('\n');
-        if line.starts_with("Package:") {
-            stanza.push_str("Status: install ok installed\n");
-        }
-    }
-    stanza
-}
+pub use super::netns::installed_stanza as dpkg_stanza;
 
 /// Every package of the release, as dpkg status stanzas (`(package, stanza)`).
 pub fn release_stanzas(version: &str) -> Vec<(String, String)> {
-    let debs = iptables_release(version).join("debs");
-    let mut paths: Vec<_> = std::fs::read_dir(&debs)
-        .expect("read debs")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "deb"))
-        .collect();
-    paths.sort();
-    paths
-        .iter()
-        .map(|p| {
-            let name = p
-                .file_name()
-                .and_then(|n| n.to_str())
-                .and_then(|n| n.split('_').next())
-                .unwrap_or_default()
-                .to_string();
-            (name, dpkg_stanza(p))
-        })
-        .collect()
+    stanzas_of(&iptables_release(version).join("debs"))
 }
 
 /// The default `iptables` the alternatives point at.
