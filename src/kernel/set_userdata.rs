@@ -39,15 +39,16 @@ impl SetUserdata {
             malformed: raw.len() > MAX_USERDATA,
             ..Default::default()
         };
-        let raw = &raw[..raw.len().min(MAX_USERDATA)];
-        for rec in records(raw, &mut out.malformed) {
-            match rec.0 {
-                KEY_TYPEOF => out.key_typeof = out.typeof_record(rec.1),
-                DATA_TYPEOF => out.data_typeof = out.typeof_record(rec.1),
+        let mut recs = Records::of(&raw[..raw.len().min(MAX_USERDATA)]);
+        for (t, v) in &mut recs {
+            match t {
+                KEY_TYPEOF => out.key_typeof = out.typeof_record(v),
+                DATA_TYPEOF => out.data_typeof = out.typeof_record(v),
                 t if t > LAST_KNOWN_RECORD => out.unknown_record = true,
                 _ => {}
             }
         }
+        out.malformed |= recs.overrun;
         out
     }
 
@@ -56,34 +57,58 @@ impl SetUserdata {
     /// release (nftables src/expression.c, `concat_expr_parse_udata`), so
     /// only the top type can crash a reader.
     fn typeof_record(&mut self, nest: &[u8]) -> Option<u32> {
-        let etype = records(nest, &mut self.malformed)
-            .into_iter()
-            .find(|(t, _)| *t == TYPEOF_EXPR)
-            .and_then(|(_, v)| u32_of(v));
-        if etype.is_none() {
-            self.malformed = true;
+        let mut recs = Records::of(nest);
+        let mut etype = None;
+        for (t, v) in &mut recs {
+            if t == TYPEOF_EXPR && etype.is_none() {
+                etype = Some(u32_of(v));
+            }
         }
+        let etype = etype.flatten();
+        self.malformed |= recs.overrun || etype.is_none();
         etype
     }
 }
 
-/// The records of one TLV buffer; an overrun sets `malformed` and stops.
-fn records<'a>(mut b: &'a [u8], malformed: &mut bool) -> Vec<(u8, &'a [u8])> {
-    let mut out = Vec::new();
-    while !b.is_empty() {
-        if b.len() < 2 {
-            *malformed = true;
-            break;
+/// The records of one TLV buffer, without allocating (the reporter parses
+/// every set on every probe); an overrun ends them and sets `overrun`.
+struct Records<'a> {
+    rest: &'a [u8],
+    overrun: bool,
+}
+
+impl<'a> Records<'a> {
+    fn of(b: &'a [u8]) -> Self {
+        Records {
+            rest: b,
+            overrun: false,
         }
-        let (t, len) = (b[0], b[1] as usize);
-        let Some(v) = b.get(2..2 + len) else {
-            *malformed = true;
-            break;
-        };
-        out.push((t, v));
-        b = &b[2 + len..];
     }
-    out
+}
+
+impl<'a> Iterator for Records<'a> {
+    type Item = (u8, &'a [u8]);
+    fn next(&mut self) -> Option<Self::Item> {
+        let b = self.rest;
+        if b.is_empty() {
+            return None;
+        }
+        let rec = match b {
+            [t, len, rest @ ..] => rest.get(..*len as usize).map(|v| (*t, v)),
+            _ => None,
+        };
+        match rec {
+            Some((t, v)) => {
+                self.rest = &b[2 + v.len()..];
+                Some((t, v))
+            }
+            None => {
+                self.overrun = true;
+                self.rest = &[];
+                None
+            }
+        }
+    }
 }
 
 fn u32_of(v: &[u8]) -> Option<u32> {

@@ -25,7 +25,13 @@ fn hazard(code: HazardCode, severity: Severity, message: String) -> Hazard {
 }
 
 /// Every hazard of the node, most severe first (stable order within a severity).
-pub fn assess(facts: &NodeFacts, min_reader: Option<Version>) -> Vec<Hazard> {
+/// `nft_sets`: [`super::nft_skew::node_nftables`] of the same facts (the
+/// probe builds it once for the status and the hazards).
+pub fn assess(
+    facts: &NodeFacts,
+    min_reader: Option<Version>,
+    nft_sets: &NodeNftables,
+) -> Vec<Hazard> {
     let empty = RuleSet::default();
     let nft = facts.nft.as_ref().unwrap_or(&empty);
     let legacy = facts.legacy.as_ref().unwrap_or(&empty);
@@ -43,8 +49,7 @@ pub fn assess(facts: &NodeFacts, min_reader: Option<Version>) -> Vec<Hazard> {
     out.extend(kube_proxy_mode_leftovers(nft, legacy));
     out.extend(bridge_disabled(facts));
     out.extend(host_tool_hazards(facts.iptables.as_ref(), min_reader));
-    let nft_sets = super::nft_skew::node_nftables(facts.nft.as_ref().ok(), facts.nftables.as_ref());
-    out.extend(nft_sets_crash_host_nft(&nft_sets));
+    out.extend(nft_sets_crash_host_nft(nft_sets));
     out.extend(xt_modules_absent(facts));
     out.extend(probe_failures(facts));
     out.sort_by_key(|h| std::cmp::Reverse(h.severity));
@@ -452,6 +457,13 @@ fn probe_failures(facts: &NodeFacts) -> Vec<Hazard> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `assess` as the probe calls it.
+    fn assess(facts: &NodeFacts, min: Option<Version>) -> Vec<Hazard> {
+        let n =
+            crate::node::nft_skew::node_nftables(facts.nft.as_ref().ok(), facts.nftables.as_ref());
+        super::assess(facts, min, &n)
+    }
     use crate::api::BridgeFacts;
     use crate::facts::IptablesFacts;
     use crate::kernel::{Chain, Family, Table};

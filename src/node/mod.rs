@@ -178,6 +178,7 @@ pub fn status_from_facts(facts: &NodeFacts) -> NodeNetfilterProfileStatus {
     errors.extend(facts.host_error.iter().cloned());
     let both_read = facts.nft.is_ok() && facts.legacy.is_ok();
     let (native_tables, not_listed) = native::native_tables(nft);
+    let nft_sets = nft_skew::node_nftables(facts.nft.as_ref().ok(), facts.nftables.as_ref());
     NodeNetfilterProfileStatus {
         iptables: facts.iptables.clone(),
         kernel: Some(kernel_facts(facts)),
@@ -198,11 +199,8 @@ pub fn status_from_facts(facts: &NodeFacts) -> NodeNetfilterProfileStatus {
         native_tables_not_listed: (not_listed > 0).then_some(not_listed),
         bridge: Some(facts.bridge.clone()),
         ip_forward: facts.ip_forward,
-        nftables: Some(nft_skew::node_nftables(
-            facts.nft.as_ref().ok(),
-            facts.nftables.as_ref(),
-        )),
-        hazards: Some(hazards::assess(facts, min)),
+        hazards: Some(hazards::assess(facts, min, &nft_sets)),
+        nftables: Some(nft_sets),
         probe_error: (!errors.is_empty()).then(|| errors.join("; ")),
         ..Default::default()
     }

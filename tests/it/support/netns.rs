@@ -201,17 +201,8 @@ impl Drop for Netns {
 /// `/usr/sbin/iptables -> /etc/alternatives/iptables -> /usr/sbin/iptables-<backend>`.
 pub fn installed_host_root(release: &str, backend: &str) -> tempfile::TempDir {
     use std::os::unix::fs::symlink;
-    let tmp = tempfile::tempdir().expect("tempdir");
     let dir = release_dir(release);
-    check(
-        Command::new("cp")
-            .arg("-a")
-            .arg(format!("{}/.", dir.join("root").display()))
-            .arg(tmp.path())
-            .output()
-            .expect("cp"),
-        "copy fixture root",
-    );
+    let tmp = copy_of(&dir.join("root"));
     let deb = std::fs::read_dir(dir.join("debs"))
         .expect("debs dir")
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -232,6 +223,21 @@ pub fn installed_host_root(release: &str, backend: &str) -> tempfile::TempDir {
     .unwrap();
     let _ = std::fs::remove_file(root.join("usr/sbin/iptables"));
     symlink("/etc/alternatives/iptables", root.join("usr/sbin/iptables")).unwrap();
+    tmp
+}
+
+/// A private copy of a fixture's extracted tree (tests may change it).
+pub fn copy_of(root: &std::path::Path) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    check(
+        Command::new("cp")
+            .arg("-a")
+            .arg(format!("{}/.", root.display()))
+            .arg(tmp.path())
+            .output()
+            .expect("cp"),
+        "copy fixture root",
+    );
     tmp
 }
 

@@ -2,7 +2,7 @@
 //! run inside a test's network namespace, and a node root with one of them
 //! installed as dpkg leaves it.
 
-use super::netns::{Netns, check, fixtures_dir, installed_stanza};
+use super::netns::{Netns, check, copy_of, fixtures_dir, installed_stanza};
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -67,17 +67,8 @@ pub fn segfaulted(out: &Output) -> bool {
 /// A node root with a fixture release installed as dpkg leaves it: the
 /// extracted tree (nft, libnftables) and the status stanzas of its debs.
 pub fn installed_root(release: &str) -> tempfile::TempDir {
-    let tmp = tempfile::tempdir().expect("tempdir");
     let dir = release_dir(release);
-    check(
-        Command::new("cp")
-            .arg("-a")
-            .arg(format!("{}/.", dir.join("root").display()))
-            .arg(tmp.path())
-            .output()
-            .expect("cp"),
-        "copy fixture root",
-    );
+    let tmp = copy_of(&dir.join("root"));
     let mut status = String::new();
     for deb in std::fs::read_dir(dir.join("debs")).expect("debs dir") {
         status.push_str(&installed_stanza(&deb.expect("entry").path()));
