@@ -15,7 +15,10 @@
 #              cluster-wide but the CRDs (kept by Helm, with the profiles); the
 #              namespace holds only what Kubernetes puts in every namespace;
 #              then it is deleted; every node's nfguard.io/ labels and taints
-#              are what they were before (e2e/lifecycle-lib.sh)
+#              are what they were before (e2e/lifecycle-lib.sh). The gate
+#              goes first: with failurePolicy Fail, a prober's gated dry runs
+#              during the uninstall are denied by nfguard, then admitted,
+#              never refused for want of a webhook
 # Env: KUBECONFIG, kubectl and jq on PATH, NFGUARD_HELM (default: helm on
 # PATH), NFGUARD_E2E_REGISTRY_PULL (the registry holding the e2e images).
 # Output: `e2e-helm: ok: ...` per checked outcome, `e2e-helm: FAIL: ...` and
@@ -118,16 +121,29 @@ step_upgrade() {
 }
 
 step_uninstall() {
-  local work left t0 marks
+  local work left t0 marks prober
   [ "$(release_field .info.status)" = deployed ] || fail "release $RELEASE is not deployed in $NS"
   work=$(mktemp -d)
-  trap 'rm -rf "$work"' RETURN
+  trap 'touch "$work/stop"; rm -rf "$work"' RETURN
   helm_ get manifest "$RELEASE" >"$work/manifest.yaml"
   marks=$(node_marks)
   [ -n "$marks" ] || fail "no node carries an nfguard.io/ label before the uninstall"
+  # The gate goes first (Helm deletes webhook configurations before the
+  # rest): under failurePolicy Fail no gated request is refused for want of
+  # a webhook.
+  kubectl patch validatingwebhookconfiguration nfguard --type=json \
+    -p='[{"op":"replace","path":"/webhooks/0/failurePolicy","value":"Fail"}]' >/dev/null ||
+    fail "cannot set failurePolicy Fail before the uninstall"
+  gate_probe "$work/probes" "$work/stop" "$IMG_INCIDENT" &
+  prober=$!
+  sleep 2
   t0=$SECONDS
   helm_ uninstall "$RELEASE" --wait --timeout 3m || fail "helm uninstall failed"
   ok "helm uninstall in $((SECONDS - t0)) s"
+  sleep 2
+  touch "$work/stop"
+  wait "$prober" || true
+  gate_probe_check "$work/probes" "helm uninstall"
   left=$(kubectl get -f "$work/manifest.yaml" --ignore-not-found -o name 2>&1) ||
     fail "cannot look up the release's objects: $left"
   [ -z "$left" ] || fail "objects of the release left after helm uninstall: $left"

@@ -93,3 +93,36 @@ leftovers_check() {
 $left"
   ok "nothing named or labelled nfguard is left in any namespace or cluster-wide$([ "$crds" = kept ] && echo " but the CRDs (kept by design) and namespace $NS") ($(jq '.items | length' "$file") objects of $(tr ',' '\n' <<<"$kinds" | wc -l) kinds searched)"
 }
+
+# gate_probe FILE STOP IMAGE: until STOP exists, every 0.2 s a server-side
+# dry run of the incident DaemonSet (IMAGE) in namespace default; one line
+# each, "END nfguard|admitted|error ANSWER".
+gate_probe() {
+  local out class
+  while [ ! -e "$2" ]; do
+    if out=$(incident_ds gate-probe default "$3" | kubectl create --dry-run=server --request-timeout=15s -f - 2>&1); then
+      class=admitted
+    elif denied_by_nfguard "$out"; then
+      class=nfguard
+    else
+      class=error
+    fi
+    printf '%s %s %s\n' "$(date +%s.%N)" "$class" "$(tr '\n' ' ' <<<"$out" | cut -c1-200)" >>"$1"
+    sleep 0.2
+  done
+}
+
+# gate_probe_check FILE WHAT: while WHAT removed the gate (the webhook
+# configuration under failurePolicy Fail, then its backend), no probe was
+# refused for want of a webhook: nfguard's denials, then admissions once the
+# configuration was gone, never an error, never a denial after an admission.
+gate_probe_check() {
+  local file=$1 what=$2 errors order
+  [ "$(grep -c . "$file")" -gt 0 ] || fail "no gate probe ran during $what"
+  errors=$(awk '$2 == "error"' "$file")
+  [ -z "$errors" ] || fail "during $what the gate failed without nfguard's answer (the webhook configuration outlived its backend):
+$errors"
+  order=$(awk '{ print $2 }' "$file" | uniq | paste -sd' ')
+  [[ "$order" =~ ^(nfguard)?( ?admitted)?$ ]] || fail "during $what the probes went $order, want nfguard's denials then admissions"
+  ok "during $what: $(grep -c . "$file") probes under failurePolicy Fail, $(grep -c ' nfguard ' "$file" || true) denied by nfguard, then $(grep -c ' admitted ' "$file" || true) admitted once the configuration was gone; none failed calling the webhook"
+}

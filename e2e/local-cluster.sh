@@ -25,6 +25,13 @@
 #   e2e/local-cluster.sh diagnose print nodes, profiles, pods and component logs
 #   e2e/local-cluster.sh kube-proxy NODE stop|cont   freeze (SIGSTOP) or resume
 #                                 the node's kube-proxy (e2e scenario 6)
+#   e2e/local-cluster.sh pod-network down|up   an outage of the pod network
+#                                 (e2e scenario 31): the control plane's and
+#                                 every node's routes to the other nodes' pod
+#                                 ranges become blackholes, as when an overlay
+#                                 is down mid-rollout or a managed control
+#                                 plane never routes to pod IPs; up restores
+#                                 them (a pod still reaches its own node)
 #   e2e/local-cluster.sh node-iptables NODE VERSION|restore   give the node
 #                                 Debian's iptables VERSION (1.8.7, 1.8.9,
 #                                 1.8.11) for real in its mount namespace and
@@ -308,6 +315,25 @@ make_network() {
       [ "$node" = "$other" ] || ip -n "$(node_ns "$node")" route add "${NODE_PODS[$other]}" via "${NODE_IP[$other]}"
     done
   done
+}
+
+# pod_network down|up: blackhole or restore every route make_network added
+# to a pod range (in the control plane's namespace and between nodes); the
+# routes of each node to its own pods (cni0) stay. Idempotent.
+pod_network() {
+  local node other how
+  for node in "${NODES[@]}"; do
+    case "$1" in
+      down) how=(blackhole "${NODE_PODS[$node]}") ;;
+      up) how=("${NODE_PODS[$node]}" via "${NODE_IP[$node]}") ;;
+      *) die "pod-network down|up, not '$1'" ;;
+    esac
+    ip -n "$CP_NS" route replace "${how[@]}"
+    for other in "${NODES[@]}"; do
+      [ "$node" = "$other" ] || ip -n "$(node_ns "$other")" route replace "${how[@]}"
+    done
+  done
+  log "pod network $1: $(ip -n "$CP_NS" route show | grep -c '^blackhole' || true) pod ranges blackholed in the control plane"
 }
 
 # forward NAME PORT TARGET: 127.0.0.1:PORT in the root namespace -> TARGET in
@@ -1165,11 +1191,12 @@ case "${1:-}" in
   cp) [ $# -ge 2 ] || die "usage: $0 cp CMD..."; shift; exec nsenter --net="/run/netns/$CP_NS" -- "$@" ;;
   diagnose) diagnose ;;
   kube-proxy) [ $# = 3 ] || die "usage: $0 kube-proxy NODE stop|cont"; kube_proxy "$2" "$3" ;;
+  pod-network) [ $# = 2 ] || die "usage: $0 pod-network down|up"; [ -f "$STATE/up" ] || die "not up"; pod_network "$2" ;;
   node-iptables)
     [ $# = 3 ] || die "usage: $0 node-iptables NODE VERSION|restore"
     [ -f "$STATE/up" ] || die "not up"
     BIN=$(cat "$STATE/bin")
     node_iptables "$2" "$3"
     ;;
-  *) echo "usage: $0 up|down|env|install [kustomize|helm]|node NODE CMD...|cp CMD...|kube-proxy NODE stop|cont|node-iptables NODE VERSION|restore|diagnose" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|env|install [kustomize|helm]|node NODE CMD...|cp CMD...|kube-proxy NODE stop|cont|pod-network down|up|node-iptables NODE VERSION|restore|diagnose" >&2; exit 2 ;;
 esac

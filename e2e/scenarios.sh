@@ -164,6 +164,13 @@
 #      NfguardPolicyInvalid; a denied rollout fires no alert; every dashboard
 #      query returns data. Scenario 6 checks its alerts there too (the stale
 #      reporter of the dark node, the degraded node, both resolved)
+#  31. (local provider) the gate without the pod network: the webhook on
+#      the node's network; the control plane's and the nodes' routes to the
+#      pod ranges blackholed; under failurePolicy Ignore and Fail a
+#      compatible CNI repair pod in kube-system is admitted and judged, the
+#      incident pod denied by nfguard's verdict, an ordinary pod created, with
+#      registry look-ups made during the outage; a policy change still
+#      reaches the webhook (e2e/s31-gate-without-pod-network.sh)
 #  30. policy reports (e2e/scenario-reports.sh): none without a report CRD
 #      (said once), PolicyReport with only the wgpolicyk8s.io CRD, Report
 #      once the openreports.io CRDs are applied (the PolicyReport removed);
@@ -183,6 +190,9 @@ ALL_SCENARIOS="1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 25 30"
 NFT_SCENARIOS="19 20 21 22 23 24 26"
 NFT_NODE=${NFGUARD_E2E_NFTABLES_NODE:-}
 [ -z "$NFT_NODE" ] || ALL_SCENARIOS+=" $NFT_SCENARIOS"
+# Scenarios that change the cluster's own namespaces (local provider only).
+LOCAL_SCENARIOS="31"
+[ "$PROVIDER" != local ] || ALL_SCENARIOS+=" $LOCAL_SCENARIOS"
 # shellcheck source=e2e/monitoring.sh
 source "$REPO/e2e/monitoring.sh"
 
@@ -1336,8 +1346,11 @@ s8_holder_is() {
 }
 s8_metric() { # POD NAME: a metric's value through the apiserver's pod proxy (empty if unreachable)
   # Read whole first: awk leaving early would kill kubectl with SIGPIPE (141).
-  local text
-  text=$(kubectl get --raw "/api/v1/namespaces/$NS/pods/$1:9090/proxy/metrics" 2>/dev/null) || true
+  # The port named metrics: the webhook's differs from the others' (it may
+  # share a node's network with the reporter).
+  local text port
+  port=$(get pod "$1" '{.spec.containers[0].ports[?(@.name=="metrics")].containerPort}' -n "$NS")
+  text=$(kubectl get --raw "/api/v1/namespaces/$NS/pods/$1:${port:-none}/proxy/metrics" 2>/dev/null) || true
   awk -v m="$2" '$1 == m && !done { print $2; done = 1 }' <<<"$text"
 }
 # Write markers in the controller's log (src/controller/{apply,run,cli}.rs).
@@ -2043,9 +2056,13 @@ s15_forged_review_refused() {
   incident_denied "$ns"
   ok "the API server's own call (its client certificate) is judged: the incident DaemonSet is denied"
 
-  out=$(get networkpolicy nfguard-webhook '{range .spec.ingress[*]}{.ports[*].port} {end}' -n "$NS")
-  [ -n "$out" ] || fail "the NetworkPolicy nfguard-webhook is missing"
-  ok "the NetworkPolicy nfguard-webhook admits ports $out only (where the CNI enforces NetworkPolicy; this cluster's bridge CNI does not, so the client certificate is what refused the pod)"
+  # On the node's network (the default) no NetworkPolicy can hold the
+  # webhook: the client certificate is its only guard, proven above.
+  out=$(get deployment nfguard-webhook '{.spec.template.spec.hostNetwork}' -n "$NS")
+  [ "$out" = true ] || fail "the webhook is not on the node's network (hostNetwork: '$out'): the install's default"
+  out=$(kubectl -n "$NS" get networkpolicy -o name)
+  [ -z "$out" ] || fail "a NetworkPolicy is installed for pods on the node's network, where it has no effect: $out"
+  ok "the webhook serves on the node's network with no NetworkPolicy (none could hold it): the client certificate is what refused the pod"
 }
 
 # ---- 17. the controller's Node writes: nfguard's own labels and taints only ----------------
@@ -2737,6 +2754,8 @@ source "$REPO/e2e/s25-private-image-taint.sh"
 source "$REPO/e2e/s26-nft-skew.sh"
 # shellcheck source=e2e/scenario-reports.sh
 source "$REPO/e2e/scenario-reports.sh"
+# shellcheck source=e2e/s31-gate-without-pod-network.sh
+source "$REPO/e2e/s31-gate-without-pod-network.sh"
 
 # ---- main --------------------------------------------------------------------------------
 case "$PROVIDER" in
@@ -2750,6 +2769,9 @@ command -v kubectl >/dev/null || fail "kubectl is not on PATH"
 for n in ${NFGUARD_E2E_ONLY:-}; do
   if [ -z "$NFT_NODE" ] && [[ " $NFT_SCENARIOS " == *" $n "* ]]; then
     fail "NFGUARD_E2E_ONLY: scenario $n needs NFGUARD_E2E_NFTABLES_NODE (a node without iptables, kube-proxy in nftables mode)"
+  fi
+  if [ "$PROVIDER" != local ] && [[ " $LOCAL_SCENARIOS " == *" $n "* ]]; then
+    fail "NFGUARD_E2E_ONLY: scenario $n needs the local provider (e2e/local-cluster.sh)"
   fi
   [[ " $ALL_SCENARIOS " == *" $n "* ]] || fail "NFGUARD_E2E_ONLY: no scenario $n ($ALL_SCENARIOS)"
 done
@@ -2779,6 +2801,7 @@ run_scenario 16 "the reporter's blast radius: only the probed host paths, read-o
 run_scenario 17 "a controller token may write only nfguard.io/ labels and NoSchedule taints of a Node; the controller's own writes pass" s17_controller_node_writes
 run_scenario 18 "nfguard.io/exempt counts only in a namespace a NetfilterPolicy's exemptionNamespaceSelector selects" s18_exemptions
 run_scenario 30 "policy reports: none without a CRD, PolicyReport as the fallback, Report with the openreports CRDs; written only on change; the openreports CRDs removed without an error; removed with the workload" s30_policy_reports
+run_scenario 31 "the gate without the pod network: the webhook on the node's network; routes to the pod ranges blackholed; under Ignore and Fail a compatible CNI repair pod is admitted and judged, the incident pod denied by nfguard's verdict, an ordinary pod created; look-ups and watches keep working" s31_gate_without_pod_network
 # 26 first among the node's scenarios: 19-22 then check that it left the
 # node as it found it (20: kube-proxy's tables the only ones, Services answer).
 run_scenario 26 "the nft skew incident for real: trixie's nft 1.1.3 denied at admission naming kube-proxy's nft 1.0.6; let through, its type set makes the node's nft and kube-proxy's sync segfault and a new Service unreachable; NftSetsCrashHostNft within seconds; recovery" s26_nft_skew

@@ -85,7 +85,9 @@ webhook_replicas() {
 # replica_metrics POD: one webhook replica's /metrics, through the API
 # server's pod proxy.
 replica_metrics() {
-  kubectl get --raw "/api/v1/namespaces/nfguard-system/pods/http:$1:9090/proxy/metrics"
+  local port
+  port=$(kubectl -n nfguard-system get pod "$1" -o jsonpath='{.spec.containers[0].ports[?(@.name=="metrics")].containerPort}')
+  kubectl get --raw "/api/v1/namespaces/nfguard-system/pods/http:$1:${port:-none}/proxy/metrics"
 }
 
 # webhook_reviews: "pod reviews" for each of nfguard's webhook replicas

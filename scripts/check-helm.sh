@@ -4,7 +4,10 @@
 #   lint       helm lint --strict, with the defaults and with the custom values
 #   same       the default render (release nfguard, namespace nfguard-system,
 #              CRDs included) equals manifests/ object by object, field by
-#              field (scripts/check_helm.py same; the Namespace is Helm's)
+#              field (scripts/check_helm.py same; the Namespace is Helm's);
+#              with webhook.hostNetwork=false it equals manifests/ with the
+#              component manifests/webhook-pod-network (kustomize), and
+#              scripts/check_manifests.py holds for that render too
 #   monitoring the chart's copies of the rules and the dashboard are
 #              monitoring/'s (scripts/sync-monitoring.sh --check); with the
 #              three monitoring.*.enabled the render adds exactly the objects
@@ -88,6 +91,27 @@ step_same() {
   "$PY" scripts/kustomize_render.py manifests >"$work/manifests.yaml"
   "$PY" scripts/check_helm.py same "$work/chart.yaml" "$work/manifests.yaml" ||
     die "the chart's default render differs from manifests/ (above: object and field)"
+  # The webhook on the pod network: the value and the component agree.
+  KUSTOMIZE=$(find_tool kustomize NFGUARD_KUSTOMIZE)
+  template nfguard-system "$work/chart-pod.yaml" --set webhook.hostNetwork=false
+  mkdir -p target
+  local overlay
+  overlay=$(mktemp -d target/check-helm-overlay.XXXXXX)
+  printf '%s\n' 'apiVersion: kustomize.config.k8s.io/v1beta1' 'kind: Kustomization' \
+    'resources: [../../manifests]' 'components: [../../manifests/webhook-pod-network]' >"$overlay/kustomization.yaml"
+  "$KUSTOMIZE" build "$overlay" >"$work/manifests-pod.yaml" || { rm -rf "$overlay"; die "kustomize build of manifests/ with webhook-pod-network failed"; }
+  rm -rf "$overlay"
+  "$PY" scripts/check_manifests.py "$work/manifests-pod.yaml" ||
+    die "scripts/check_manifests.py rejects manifests/ with the component webhook-pod-network"
+  # kustomize re-serializes the CRDs (100.0 becomes 100): compared above already.
+  "$PY" - "$work/chart-pod.yaml" "$work/manifests-pod.yaml" <<'PYEOF'
+import sys, yaml
+for path in sys.argv[1:]:
+    objs = [o for o in yaml.safe_load_all(open(path, encoding="utf-8")) if o and o["kind"] != "CustomResourceDefinition"]
+    yaml.safe_dump_all(objs, open(path, "w", encoding="utf-8"))
+PYEOF
+  "$PY" scripts/check_helm.py same "$work/chart-pod.yaml" "$work/manifests-pod.yaml" ||
+    die "webhook.hostNetwork=false differs from manifests/ with the component webhook-pod-network (above)"
 }
 
 step_monitoring() {
@@ -171,6 +195,12 @@ step_refuse() {
     --set 'webhook.extraEnv[0].name=NFGUARD_TIMEOUT' --set-string 'webhook.extraEnv[0].value=12'
   refuse_with "the removed metrics.serviceMonitor (now monitoring.podMonitors)" \
     "additional properties 'serviceMonitor' not allowed" --set metrics.serviceMonitor.enabled=true
+  refuse_with "webhook.port=9090 on the node's network (the reporter's metrics.port)" \
+    "webhook port 9090 is the reporter's" --set webhook.port=9090
+  refuse_with "webhook.metricsPort=9091 on the node's network (reporter.healthPort)" \
+    "webhook port 9091 is the reporter's" --set webhook.metricsPort=9091
+  refuse_with "webhook.metricsPort equal to webhook.port" \
+    "webhook.port and webhook.metricsPort are both 10263" --set webhook.metricsPort=10263
   refuse_with "reporter.hostPaths={/} (the host's whole root)" "/reporter/hostPaths/0" \
     --set 'reporter.hostPaths={/}'
   refuse_with "reporter.hostPaths={/var/lib/../..}" "/reporter/hostPaths/0" \

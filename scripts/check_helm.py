@@ -25,7 +25,7 @@ runs it; tests/it/install_helm.rs runs that).
       defaultPolicy.spec as the default NetfilterPolicy's spec
   check_helm.py netpol CHART.yaml VALUES.yaml
       a render with VALUES.yaml and webhook.networkPolicy.enabled=true: the
-      webhook's NetworkPolicy admits 8443 from webhookFrom and the metrics
+      webhook's NetworkPolicy admits webhook.port from webhookFrom and the metrics
       port from metricsFrom, nothing else
   check_helm.py readme DEFAULTS.yaml README.md
       every value of values.yaml is a row of the README's values table
@@ -339,7 +339,8 @@ def check_values(chart_path, values_path, defaults_path):
         expect(f"{c} imagePullSecrets", pod(by_key, c, ns).get("imagePullSecrets"), values["imagePullSecrets"])
         expect(f"{c} NFGUARD_LOG", env_value(container(by_key, c, ns), "NFGUARD_LOG"), values["log"]["level"])
         expect(f"{c} NFGUARD_LOG_FORMAT", env_value(container(by_key, c, ns), "NFGUARD_LOG_FORMAT"), values["log"]["format"])
-        port = values["metrics"]["port"]
+        # The webhook's own port: with hostNetwork it shares nodes with the reporter.
+        port = values["webhook"]["metricsPort"] if c == "webhook" else values["metrics"]["port"]
         cont = container(by_key, c, ns)
         args = cont.get("args", [])
         listen = args[args.index("--metrics-listen") + 1] if "--metrics-listen" in args else None
@@ -421,6 +422,26 @@ def check_values(chart_path, values_path, defaults_path):
         mounts = [(m["mountPath"], m.get("readOnly")) for m in hook_c.get("volumeMounts", []) if m["name"] == "client-ca"]
         expect("webhook mount client-ca", mounts, [("/etc/nfguard/client-ca", True)])
     check("webhook.clientCA.configMapName", client_ca)
+
+    # The node's network or the pod's, and the ports /validate and /metrics use.
+    hook_d = workload(by_key, "webhook", ns)
+
+    def host_network(v):
+        expect("webhook hostNetwork", hook_p.get("hostNetwork", False), v)
+        expect("webhook dnsPolicy", hook_p.get("dnsPolicy"), "Default" if v else None)
+        expect("webhook rollingUpdate", hook_d["spec"]["strategy"]["rollingUpdate"],
+               {"maxUnavailable": 1, "maxSurge": 0} if v else {"maxUnavailable": 0, "maxSurge": 1})
+    check("webhook.hostNetwork", host_network)
+
+    def https_port(v):
+        args = hook_c["args"]
+        expect("webhook --listen", args[args.index("--listen") + 1], f"0.0.0.0:{v}")
+        expect("webhook https containerPort",
+               [p["containerPort"] for p in hook_c["ports"] if p["name"] == "https"], [v])
+        svc = by_key[("Service", ns, "nfguard-webhook")]
+        expect("webhook Service targetPort", [p["targetPort"] for p in svc["spec"]["ports"]], ["https"])
+    check("webhook.port", https_port)
+    checked.add("webhook.metricsPort")  # with the other components' metrics ports above
     check("webhook.clientCA.allowedNames",
           lambda v: expect("webhook env NFGUARD_CLIENT_CERT_NAMES", env_value(hook_c, "NFGUARD_CLIENT_CERT_NAMES"), ",".join(v)))
     netpol = by_key.get(("NetworkPolicy", ns, "nfguard-webhook"))
@@ -531,10 +552,10 @@ def check_policy(chart_path, values_path):
 def check_network_policy(chart_path, values_path):
     """A render with VALUES.yaml and webhook.networkPolicy.enabled=true: the
     NetworkPolicy nfguard-webhook selects the webhook's pods and admits only
-    8443 from webhookFrom and the metrics port from metricsFrom."""
+    webhook.port from webhookFrom and webhook.metricsPort from metricsFrom."""
     with open(values_path, encoding="utf-8") as f:
         values = yaml.safe_load(f)
-    np, port = values["webhook"]["networkPolicy"], values["metrics"]["port"]
+    np, port = values["webhook"]["networkPolicy"], values["webhook"]["metricsPort"]
     pols = [o for o in load(chart_path) if o["kind"] == "NetworkPolicy"]
     if [p["metadata"]["name"] for p in pols] != ["nfguard-webhook"]:
         fail(f"expected exactly the NetworkPolicy nfguard-webhook, found {[p['metadata']['name'] for p in pols]}")
@@ -544,7 +565,7 @@ def check_network_policy(chart_path, values_path):
            {"matchLabels": {"app.kubernetes.io/name": "nfguard", "app.kubernetes.io/component": "webhook"}})
     expect("NetworkPolicy nfguard-webhook policyTypes", spec["policyTypes"], ["Ingress"])
     expect("NetworkPolicy nfguard-webhook ingress", spec["ingress"], [
-        {"ports": [{"protocol": "TCP", "port": 8443}], "from": np["webhookFrom"]},
+        {"ports": [{"protocol": "TCP", "port": values["webhook"]["port"]}], "from": np["webhookFrom"]},
         {"ports": [{"protocol": "TCP", "port": port}], "from": np["metricsFrom"]},
     ])
     print("check_helm: the webhook's NetworkPolicy carries webhook.networkPolicy.*")

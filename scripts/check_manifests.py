@@ -185,7 +185,7 @@ def check_reporter(objs):
             fail(f"reporter: {path} must be hostPath {path.removeprefix('/host')} of type Directory (never created), is {hp}")
 
 
-def check_nonroot_deployment(objs, name, component, replicas):
+def check_nonroot_deployment(objs, name, component, replicas, host_network_allowed=False):
     d = find(objs, "Deployment", name)
     if not d:
         return None
@@ -195,7 +195,7 @@ def check_nonroot_deployment(objs, name, component, replicas):
     psc = spec.get("securityContext", {})
     if psc.get("runAsNonRoot") is not True or psc.get("runAsUser", 0) == 0:
         fail(f"{component}: must run as non-root")
-    if spec.get("hostNetwork"):
+    if spec.get("hostNetwork") and not host_network_allowed:
         fail(f"{component}: must not use hostNetwork")
     for c in spec.get("containers", []):
         sc = c.get("securityContext", {})
@@ -214,24 +214,38 @@ def selects(selector, labels):
     return all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
 
 
+# The webhook's ports (manifests/webhook.yaml), and the reporter's, which it
+# holds on every node (its metrics and health ports).
+WEBHOOK_PORT, WEBHOOK_METRICS_PORT = 10263, 10264
+REPORTER_PORTS = {9090, 9091}
+
+
 def check_webhook(objs):
+    """The webhook serves /validate on WEBHOOK_PORT. On the node's network
+    (the default): node DNS, ports clear of the reporter's, a rollout that
+    replaces rather than surges (a surge replica would need a node with free
+    ports), and no NetworkPolicy (it has no hold there). On the pod network
+    (manifests/webhook-pod-network): a surge rollout and a NetworkPolicy
+    admitting exactly its two ports."""
     check_nonroot_deployment(objs, "nfguard-controller", "controller", 2)
-    d = check_nonroot_deployment(objs, "nfguard-webhook", "webhook", 2)
+    d = check_nonroot_deployment(objs, "nfguard-webhook", "webhook", 2, host_network_allowed=True)
     if not d:
         return
     labels = d["spec"]["template"]["metadata"]["labels"]
     spec = pod_spec(d)
     (c,) = spec["containers"]
     args = c["args"]
-    for flag, value in (("--listen", "0.0.0.0:8443"),):
+    for flag, value in (("--listen", f"0.0.0.0:{WEBHOOK_PORT}"), ("--metrics-listen", f"0.0.0.0:{WEBHOOK_METRICS_PORT}")):
         if flag not in args or args[args.index(flag) + 1] != value:
             fail(f"webhook: {flag} {value} missing")
     if "--self-signed" not in args:
         fail("webhook: --self-signed missing")
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    if ports != {"https": WEBHOOK_PORT, "metrics": WEBHOOK_METRICS_PORT}:
+        fail(f"webhook: ports must be https {WEBHOOK_PORT} and metrics {WEBHOOK_METRICS_PORT}, are {ports}")
     ready = c.get("readinessProbe", {}).get("httpGet", {})
-    if ready.get("scheme") != "HTTPS" or ports.get(ready.get("port"), ready.get("port")) != 8443:
-        fail("webhook: readiness must use HTTPS /readyz on 8443")
+    if ready.get("scheme") != "HTTPS" or ports.get(ready.get("port"), ready.get("port")) != WEBHOOK_PORT:
+        fail(f"webhook: readiness must use HTTPS /readyz on {WEBHOOK_PORT}")
     spread = spec.get("topologySpreadConstraints", [])
     if not any(t["topologyKey"] == "kubernetes.io/hostname" and selects(t["labelSelector"], labels) for t in spread):
         fail("webhook: replicas must spread across nodes")
@@ -243,10 +257,24 @@ def check_webhook(objs):
         if not selects({"matchLabels": svc["spec"]["selector"]}, labels):
             fail("webhook: the Service does not select the webhook pods")
         (p,) = svc["spec"]["ports"]
-        if p["port"] != 443 or ports.get(p["targetPort"], p["targetPort"]) != 8443:
-            fail("webhook: the Service must map 443 -> 8443")
+        if p["port"] != 443 or ports.get(p["targetPort"], p["targetPort"]) != WEBHOOK_PORT:
+            fail(f"webhook: the Service must map 443 -> {WEBHOOK_PORT}")
+    rolling = d["spec"].get("strategy", {}).get("rollingUpdate", {})
+    netpols = [o for o in objs if o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == "nfguard-webhook"]
+    netpol = netpols[0] if len(netpols) == 1 else None
+    if spec.get("hostNetwork"):
+        if spec.get("dnsPolicy") != "Default":
+            fail(f"webhook: on the node's network dnsPolicy must be Default (cluster DNS runs on the pod network), is {spec.get('dnsPolicy')}")
+        if set(ports.values()) & REPORTER_PORTS:
+            fail(f"webhook: on the node's network its ports {sorted(ports.values())} must not be the reporter's {sorted(REPORTER_PORTS)}")
+        if rolling != {"maxUnavailable": 1, "maxSurge": 0}:
+            fail(f"webhook: on the node's network a rollout must replace (maxUnavailable 1, maxSurge 0), is {rolling}")
+        if netpols:
+            fail("webhook: a NetworkPolicy for pods on the node's network has no effect; it belongs to the pod-network component")
+        return check_webhook_configuration(objs, svc)
+    if rolling != {"maxUnavailable": 0, "maxSurge": 1}:
+        fail(f"webhook: on the pod network a rollout must surge (maxUnavailable 0, maxSurge 1), is {rolling}")
     # Ingress only to the webhook port and the metrics port.
-    netpol = find(objs, "NetworkPolicy", "nfguard-webhook")
     if not netpol:
         fail("webhook: the NetworkPolicy nfguard-webhook is missing")
     else:
@@ -256,9 +284,12 @@ def check_webhook(objs):
         if np.get("policyTypes") != ["Ingress"]:
             fail(f"webhook: the NetworkPolicy's policyTypes must be [Ingress], is {np.get('policyTypes')}")
         admitted = sorted(ports.get(q["port"], q["port"]) for r in np.get("ingress", []) for q in r.get("ports", []))
-        if admitted != sorted([8443, ports.get("metrics")]):
-            fail(f"webhook: the NetworkPolicy must admit exactly 8443 and the metrics port, admits {admitted}")
+        if admitted != sorted(ports.values()):
+            fail(f"webhook: the NetworkPolicy must admit exactly the webhook and metrics ports, admits {admitted}")
+    check_webhook_configuration(objs, svc)
 
+
+def check_webhook_configuration(objs, svc):
     vwc = find(objs, "ValidatingWebhookConfiguration", "nfguard")
     if not vwc:
         return

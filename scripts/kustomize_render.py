@@ -2,8 +2,9 @@
 """A minimal kustomize renderer for machines without kubectl or kustomize.
 
 Supports exactly what manifests/ uses: `resources` (YAML files and
-directories holding a kustomization.yaml) and `images` (newName, newTag,
-digest). Any other kustomization field is an error, so this fallback can
+directories holding a kustomization.yaml), `images` (newName, newTag,
+digest) and `sortOptions` of order `legacy` (the output is ordered by kind as
+kustomize orders it, so `kubectl delete -f` of it deletes in that order). Any other kustomization field is an error, so this fallback can
 never silently render something different from `kubectl kustomize`;
 scripts/check-install.sh compares both whenever kubectl is present.
 
@@ -14,7 +15,7 @@ import sys
 
 import yaml
 
-SUPPORTED = {"apiVersion", "kind", "resources", "images"}
+SUPPORTED = {"apiVersion", "kind", "resources", "images", "sortOptions"}
 CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
 
 
@@ -89,7 +90,30 @@ def render(directory, depth=0):
         else:
             raise RenderError(f"{directory}: resource {res} not found")
     set_images(objects, k.get("images", []))
-    return objects
+    return sort_legacy(objects, k.get("sortOptions"), directory)
+
+
+def sort_legacy(objects, options, directory):
+    """kustomize's legacy order: the kinds of orderFirst in that order, other
+    kinds, then orderLast; within a place by kind, namespace and name."""
+    if options is None:
+        return objects
+    legacy = options.get("legacySortOptions", {})
+    if options.get("order") != "legacy" or set(legacy) - {"orderFirst", "orderLast"}:
+        raise RenderError(f"{directory}: only sortOptions of order legacy with orderFirst/orderLast")
+    first, last = legacy.get("orderFirst", []), legacy.get("orderLast", [])
+
+    def place(o):
+        kind = o.get("kind", "")
+        if kind in first:
+            return first.index(kind)
+        if kind in last:
+            return len(first) + 1 + last.index(kind)
+        return len(first)
+
+    return sorted(objects, key=lambda o: (place(o), o.get("kind", ""),
+                                          o.get("metadata", {}).get("namespace", ""),
+                                          o.get("metadata", {}).get("name", "")))
 
 
 def main():

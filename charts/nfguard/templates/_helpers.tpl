@@ -137,3 +137,22 @@ and only when there are labels.
 {{- end }}
 {{- toYaml .labels }}
 {{- end -}}
+
+{{/*
+Refuses webhook ports that cannot work: the two the same, or (on the node's
+network) a port the reporter already holds on every node, where the
+scheduler would leave every replica Pending.
+*/}}
+{{- define "nfguard.webhookPortsFree" -}}
+{{- $w := .Values.webhook -}}
+{{- if eq (int $w.port) (int $w.metricsPort) -}}
+{{- fail (printf "webhook.port and webhook.metricsPort are both %v: give each its own port." $w.port) -}}
+{{- end -}}
+{{- if $w.hostNetwork -}}
+{{- range $p := list (int $w.port) (int $w.metricsPort) -}}
+{{- if or (eq $p (int $.Values.metrics.port)) (eq $p (int $.Values.reporter.healthPort)) -}}
+{{- fail (printf "webhook port %v is the reporter's (metrics.port %v, reporter.healthPort %v), which it holds on every node: with webhook.hostNetwork no replica could be scheduled. Choose another webhook.port / webhook.metricsPort." $p $.Values.metrics.port $.Values.reporter.healthPort) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
