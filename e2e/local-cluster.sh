@@ -32,6 +32,11 @@
 #                                 is down mid-rollout or a managed control
 #                                 plane never routes to pod IPs; up restores
 #                                 them (a pod still reaches its own node)
+#   e2e/local-cluster.sh restart   a power cut of the whole cluster: the
+#                                 control plane and every node (daemons,
+#                                 shims, containers) killed at once, then
+#                                 started again from their state on disk
+#                                 (e2e scenario 32); nothing is reinstalled
 #   e2e/local-cluster.sh node-iptables NODE VERSION|restore   give the node
 #                                 Debian's iptables VERSION (1.8.7, 1.8.9,
 #                                 1.8.11) for real in its mount namespace and
@@ -608,9 +613,7 @@ EOF
   ]
 }
 EOF
-  start "containerd-$node" nsenter --net="/run/netns/$ns" --mount="$NS_DIR/mnt-$node" -- \
-    containerd --config "$dir/containerd.toml"
-  wait_for 60 "containerd on $node" ctr --address "$dir/containerd.sock" version
+  start_containerd "$node"
   ctr --address "$dir/containerd.sock" -n k8s.io images import "$CACHE/images/pause.tar" >/dev/null
 
   cat >"$dir/kubelet.yaml" <<EOF
@@ -664,8 +667,14 @@ EOF
   start_kube_proxy "$node"
 }
 
-# The node's kubelet and kube-proxy, from the configurations start_node
-# wrote (also node_iptables' restarts).
+# The node's containerd, kubelet and kube-proxy, from the configurations
+# start_node wrote (also node_iptables' restarts and cluster_restart).
+start_containerd() { # node
+  local node=$1 dir="$STATE/nodes/$1"
+  start "containerd-$node" nsenter --net="/run/netns/$(node_ns "$node")" --mount="$NS_DIR/mnt-$node" -- \
+    containerd --config "$dir/containerd.toml"
+  wait_for 60 "containerd on $node" ctr --address "$dir/containerd.sock" version
+}
 start_kubelet() { # node
   local node=$1 dir="$STATE/nodes/$1"
   start "kubelet-$node" nsenter --net="/run/netns/$(node_ns "$node")" --mount="$NS_DIR/mnt-$node" -- \
@@ -947,6 +956,60 @@ kill_all() {
   rm -rf "$RUN/pids"
 }
 
+# node_pids NODE: every process of the node: its daemons (its network or
+# mount namespace), the shims and the containers (its cgroups).
+node_pids() {
+  local inodes pid ns procs
+  inodes=" $(stat -Lc %i "/run/netns/$(node_ns "$1")" "$NS_DIR/mnt-$1" 2>/dev/null | tr '\n' ' ') "
+  for pid in /proc/[0-9]*; do
+    pid=${pid#/proc/}
+    [ "$pid" = $$ ] && continue
+    for ns in net mnt; do
+      ns=$(stat -Lc %i "/proc/$pid/ns/$ns" 2>/dev/null) || continue
+      case "$inodes" in *" $ns "*) echo "$pid"; break ;; esac
+    done
+  done
+  procs=/sys/fs/cgroup/pids$(cgroup_root "$1")
+  [ -d "$procs" ] && find "$procs" -name cgroup.procs -exec cat {} + 2>/dev/null
+  true
+}
+
+# cluster_restart: a power cut of the whole cluster and its return. The
+# control plane (etcd, kube-apiserver, controller-manager, scheduler) and
+# every node (containerd, kubelet, kube-proxy, the shims and the containers)
+# are killed at once with SIGKILL, then started again from what they keep on
+# disk (etcd's data, each node's containerd root, kubelet and kube-proxy
+# configurations); nothing else is done: pods come back the way the kubelet
+# brings them back. The registries, the loopback forwarders and anything else
+# in the control plane's namespace (the e2e's Prometheus) stay up, as
+# services outside the cluster would.
+cluster_restart() {
+  local node name pids tries t0=$SECONDS
+  for name in etcd kube-apiserver kube-controller-manager kube-scheduler; do
+    if running "$name"; then kill -9 "$(cat "$RUN/pids/$name.pid")"; fi
+  done
+  for node in "${NODES[@]}"; do
+    tries=0
+    while pids=$(node_pids "$node" | sort -u) && [ -n "$pids" ]; do
+      # shellcheck disable=SC2086
+      kill -9 $pids 2>/dev/null || true
+      tries=$((tries + 1))
+      [ "$tries" -lt 30 ] || die "processes of $node still alive: $pids"
+      sleep 0.5
+    done
+  done
+  log "cluster stopped: control plane and ${#NODES[@]} nodes killed"
+  start_control_plane
+  wait_for 60 "the apiserver through 127.0.0.1:$API_PORT" kctl get --raw /readyz
+  for node in "${NODES[@]}"; do
+    start_containerd "$node"
+    start_kubelet "$node"
+    start_kube_proxy "$node"
+  done
+  for node in "${NODES[@]}"; do wait_for 180 "node $node Ready" node_ready "$node"; done
+  log "cluster started again: every node Ready $((SECONDS - t0)) s after the cut"
+}
+
 remove_cgroups() {
   local root h
   root=$(cgroup_root '')
@@ -1192,11 +1255,12 @@ case "${1:-}" in
   diagnose) diagnose ;;
   kube-proxy) [ $# = 3 ] || die "usage: $0 kube-proxy NODE stop|cont"; kube_proxy "$2" "$3" ;;
   pod-network) [ $# = 2 ] || die "usage: $0 pod-network down|up"; [ -f "$STATE/up" ] || die "not up"; pod_network "$2" ;;
+  restart) [ -f "$STATE/up" ] || die "not up"; BIN=$(cat "$STATE/bin"); cluster_restart ;;
   node-iptables)
     [ $# = 3 ] || die "usage: $0 node-iptables NODE VERSION|restore"
     [ -f "$STATE/up" ] || die "not up"
     BIN=$(cat "$STATE/bin")
     node_iptables "$2" "$3"
     ;;
-  *) echo "usage: $0 up|down|env|install [kustomize|helm]|node NODE CMD...|cp CMD...|kube-proxy NODE stop|cont|pod-network down|up|node-iptables NODE VERSION|restore|diagnose" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|env|install [kustomize|helm]|node NODE CMD...|cp CMD...|kube-proxy NODE stop|cont|pod-network down|up|restart|node-iptables NODE VERSION|restore|diagnose" >&2; exit 2 ;;
 esac

@@ -171,6 +171,11 @@
 #      incident pod denied by nfguard's verdict, an ordinary pod created, with
 #      registry look-ups made during the outage; a policy change still
 #      reaches the webhook (e2e/s31-gate-without-pod-network.sh)
+#  32. (local provider) a power cut of the whole cluster (control plane and
+#      every node killed at once, started again from disk): under
+#      failurePolicy Fail, ordinary pods are admitted right away and nfguard
+#      itself denies the incident pod again within minutes, with the same
+#      caBundle, no manual step (e2e/s32-cluster-restart.sh)
 #  30. policy reports (e2e/scenario-reports.sh): none without a report CRD
 #      (said once), PolicyReport with only the wgpolicyk8s.io CRD, Report
 #      once the openreports.io CRDs are applied (the PolicyReport removed);
@@ -191,7 +196,7 @@ NFT_SCENARIOS="19 20 21 22 23 24 26"
 NFT_NODE=${NFGUARD_E2E_NFTABLES_NODE:-}
 [ -z "$NFT_NODE" ] || ALL_SCENARIOS+=" $NFT_SCENARIOS"
 # Scenarios that change the cluster's own namespaces (local provider only).
-LOCAL_SCENARIOS="31"
+LOCAL_SCENARIOS="31 32"
 [ "$PROVIDER" != local ] || ALL_SCENARIOS+=" $LOCAL_SCENARIOS"
 # shellcheck source=e2e/monitoring.sh
 source "$REPO/e2e/monitoring.sh"
@@ -2756,6 +2761,8 @@ source "$REPO/e2e/s26-nft-skew.sh"
 source "$REPO/e2e/scenario-reports.sh"
 # shellcheck source=e2e/s31-gate-without-pod-network.sh
 source "$REPO/e2e/s31-gate-without-pod-network.sh"
+# shellcheck source=e2e/s32-cluster-restart.sh
+source "$REPO/e2e/s32-cluster-restart.sh"
 
 # ---- main --------------------------------------------------------------------------------
 case "$PROVIDER" in
@@ -2802,6 +2809,7 @@ run_scenario 17 "a controller token may write only nfguard.io/ labels and NoSche
 run_scenario 18 "nfguard.io/exempt counts only in a namespace a NetfilterPolicy's exemptionNamespaceSelector selects" s18_exemptions
 run_scenario 30 "policy reports: none without a CRD, PolicyReport as the fallback, Report with the openreports CRDs; written only on change; the openreports CRDs removed without an error; removed with the workload" s30_policy_reports
 run_scenario 31 "the gate without the pod network: the webhook on the node's network; routes to the pod ranges blackholed; under Ignore and Fail a compatible CNI repair pod is admitted and judged, the incident pod denied by nfguard's verdict, an ordinary pod created; look-ups and watches keep working" s31_gate_without_pod_network
+run_scenario 32 "a power cut of the whole cluster: under failurePolicy Fail the gate comes back by itself (nfguard denies the incident pod again, same caBundle), ordinary pods admitted meanwhile" s32_cluster_restart
 # 26 first among the node's scenarios: 19-22 then check that it left the
 # node as it found it (20: kube-proxy's tables the only ones, Services answer).
 run_scenario 26 "the nft skew incident for real: trixie's nft 1.1.3 denied at admission naming kube-proxy's nft 1.0.6; let through, its type set makes the node's nft and kube-proxy's sync segfault and a new Service unreachable; NftSetsCrashHostNft within seconds; recovery" s26_nft_skew
