@@ -4,6 +4,7 @@
 use super::egress::{Cidr, Defaults, EgressPolicy, HostPattern};
 use super::{
     CredentialSource, DockerConfigFile, ImageInspector, MemoryPlan, Platform, RegistryConfig,
+    STALE_IF_ERROR,
 };
 use crate::facts::{Evidence, ImageProfile};
 use crate::output::{Format, render_structured};
@@ -163,6 +164,15 @@ pub struct RegistryArgs {
         value_parser = CaBundle::read
     )]
     pub ca_files: Vec<CaBundle>,
+    /// Seconds a tag's last answer stands in, past its pin's 30 s, while its
+    /// registry gives no answer (unreachable, timed out, HTTP 429 or 5xx;
+    /// never after a 401, 403 or 404); marked stale and counted. 0 turns it
+    /// off. Default: 3600.
+    #[arg(
+        long = "registry-stale-if-error",
+        env = "NFGUARD_REGISTRY_STALE_IF_ERROR"
+    )]
+    pub stale_if_error: Option<u64>,
 }
 
 /// The certificates of one `--registry-ca` file, checked when read.
@@ -226,6 +236,9 @@ impl RegistryArgs {
                 all.push(b'\n');
                 all
             }),
+            stale_if_error: self
+                .stale_if_error
+                .map_or(STALE_IF_ERROR, Duration::from_secs),
             ..RegistryConfig::default()
         }
         .with_memory(MemoryPlan::detect(self.memory_limit))

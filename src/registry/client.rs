@@ -90,10 +90,16 @@ impl Client {
         self.transport.insecure_registries.contains(&self.registry)
     }
 
-    fn network(&self, detail: impl Into<String>) -> RegistryError {
+    /// The registry did not answer: unreachable, 429, 5xx.
+    fn outage(&self, detail: impl Into<String>) -> RegistryError {
+        self.network(detail, true)
+    }
+
+    fn network(&self, detail: impl Into<String>, outage: bool) -> RegistryError {
         RegistryError::Network {
             registry: self.registry.clone(),
             detail: detail.into(),
+            outage,
         }
     }
 
@@ -108,10 +114,12 @@ impl Client {
         match e {
             SendError::Refused(r) => {
                 tracing::debug!(registry = %self.registry, host = %r.host, reason = %r.refusal, "registry request refused by the egress policy");
-                self.network(EGRESS_REFUSED)
+                self.network(EGRESS_REFUSED, false)
             }
-            SendError::Redirect(r) => self.network(format!("redirect refused ({r})")),
-            e @ (SendError::Unreachable | SendError::Untrusted) => self.network(e.to_string()),
+            SendError::Redirect(r) => self.network(format!("redirect refused ({r})"), false),
+            SendError::Unreachable => self.outage(SendError::Unreachable.to_string()),
+            // Someone answered, with a certificate nfguard does not trust.
+            e @ SendError::Untrusted => self.network(e.to_string(), false),
         }
     }
 
@@ -121,7 +129,7 @@ impl Client {
         match code {
             404 => RegistryError::NotFound { what: what.into() },
             401 | 403 => self.unauthorized(format!("HTTP {code}")),
-            429 | 500..=599 => self.network(format!("HTTP {code}")),
+            429 | 500..=599 => self.outage(format!("HTTP {code}")),
             _ => RegistryError::Protocol {
                 reference: what.into(),
                 detail: format!("unexpected HTTP {code} from {}", self.registry),
@@ -244,12 +252,14 @@ impl Client {
                 )));
             }
             s => {
-                return Err(self.network(format!("token service answered HTTP {}", s.as_u16())));
+                let code = s.as_u16();
+                let detail = format!("token service answered HTTP {code}");
+                return Err(self.network(detail, matches!(code, 429 | 500..=599)));
             }
         }
         let body = read_capped(&mut res, token::MAX_TOKEN_RESPONSE_BYTES)
             .await
-            .map_err(|_| self.network("unreachable"))?
+            .map_err(|_| self.outage("unreachable"))?
             .ok_or_else(|| self.unauthorized("token response is too large"))?;
         token::parse_token_response(&body).map_err(|reason| self.unauthorized(reason))
     }
@@ -273,7 +283,7 @@ impl Client {
             .map(str::to_string);
         match read_capped(&mut res, MAX_MANIFEST_BYTES)
             .await
-            .map_err(|_| self.network("unreachable"))?
+            .map_err(|_| self.outage("unreachable"))?
         {
             Some(body) => Ok((body, digest)),
             None => Err(RegistryError::ManifestTooLarge {

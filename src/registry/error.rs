@@ -12,7 +12,15 @@ pub enum RegistryError {
     #[error("registry {registry} refused the credentials (or needs some): {detail}")]
     Unauthorized { registry: String, detail: String },
     #[error("cannot reach registry {registry}: {detail}")]
-    Network { registry: String, detail: String },
+    Network {
+        registry: String,
+        detail: String,
+        /// The registry gave no answer (unreachable, HTTP 429 or 5xx), as
+        /// opposed to nfguard refusing to ask (egress policy, a refused
+        /// redirect, an untrusted certificate) or a token service's other
+        /// answers: only silence lets a tag's last answer stand in (`stale`).
+        outage: bool,
+    },
     #[error("registry protocol error for {reference}: {detail}")]
     Protocol { reference: String, detail: String },
     #[error("{reference} has no manifest for platform {platform} (available: {available})")]

@@ -3,10 +3,11 @@
 //! `rootfs::Layer`s until `rootfs::collect` says lower layers cannot
 //! change the answer.
 
-use super::cache::{Caches, Pin, Resolved, ResolvedKey};
+use super::cache::{Caches, Pin, PinKey, Resolved, ResolvedKey};
 use super::client::{Client, Transport, is_sha256_digest};
 use super::error::{json_problem, remote_words};
 use super::http::Http;
+use super::stale::{self, StaleStore, Staleness};
 use super::stream::{self, ChannelReader, Compression};
 use super::{CredentialId, Credentials, Platform, RegistryConfig, RegistryError};
 use crate::facts::ImageProfile;
@@ -45,6 +46,10 @@ pub struct InspectStats {
     pub bytes_fetched: u64,
     /// Sum of the config and layer sizes in the manifest.
     pub image_bytes: u64,
+    /// Set when the answer is a tag's last one, served because its
+    /// registry gave none (`from_cache` is then true too).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stale: Option<Staleness>,
 }
 
 pub struct Inner {
@@ -53,6 +58,8 @@ pub struct Inner {
     /// inspections (each gets a `Client` for its repository and credentials).
     transport: Arc<Transport>,
     caches: Caches,
+    /// Each tag's last answer, for when its registry gives none.
+    stale: Arc<StaleStore>,
     /// Inspections that may stream layers at once (`MemoryPlan::inspections`):
     /// each holds a decompressor window and network batches outside the budget.
     streams: tokio::sync::Semaphore,
@@ -116,9 +123,11 @@ impl Inner {
             config.tag_ttl,
         );
         let transport = Arc::new(transport(&config));
+        let stale = StaleStore::new(config.cache_entries, config.tag_ttl, config.stale_if_error);
         Self {
             transport,
             caches,
+            stale,
             streams: tokio::sync::Semaphore::new(config.memory.inspections.max(1)),
             config,
         }
@@ -218,47 +227,74 @@ impl Inner {
 
     /// The top manifest `r` names: by its digest, or for a tag by the digest
     /// the tag was pinned to (asked once per `tag_ttl` and credential, so
-    /// every platform of one admission reads the same index); with how much
-    /// longer the answer holds (None: forever, a digest reference).
+    /// every platform of one admission reads the same index); with the pin
+    /// (None: a digest reference, the answer holds forever).
     async fn top_manifest(
         &self,
         client: &Client,
         r: &Reference,
+        platform: &Platform,
         credential: CredentialId,
-    ) -> Result<(OciManifest, String, Option<Duration>), RegistryError> {
+    ) -> Result<(OciManifest, String, Option<Pin>), RegistryError> {
         if let Some(d) = r.digest() {
             let (m, digest) = self.manifest(client, r, Some(d)).await?;
             return Ok((m, digest, None));
         }
-        let ttl = self.config.tag_ttl;
         let key = (r.whole(), credential);
         if let Some(pin) = self.caches.pins.get(&key) {
-            let left = ttl.saturating_sub(pin.at.elapsed());
             let pinned = r.clone_with_digest(pin.digest.clone());
             let (m, digest) = self.manifest(client, &pinned, Some(&pin.digest)).await?;
-            return Ok((m, digest, Some(left)));
+            return Ok((m, digest, Some(pin)));
         }
-        let (m, digest) = self.manifest(client, r, None).await?;
-        self.caches.pins.insert(
-            key,
-            Pin {
-                digest: digest.clone(),
-                at: Instant::now(),
-            },
-        );
-        Ok((m, digest, Some(ttl)))
+        let (m, digest) = self.repin(client, r, &key, platform).await?;
+        let pin = Pin {
+            digest: digest.clone(),
+            at: Instant::now(),
+        };
+        self.caches.pins.insert(key.clone(), pin.clone());
+        self.stale.pinned(&key, &digest, pin.at);
+        Ok((m, digest, Some(pin)))
     }
 
-    /// Reference -> (platform manifest, its digest, how long the tag's
-    /// resolution holds), following an index.
+    /// Ask the registry what the tag names now. With a last answer to fall
+    /// back to, a registry that takes longer than `stale::PROBE` is taken
+    /// as down (a blackhole would otherwise cost the connect timeout).
+    async fn repin(
+        &self,
+        client: &Client,
+        r: &Reference,
+        key: &PinKey,
+        platform: &Platform,
+    ) -> Result<(OciManifest, String), RegistryError> {
+        let fetch = self.manifest(client, r, None);
+        let fallback = self
+            .stale
+            .servable_age(key, &platform.to_string(), Instant::now());
+        if fallback.is_none() {
+            return fetch.await;
+        }
+        let probe = stale::PROBE.min(self.config.timeout);
+        tokio::time::timeout(probe, fetch)
+            .await
+            .unwrap_or_else(|_| {
+                Err(RegistryError::Network {
+                    registry: r.resolve_registry().to_string(),
+                    detail: format!("no answer within {:.1}s", probe.as_secs_f64()),
+                    outage: true,
+                })
+            })
+    }
+
+    /// Reference -> (platform manifest, its digest, the tag's pin),
+    /// following an index.
     async fn resolve(
         &self,
         client: &Client,
         r: &Reference,
         platform: &Platform,
         credential: CredentialId,
-    ) -> Result<(OciImageManifest, String, Option<Duration>), RegistryError> {
-        let (top, digest, ttl) = self.top_manifest(client, r, credential).await?;
+    ) -> Result<(OciImageManifest, String, Option<Pin>), RegistryError> {
+        let (top, digest, pin) = self.top_manifest(client, r, platform, credential).await?;
         let img = match top {
             OciManifest::Image(img) => (img, digest),
             OciManifest::ImageIndex(index) => {
@@ -304,7 +340,7 @@ impl Inner {
                 detail: "the manifest names a digest that is not sha256 and 64 hex digits".into(),
             });
         }
-        Ok((img.0, img.1, ttl))
+        Ok((img.0, img.1, pin))
     }
 
     /// Stream one blob through `parse` on a blocking thread, verifying it.
@@ -408,8 +444,11 @@ impl Inner {
             };
             return Ok((p, stats));
         }
-        let (manifest, digest, ttl) = self.resolve(&client, &r, platform, credential).await?;
+        let (manifest, digest, pin) = self.resolve(&client, &r, platform, credential).await?;
         // A tag's platform resolution expires with its pin, not after it.
+        let ttl = pin
+            .as_ref()
+            .map(|p| self.config.tag_ttl.saturating_sub(p.at.elapsed()));
         if ttl != Some(Duration::ZERO) {
             self.caches.resolved.insert(
                 Self::key(&r, platform, credential),
@@ -430,6 +469,7 @@ impl Inner {
             ..Default::default()
         };
         if let Some(p) = self.caches.profiles.get(&digest) {
+            self.remember(&r, credential, pin.as_ref(), platform, &p);
             let mut p = (*p).clone();
             p.image = reference.into();
             stats.from_cache = true;
@@ -468,9 +508,57 @@ impl Inner {
             iptables: collected.facts,
             nftables: collected.nftables,
         };
-        self.caches
-            .profiles
-            .insert(digest, Arc::new(profile.clone()));
+        let shared = Arc::new(profile.clone());
+        self.remember(&r, credential, pin.as_ref(), platform, &shared);
+        self.caches.profiles.insert(digest, shared);
+        Ok((profile, stats))
+    }
+
+    /// Keep a tag's fresh answer as its last one (see `stale`).
+    fn remember(
+        &self,
+        r: &Reference,
+        credential: CredentialId,
+        pin: Option<&Pin>,
+        platform: &Platform,
+        profile: &Arc<ImageProfile>,
+    ) {
+        if let Some(pin) = pin {
+            let key = (r.whole(), credential);
+            let platform = platform.to_string();
+            self.stale
+                .answered(&key, &pin.digest, pin.at, &platform, profile.clone());
+        }
+    }
+
+    /// After a failed inspection: the tag's last answer, marked stale, if
+    /// the registry gave no answer and it is within the bound; else `e`
+    /// (an answer the registry gave forgets the last one).
+    pub fn stale_or(
+        &self,
+        reference: &str,
+        platform: &Platform,
+        credentials: Option<&Credentials>,
+        e: RegistryError,
+    ) -> Result<(ImageProfile, InspectStats), RegistryError> {
+        let Ok(r) = Self::parse_reference(reference) else {
+            return Err(e);
+        };
+        if r.digest().is_some() {
+            return Err(e);
+        }
+        let key = (r.whole(), Credentials::identity(credentials));
+        let served = self
+            .stale
+            .on_error(&key, &platform.to_string(), e, Instant::now())?;
+        tracing::warn!(image = reference, %platform, note = %served.staleness.note, "registry gave no answer: the tag's last answer stands in");
+        let mut profile = (*served.profile).clone();
+        profile.image = reference.into();
+        let stats = InspectStats {
+            from_cache: true,
+            stale: Some(served.staleness),
+            ..Default::default()
+        };
         Ok((profile, stats))
     }
 

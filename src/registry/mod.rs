@@ -17,6 +17,7 @@ mod manifest_get;
 pub mod memory;
 pub mod platform;
 mod reference;
+pub mod stale;
 pub mod stream;
 mod token;
 
@@ -27,6 +28,7 @@ pub use error::RegistryError;
 pub use fetch::InspectStats;
 pub use manifest_get::MAX_MANIFEST_BYTES;
 pub use memory::MemoryPlan;
+pub use stale::{STALE_IF_ERROR, StaleCollector, Staleness};
 
 use crate::facts::ImageProfile;
 use crate::rootfs::LayerLimits;
@@ -93,6 +95,9 @@ pub struct RegistryConfig {
     /// How long a tag's resolution (its pin) is trusted: a moved tag is
     /// judged by its new digest at most this long after the move.
     pub tag_ttl: Duration,
+    /// How long past its pin's expiry a tag's last answer stands in while
+    /// its registry gives no answer (`stale`); zero: never.
+    pub stale_if_error: Duration,
     /// How much memory inspections may use, in all.
     pub memory: MemoryPlan,
     /// Which hosts and addresses may be contacted (every redirect hop too).
@@ -122,6 +127,7 @@ impl Default for RegistryConfig {
             max_decompressed_layer_bytes: 8 << 30,
             cache_entries: 4096,
             tag_ttl: TAG_TTL,
+            stale_if_error: STALE_IF_ERROR,
             memory: memory.clone(),
             egress: EgressPolicy::default(),
             extra_root_certificates_pem: Vec::new(),
@@ -156,7 +162,9 @@ impl ImageInspector {
             .map(|(p, _)| p)
     }
 
-    /// Like `inspect`, also saying what it cost (layers read, bytes fetched).
+    /// Like `inspect`, also saying what it cost (layers read, bytes
+    /// fetched) and whether the answer is a tag's last one, served stale
+    /// because its registry gave none (`InspectStats::stale`).
     pub async fn inspect_with_stats(
         &self,
         reference: &str,
@@ -164,7 +172,7 @@ impl ImageInspector {
         credentials: Option<&Credentials>,
     ) -> Result<(ImageProfile, InspectStats), RegistryError> {
         let timeout = self.inner.config.timeout;
-        match tokio::time::timeout(
+        let fresh = match tokio::time::timeout(
             timeout,
             self.inner.inspect(reference, platform, credentials),
         )
@@ -175,6 +183,11 @@ impl ImageInspector {
                 reference: reference.into(),
                 after: timeout,
             }),
+        };
+        // Outside the timeout: a registry too slow to answer is silence too.
+        match fresh {
+            Ok(answer) => Ok(answer),
+            Err(e) => self.inner.stale_or(reference, platform, credentials, e),
         }
     }
 

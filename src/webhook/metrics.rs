@@ -160,6 +160,8 @@ impl Metrics {
             "reasons",
             "Reasons in admission decisions by code",
             reasons.clone(),
+        // Answers the registry module served stale (tags whose registry gave none).
+        registry.register_collector(Box::new(crate::registry::StaleCollector));
         );
         let image_cache_hits = Counter::default();
         registry.register(

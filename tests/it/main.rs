@@ -56,6 +56,7 @@ mod plugin_cli;
 mod plugin_krew;
 mod prometheus_config;
 mod registry_egress;
+mod registry_stale;
 mod release_workflow;
 mod reporter_api;
 mod reporter_netns;
