@@ -13,6 +13,7 @@ pub mod judgement;
 pub mod kernel;
 mod named;
 pub mod node;
+pub mod object_names;
 pub mod output;
 pub mod plugin;
 pub mod projection;

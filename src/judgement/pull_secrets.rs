@@ -4,6 +4,7 @@
 //! webhook reads them for the pod it admits, the controller for the pods
 //! running on a node, so both judge a private image with the same secret.
 
+use crate::object_names::{is_dns_label, is_dns_subdomain};
 pub use crate::projection::MAX_PULL_SECRETS;
 use crate::projection::PullSecretRefs;
 use crate::registry::PullSecrets;
@@ -13,7 +14,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The Secret names a pod's pull credentials come from: its own, then its
-/// ServiceAccount's (`sa_secrets`), without repeats, at most `MAX_PULL_SECRETS`.
+/// ServiceAccount's (`sa_secrets`), without repeats, at most `MAX_PULL_SECRETS`;
+/// a name no Secret can have is never looked up (it would become a path).
 fn secret_names(refs: &PullSecretRefs, sa_secrets: Option<&ServiceAccount>) -> Vec<String> {
     let own = refs.names.iter().map(|n| &**n);
     let of_sa = sa_secrets
@@ -22,7 +24,7 @@ fn secret_names(refs: &PullSecretRefs, sa_secrets: Option<&ServiceAccount>) -> V
         .flatten()
         .map(|r| r.name.as_str());
     let mut names: Vec<String> = Vec::new();
-    for name in own.chain(of_sa) {
+    for name in own.chain(of_sa).filter(|n| is_dns_subdomain(n)) {
         if !names.iter().any(|n| n == name) && names.len() < MAX_PULL_SECRETS {
             names.push(name.to_string());
         }
@@ -31,13 +33,28 @@ fn secret_names(refs: &PullSecretRefs, sa_secrets: Option<&ServiceAccount>) -> V
 }
 
 /// Read the pod's and its ServiceAccount's pull secrets. Missing or broken
-/// secrets are skipped with a log line: the image may well be public.
+/// secrets are skipped with a log line: the image may well be public. A
+/// namespace or ServiceAccount name the API server could not hold (a forged
+/// review's) reads nothing.
 pub async fn pull_secrets(
     client: &kube::Client,
     namespace: &str,
     refs: &PullSecretRefs,
 ) -> PullSecrets {
     let sa_name = refs.service_account();
+    if !is_dns_label(namespace) || !is_dns_subdomain(sa_name) {
+        // Debug-escaped and cut: these names come from the request.
+        let (ns, sa): (String, String) = (
+            namespace.chars().take(64).collect(),
+            sa_name.chars().take(64).collect(),
+        );
+        tracing::warn!(
+            namespace = ?ns,
+            service_account = ?sa,
+            "no pull secrets read: the namespace or ServiceAccount is not a valid object name"
+        );
+        return PullSecrets::default();
+    }
     let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
     let sa = match sas.get_opt(sa_name).await {
         Ok(sa) => sa,
@@ -135,6 +152,24 @@ mod tests {
         assert_eq!(
             secret_names(&PullSecretRefs::of(&many), Some(&sa)).len(),
             MAX_PULL_SECRETS
+        );
+    }
+
+    #[test]
+    fn names_no_secret_can_have_are_never_looked_up() {
+        let spec: PodSpec = serde_json::from_value(json!({
+            "imagePullSecrets": [{"name": "../configmaps/x"}, {"name": "ok"}, {"name": "a/b"}, {"name": "UPPER"}],
+            "containers": []
+        }))
+        .unwrap();
+        let sa: ServiceAccount = serde_json::from_value(json!({
+            "metadata": {"name": "default"},
+            "imagePullSecrets": [{"name": "..%2fsecrets"}, {"name": "fine.v2"}]
+        }))
+        .unwrap();
+        assert_eq!(
+            secret_names(&PullSecretRefs::of(&spec), Some(&sa)),
+            ["ok", "fine.v2"]
         );
     }
 }
