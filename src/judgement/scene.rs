@@ -5,8 +5,9 @@ use super::policies::PolicyBook;
 use super::resolve::ResolveImages;
 use crate::api::NodeNetfilterProfile;
 use crate::compat::evaluate::{
-    Candidate, ContainerFacts, Decision, EffectivePolicy, ImageKey, ImageResolutions, NodeIndex,
-    SubjectInput, Workload, evaluate, images_to_resolve, select_candidates,
+    Bounds, Candidate, ContainerFacts, Decision, EffectivePolicy, ImageKey, ImageResolutions,
+    Listed, NodeIndex, SubjectInput, Workload, evaluate, evaluate_within, images_to_resolve,
+    select_candidates_within,
 };
 use crate::facts::{Platform, Severity};
 use crate::projection::PodFacts;
@@ -69,18 +70,32 @@ pub struct Judged<'a> {
 impl<'a> Scene<'a> {
     /// Policy, candidates, containers and image pairs for `subject` (pure).
     pub fn prepare(&self, subject: Subject<'a>) -> Prepared<'a> {
+        match self.prepare_within(subject, &|| false) {
+            Some(prepared) => prepared,
+            None => unreachable!("a preparation that never stops finishes"),
+        }
+    }
+
+    /// [`Scene::prepare`], with candidates selected within `stop` (see
+    /// [`select_candidates_within`]): None when it said stop.
+    pub fn prepare_within(
+        &self,
+        subject: Subject<'a>,
+        stop: &dyn Fn() -> bool,
+    ) -> Option<Prepared<'a>> {
         let (namespace, containers, exempt_reason, candidates) = match subject {
             Subject::Workload(w) => (
                 w.namespace.as_deref().unwrap_or("default"),
                 Cow::Owned(w.containers()),
                 w.exempt_reason(),
-                select_candidates(
+                select_candidates_within(
                     w,
                     self.profiles,
                     self.nodes,
                     self.default_platform,
                     self.index,
-                ),
+                    stop,
+                )?,
             ),
             Subject::RunningPod { pod, node } => (
                 &*pod.namespace,
@@ -91,13 +106,13 @@ impl<'a> Scene<'a> {
         };
         let policy = self.policies.for_namespace(namespace);
         let images = images_to_resolve(&containers, exempt_reason, &candidates, &policy);
-        Prepared {
+        Some(Prepared {
             policy,
             candidates,
             images,
             containers,
             exempt_reason,
-        }
+        })
     }
 
     /// Prepare, resolve within `deadline` (shortened by the policy's
@@ -154,14 +169,33 @@ impl Prepared<'_> {
     /// below `min_severity` are left out of the decision's list (the
     /// verdict still counts them); `Info` keeps all.
     pub fn decide(&self, images: &ImageResolutions, min_severity: Severity) -> Decision {
-        evaluate(&SubjectInput {
+        evaluate(&self.input(images, min_severity))
+    }
+
+    /// [`Prepared::decide`] within `bounds` (see [`evaluate_within`]): None
+    /// when `bounds.stop` stopped it.
+    pub fn decide_within(
+        &self,
+        images: &ImageResolutions,
+        min_severity: Severity,
+        bounds: Bounds<'_>,
+    ) -> Option<Listed> {
+        evaluate_within(&self.input(images, min_severity), bounds)
+    }
+
+    fn input<'s>(
+        &'s self,
+        images: &'s ImageResolutions,
+        min_severity: Severity,
+    ) -> SubjectInput<'s> {
+        SubjectInput {
             containers: &self.containers,
             exempt_reason: self.exempt_reason,
             candidates: &self.candidates,
             images,
             policy: &self.policy,
             min_severity,
-        })
+        }
     }
 
     /// `deadline`, shortened by the policy's `registryTimeoutSeconds`.

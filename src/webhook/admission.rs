@@ -8,8 +8,13 @@
 //!   the webhook's failurePolicy).
 //! - a well-formed review for a kind or operation nfguard does not judge:
 //!   allowed (with a warning for unknown kinds, silently for DELETE/CONNECT).
-//! - an object nfguard cannot read (invalid pod spec) or a broken policy:
-//!   allowed with a warning saying so (consistent with failurePolicy Ignore).
+//! - a judged kind with no object, or one nfguard cannot read: never shown
+//!   safe, so the policy's `action` decides as for an unsafe finding (see
+//!   [`Judge::unreadable`]).
+//! - a judgement that does not finish within the budget: the policy's
+//!   `unresolvedImages` decides, as for an image not inspected in time
+//!   (see [`Judge::timed_out`]). Neither is ever admitted silently.
+//! - a broken policy: judged with the valid ones, with a warning.
 
 use super::decisions::{self, Answer, DecisionCache};
 use super::facts::Facts;
@@ -18,22 +23,33 @@ use super::metrics::Metrics;
 use super::pod_update::images_changed;
 pub use super::review::{API_VERSION, Request, ReviewError, parse_review};
 use super::review::{Prepared, error_body, judged_images, response};
+use crate::api::PolicyAction;
 use crate::compat::evaluate::{
-    Decision, EXEMPTION_HINT, ImageKey, ImageResolutions, NodeIndex, Reason, ReasonClass,
-    ReasonCode, Verdict, Workload, WorkloadKind,
+    Bounds, Decision, EXEMPTION_HINT, EffectivePolicy, ImageKey, ImageResolutions, Listed,
+    NodeIndex, Reason, ReasonClass, ReasonCode, Verdict, Workload, WorkloadKind, unfinished,
 };
-use crate::facts::Platform;
+use crate::facts::{Platform, Severity};
 use crate::judgement::pull_secrets::pull_secrets;
 use crate::judgement::{ResolveImages, Scene, Subject};
 use crate::projection::PullSecretRefs;
 use crate::registry::{Chain, PullSecrets};
 use k8s_openapi::api::core::v1::PodSpec;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::time::Instant;
 
 /// Longest lists in a response (the API server caps warnings in size).
 const MAX_WARNINGS: usize = 10;
+
+/// Denying reasons a message names at most; the rest are counted.
+const MAX_DENY_LINES: usize = 10;
+
+/// Reasons an admission lists at most (see [`Bounds::max_reasons`]): more
+/// than a message and its warnings show, and each lists every node it holds
+/// on, so an answer costs at most 32 x nodes names however many containers
+/// the workload has (20,000 containers of unresolved images on 5,000 nodes
+/// listed 100 million names before). The verdict counts every reason.
+pub const MAX_REASONS: usize = 32;
 
 /// The webhook's look-up strategy for one request: its image cache, with
 /// the pod's imagePullSecrets read only when an image is not cached yet.
@@ -142,10 +158,12 @@ pub fn scope(req: &Request<'_>) -> Scope {
     }
 }
 
-/// Message and warnings for a decision (what the user sees in kubectl).
+/// Message and warnings for a decision (what the user sees in kubectl);
+/// `unlisted`: reasons the decision counted but does not list.
 pub fn render_decision(
     object: &str,
     d: &Decision,
+    unlisted: usize,
     max_nodes: usize,
 ) -> (bool, Option<String>, Vec<String>) {
     let warnings: Vec<String> = d
@@ -175,14 +193,46 @@ pub fn render_decision(
                         bare.line(max_nodes)
                     }),
             );
+            let more = lines.len().saturating_sub(MAX_DENY_LINES) + unlisted;
+            lines.truncate(MAX_DENY_LINES);
+            if more > 0 {
+                lines.push(format!(
+                    "(+{more} more reasons; `nfguard check` lists them)"
+                ));
+            }
             let msg = format!(
-                "nfguard denied {object}: its netfilter tools (iptables, nft) would break the networking of the nodes it lands on. {} (Override: {}.)",
+                "nfguard denied {object}: {}. {} (Override: {}.)",
+                denial_lead(d),
                 lines.join(" | "),
                 override_hint(d)
             );
             (false, Some(msg), warnings)
         }
         Verdict::Warn | Verdict::Allow => (true, None, warnings),
+    }
+}
+
+/// Why it is denied: a finding, or only what nfguard could not judge.
+fn denial_lead(d: &Decision) -> &'static str {
+    let unjudged = d
+        .reasons_at_least(Verdict::Deny)
+        .all(|r| r.code.meta().class == ReasonClass::CannotEvaluate);
+    if unjudged {
+        "nfguard could not judge whether its netfilter tools (iptables, nft) are safe, and the NetfilterPolicy's unresolvedImages: Deny refuses what it cannot judge"
+    } else {
+        "its netfilter tools (iptables, nft) would break the networking of the nodes it lands on"
+    }
+}
+
+/// Why an unreadable object is admitted (see `Judge::unreadable`).
+fn why_admitted(policy: &EffectivePolicy) -> String {
+    if policy.applies() {
+        format!("the NetfilterPolicy's action is {:?}", policy.action)
+    } else {
+        format!(
+            "no NetfilterPolicy selects namespace {}",
+            policy.namespace()
+        )
     }
 }
 
@@ -195,15 +245,46 @@ fn override_hint(d: &Decision) -> &'static str {
     }
 }
 
+/// What one judgement is given besides the workload.
+struct Run<'r> {
+    /// Image look-ups end here.
+    deadline: Instant,
+    /// Judging stops here (None: it runs to the end).
+    cutoff: Option<Instant>,
+    max_reasons: usize,
+    /// The policy it judges under, once known: a judgement stopped at the
+    /// cut-off is answered by it.
+    policy: &'r OnceLock<Arc<EffectivePolicy>>,
+}
+
+/// A finished judgement and the image digests it read (see `judged_images`).
+struct Judged {
+    listed: Listed,
+    images: String,
+}
+
 impl Judge {
     /// Judge one workload through the one judgement path (as `nfguard
-    /// check` and the controller do), with image look-ups bounded by `deadline`.
+    /// check` and the controller do), with image look-ups bounded by
+    /// `deadline`, every reason listed.
     pub async fn judge(&self, w: &Workload, deadline: Instant) -> Decision {
-        self.judge_reporting(w, deadline).await.0
+        let policy = OnceLock::new();
+        let run = Run {
+            deadline,
+            cutoff: None,
+            max_reasons: usize::MAX,
+            policy: &policy,
+        };
+        match self.judge_reporting(w, run).await {
+            Some(j) => j.listed.decision,
+            None => unreachable!("a judgement without a cut-off finishes"),
+        }
     }
 
-    /// [`Judge::judge`], with the image digests it read (see `judged_images`).
-    async fn judge_reporting(&self, w: &Workload, deadline: Instant) -> (Decision, String) {
+    /// The steps of `Scene::judge` (prepare, resolve, decide), with the
+    /// policy recorded as soon as it is known and judging stopped at
+    /// `run.cutoff`: None then.
+    async fn judge_reporting(&self, w: &Workload, run: Run<'_>) -> Option<Judged> {
         let snap = self.facts.snapshot();
         let profiles: Vec<_> = snap.profiles.iter().map(|p| p.as_ref()).collect();
         let nodes: Vec<_> = snap.nodes.iter().map(|n| n.as_ref()).collect();
@@ -218,22 +299,37 @@ impl Judge {
             default_platform: &self.default_platform,
             index: Some(index),
         };
+        let namespace = w.namespace.as_deref().unwrap_or("default");
+        // Known before anything costly: a judgement stopped anywhere is
+        // answered by it (memoized per facts generation, as `prepare` reads it).
+        let _ = run.policy.set(snap.policies.for_namespace(namespace));
+        // Nothing here awaits: the cut-off is checked inside each costly
+        // step, so it ends there instead of running on.
+        let stop = || run.cutoff.is_some_and(|c| Instant::now() >= c);
+        let prepared = scene.prepare_within(Subject::Workload(w), &stop)?;
         let images = AdmissionImages {
             cache: &self.images,
             client: self.client.as_ref(),
-            namespace: w.namespace.as_deref().unwrap_or("default"),
+            namespace,
             pod_spec: &w.pod_spec,
             judged: Default::default(),
         };
-        let decision = scene
-            .judge(Subject::Workload(w), &images, deadline)
-            .await
-            .decision;
-        let read = images
+        let resolved = if prepared.images.is_empty() {
+            ImageResolutions::new()
+        } else {
+            let deadline = prepared.registry_deadline(run.deadline);
+            images.resolve(&prepared.images, deadline).await
+        };
+        let bounds = Bounds {
+            max_reasons: run.max_reasons,
+            stop: &stop,
+        };
+        let listed = prepared.decide_within(&resolved, Severity::Info, bounds)?;
+        let images = images
             .judged
             .into_inner()
             .unwrap_or_else(|p| p.into_inner());
-        (decision, read)
+        Some(Judged { listed, images })
     }
 
     /// The whole review: body bytes in, HTTP status + JSON out. Never panics
@@ -268,17 +364,8 @@ impl Judge {
             }
             Scope::Judge(k) => k,
         };
-        let allow_with = |warning: String, verdict: &'static str| ReviewOutcome {
-            status: 200,
-            body: response(&req.uid, true, None, &[warning], "error"),
-            kind: kind.as_str(),
-            verdict,
-        };
         let Some(object) = req.object.as_ref() else {
-            return allow_with(
-                "nfguard: request has no object; allowed without checks".into(),
-                "allow",
-            );
+            return self.unreadable(&req, kind, "incomplete", "the request has no object");
         };
         // Facts and image generations are read before judging: a change
         // while judging leaves this answer under the older generation.
@@ -300,16 +387,7 @@ impl Judge {
         }
         let mut w = match Workload::of_kind_json(kind, object.json()) {
             Ok(w) => w,
-            Err(e) => {
-                self.metrics
-                    .rejected
-                    .get_or_create(&[("cause", "unreadable_object")])
-                    .inc();
-                return allow_with(
-                    format!("nfguard could not read the object ({e}); allowed without checks"),
-                    "allow",
-                );
-            }
+            Err(e) => return self.unreadable(&req, kind, "unreadable_object", &e.to_string()),
         };
         if w.namespace.is_none() {
             w.namespace = req.namespace.as_deref().map(str::to_string);
@@ -317,32 +395,38 @@ impl Judge {
         // Leave a margin to serialize and send the answer.
         let margin = (self.timeout / 10).min(Duration::from_millis(500));
         let deadline = start + self.timeout.saturating_sub(margin);
-        let judged = self.judge_reporting(&w, deadline);
-        let (decision, images) = match tokio::time::timeout_at(deadline + margin / 2, judged).await
-        {
-            Ok(d) => d,
-            Err(_) => {
-                return allow_with(
-                    format!(
-                        "nfguard could not judge {} within {:.1}s; allowed without checks",
-                        w.object_ref(),
-                        self.timeout.as_secs_f64()
-                    ),
-                    "allow",
-                );
-            }
+        let cutoff = deadline + margin / 2;
+        let policy = OnceLock::new();
+        let run = Run {
+            deadline,
+            cutoff: Some(cutoff),
+            max_reasons: MAX_REASONS,
+            policy: &policy,
+        };
+        let judged = tokio::time::timeout_at(cutoff, self.judge_reporting(&w, run)).await;
+        let Ok(Some(judged)) = judged else {
+            return self.timed_out(&req, kind, &w, policy.get());
         };
         let object_ref = w.object_ref();
-        let (allowed, message, warnings) = render_decision(&object_ref, &decision, self.max_nodes);
+        let Listed { decision, unlisted } = judged.listed;
+        let (allowed, message, warnings) =
+            render_decision(&object_ref, &decision, unlisted, self.max_nodes);
         let verdict = decision.verdict.as_str();
         let answer = Arc::new(Answer {
-            response: Prepared::judged(allowed, message.as_deref(), &warnings, verdict, &images),
+            response: Prepared::judged(
+                allowed,
+                message.as_deref(),
+                &warnings,
+                verdict,
+                &judged.images,
+            ),
             verdict,
             codes: decision.reasons.iter().map(|r| r.code).collect(),
             object_ref,
         });
-        // An image still resolving may change the answer: not kept.
-        let settled = !answer.codes.contains(&ReasonCode::ImageUnresolved);
+        // An image still resolving may change the answer, and one that does
+        // not list every reason is not worth keeping: not kept.
+        let settled = unlisted == 0 && !answer.codes.contains(&ReasonCode::ImageUnresolved);
         if let (Some((cache, mut key)), true) = (cached, settled) {
             // Image answers as of now: the look-ups this request just made
             // must not void its own answer. (A concurrent re-resolution of
@@ -352,6 +436,89 @@ impl Judge {
             cache.insert(key, answer.clone());
         }
         self.answer(&req, kind, &answer)
+    }
+
+    /// A judgement stopped at its cut-off (or, never expected, before its
+    /// policy was known: then the built-in default's, `unresolvedImages:
+    /// Warn`, as with no NetfilterPolicy). Counted as `JudgementTimedOut`.
+    fn timed_out(
+        &self,
+        req: &Request<'_>,
+        kind: WorkloadKind,
+        w: &Workload,
+        policy: Option<&Arc<EffectivePolicy>>,
+    ) -> ReviewOutcome {
+        let default = EffectivePolicy::default();
+        let policy = policy.map_or(&default, |p| p.as_ref());
+        let object_ref = w.object_ref();
+        let detail = format!(
+            "{object_ref} within the webhook's answer budget of {:.1}s",
+            self.timeout.as_secs_f64()
+        );
+        let decision = unfinished(policy, &detail);
+        let (allowed, message, warnings) =
+            render_decision(&object_ref, &decision, 0, self.max_nodes);
+        let verdict = decision.verdict.as_str();
+        tracing::warn!(object = %object_ref, verdict, budget = ?self.timeout, "judgement did not finish within the budget");
+        let answer = Answer {
+            // "error" in the audit log: not judged.
+            response: Prepared::new(allowed, message.as_deref(), &warnings, "error"),
+            verdict,
+            codes: vec![ReasonCode::JudgementTimedOut],
+            object_ref,
+        };
+        self.answer(req, kind, &answer)
+    }
+
+    /// A judged kind with no object or one nfguard's reader refuses. The API
+    /// server validates an object before it asks, so this is a bug in that
+    /// reader or a forged request; a gate admitting what it cannot read would
+    /// open to any object shaped so that its reader refuses it. It is never
+    /// shown safe, so the policy's `action` decides as for an unsafe finding:
+    /// Deny denies, Warn and Taint admit with a warning (as does a namespace
+    /// no policy selects). The namespace's policy is memoized per facts
+    /// generation: this costs no judgement.
+    fn unreadable(
+        &self,
+        req: &Request<'_>,
+        kind: WorkloadKind,
+        cause: &'static str,
+        why: &str,
+    ) -> ReviewOutcome {
+        self.metrics
+            .rejected
+            .get_or_create(&[("cause", cause)])
+            .inc();
+        let namespace = req.namespace.as_deref().unwrap_or("default");
+        let policy = self.facts.snapshot().policies.for_namespace(namespace);
+        let name = req.name.as_deref().unwrap_or("(unnamed)");
+        let object = format!("{}/{namespace}/{name}", kind.as_str());
+        let deny = policy.applies() && policy.action == PolicyAction::Deny;
+        let verdict = if deny { Verdict::Deny } else { Verdict::Warn };
+        tracing::warn!(object = %object, verdict = verdict.as_str(), why, "object not readable: not judged");
+        let said = format!(
+            "nfguard cannot read {object} ({why}), so it cannot judge its netfilter tools (the API server sends only objects it validated: a bug in nfguard or a forged request)"
+        );
+        let (message, warnings) = if deny {
+            let msg = format!(
+                "nfguard denied {object}: {said}, and the NetfilterPolicy's action: Deny refuses what nfguard cannot show safe. (Override: keep it from the webhook with its namespaceSelector or objectSelector.)"
+            );
+            (Some(msg), Vec::new())
+        } else {
+            (
+                None,
+                vec![format!(
+                    "nfguard: not judged: {said}; admitted ({})",
+                    why_admitted(&policy)
+                )],
+            )
+        };
+        ReviewOutcome {
+            status: 200,
+            body: response(&req.uid, !deny, message.as_deref(), &warnings, "error"),
+            kind: kind.as_str(),
+            verdict: verdict.as_str(),
+        }
     }
 
     /// Metrics, log line and response body for a judged answer.
@@ -372,3 +539,7 @@ impl Judge {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "admission_tests.rs"]
+mod tests;

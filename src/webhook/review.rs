@@ -63,6 +63,9 @@ pub struct Request<'a> {
     pub sub_resource: Option<Cow<'a, str>>,
     pub operation: Cow<'a, str>,
     pub namespace: Option<Cow<'a, str>>,
+    /// `request.name` (None on a CREATE by generateName): names an object
+    /// that could not be read.
+    pub name: Option<Cow<'a, str>>,
     pub dry_run: bool,
     /// None when absent or null.
     pub object: Option<RawObject<'a>>,
@@ -126,6 +129,8 @@ struct FastRequest<'a> {
     operation: Option<Text<'a>>,
     #[serde(borrow)]
     namespace: Option<Text<'a>>,
+    #[serde(borrow)]
+    name: Option<Text<'a>>,
     dry_run: Option<bool>,
     #[serde(borrow)]
     object: Option<&'a RawValue>,
@@ -170,6 +175,7 @@ fn from_envelope<'a>(env: Envelope<'a>) -> Result<Request<'a>, ReviewError> {
         sub_resource: nonempty(text(req.sub_resource)),
         operation,
         namespace: nonempty(text(req.namespace)),
+        name: nonempty(text(req.name)),
         dry_run: req.dry_run.unwrap_or(false),
         object: raw(req.object),
         old_object: raw(req.old_object),
@@ -211,6 +217,9 @@ fn parse_review_tree(body: &[u8]) -> Result<Request<'static>, ReviewError> {
     let namespace = str_at(&v, "/request/namespace")
         .filter(|s| !s.is_empty())
         .map(owned);
+    let name = str_at(&v, "/request/name")
+        .filter(|s| !s.is_empty())
+        .map(owned);
     let dry_run = v
         .pointer("/request/dryRun")
         .and_then(Value::as_bool)
@@ -230,6 +239,7 @@ fn parse_review_tree(body: &[u8]) -> Result<Request<'static>, ReviewError> {
         sub_resource,
         operation,
         namespace,
+        name,
         dry_run,
         object,
         old_object,

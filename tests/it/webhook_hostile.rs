@@ -127,8 +127,10 @@ async fn the_largest_update_review_is_judged_and_one_byte_more_is_refused() {
     assert!(start.elapsed() < Duration::from_secs(10));
 }
 
+/// Objects the API server would never send: nfguard cannot read them, so
+/// under the default policy (`action: Deny`) they are refused, saying why.
 #[tokio::test]
-async fn odd_objects_are_allowed_with_a_warning() {
+async fn odd_objects_are_refused_as_unreadable() {
     let fx = Fixture::new();
     let app = app_with(&fx, Duration::from_secs(2), Duration::ZERO);
     let odd: Vec<(&str, Value)> = vec![
@@ -155,16 +157,18 @@ async fn odd_objects_are_allowed_with_a_warning() {
         let (status, v) = post(&app, r.to_string().into_bytes()).await;
         assert_eq!(status, 200, "{what}: {v}");
         assert_eq!(v["response"]["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
-        assert_eq!(v["response"]["allowed"], true, "{what}: {v}");
-        let w = v["response"]["warnings"][0].as_str().unwrap_or_default();
-        assert!(w.contains("could not read the object"), "{what}: {w}");
+        assert_eq!(v["response"]["allowed"], false, "{what}: {v}");
+        let m = v["response"]["status"]["message"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(m.contains("nfguard cannot read DaemonSet/"), "{what}: {m}");
     }
     // Missing object on CREATE.
     let mut r = incident("kube-router:1.8.7");
     r["request"].as_object_mut().unwrap().remove("object");
     let (status, v) = post(&app, r.to_string().into_bytes()).await;
     assert_eq!(status, 200);
-    assert_eq!(v["response"]["allowed"], true);
+    assert_eq!(v["response"]["allowed"], false, "{v}");
     // A CRD kind nfguard does not know.
     let mut r = incident("kube-router:1.8.7");
     r["request"]["kind"] = json!({"group": "example.com", "version": "v1", "kind": "Widget"});

@@ -71,17 +71,47 @@ pub fn select_candidates<'a>(
     default_platform: &Platform,
     index: Option<&'a NodeIndex>,
 ) -> Vec<Candidate<'a>> {
+    let within =
+        select_candidates_within(workload, profiles, nodes, default_platform, index, &|| {
+            false
+        });
+    match within {
+        Some(candidates) => candidates,
+        None => unreachable!("a selection that never stops finishes"),
+    }
+}
+
+/// Nodes matched between two questions to `stop`: a pod's scheduling
+/// constraints are the tenant's, and thousands of affinity terms against
+/// thousands of nodes take seconds.
+const STOP_EVERY: usize = 64;
+
+/// [`select_candidates`], asking `stop` every [`STOP_EVERY`] nodes (or
+/// taint sets): None when it said stop.
+pub fn select_candidates_within<'a>(
+    workload: &Workload,
+    profiles: &[&'a NodeNetfilterProfile],
+    nodes: &[&'a Node],
+    default_platform: &Platform,
+    index: Option<&'a NodeIndex>,
+    stop: &dyn Fn() -> bool,
+) -> Option<Vec<Candidate<'a>>> {
+    let stop_at = |i: usize| i % STOP_EVERY == STOP_EVERY - 1 && stop();
     let spec = &workload.pod_spec;
     if nodes.is_empty() {
         let platform = pod_platform(workload, default_platform);
-        return profiles
-            .iter()
-            .filter_map(|p| {
-                let name = profile_node_name(p)?;
-                name_allowed(workload, name)
-                    .then(|| Candidate::new(name, platform.clone(), Some(*p)))
-            })
-            .collect();
+        let mut out = Vec::new();
+        for (i, p) in profiles.iter().enumerate() {
+            if stop_at(i) {
+                return None;
+            }
+            if let Some(name) = profile_node_name(p)
+                && name_allowed(workload, name)
+            {
+                out.push(Candidate::new(name, platform.clone(), Some(*p)));
+            }
+        }
+        return Some(out);
     }
     let tolerations = effective_tolerations(workload);
     let index = index.filter(|x| x.fits(nodes.len()));
@@ -92,46 +122,57 @@ pub fn select_candidates<'a>(
     {
         // Only taints decide: judged once per distinct taint set, and the
         // Nodes themselves (thousands, scattered in memory) are not read.
-        return index.schedulable(&tolerations, profiles);
+        return index.schedulable(&tolerations, profiles, &stop_at);
     }
     let empty = BTreeMap::new();
-    let schedulable = nodes.iter().enumerate().filter_map(|(i, node)| {
-        let name = node.metadata.name.as_deref()?;
+    let mut schedulable = Vec::new();
+    for (i, node) in nodes.iter().enumerate() {
+        if stop_at(i) {
+            return None;
+        }
+        let Some(name) = node.metadata.name.as_deref() else {
+            continue;
+        };
         let labels = node.metadata.labels.as_ref().unwrap_or(&empty);
         if !name_allowed(workload, name) {
-            return None;
+            continue;
         }
-        if spec.node_name.is_none() {
-            if !node_selector_ok(workload, labels) || !affinity_ok(workload, name, labels) {
-                return None;
-            }
-            if !taints_tolerated(node, &tolerations, false) {
-                return None;
-            }
-        } else if !taints_tolerated(node, &tolerations, true) {
+        let fits = if spec.node_name.is_none() {
+            node_selector_ok(workload, labels)
+                && affinity_ok(workload, name, labels)
+                && taints_tolerated(node, &tolerations, false)
+        } else {
             // nodeName bypasses the scheduler, but NoExecute still evicts.
-            return None;
+            taints_tolerated(node, &tolerations, true)
+        };
+        if fits {
+            schedulable.push((i, name, labels));
         }
-        Some((i, name, labels))
-    });
+    }
     if let Some(index) = index {
-        return schedulable
-            .filter_map(|(i, _, _)| index.candidate(i, profiles))
-            .collect();
+        return Some(
+            schedulable
+                .into_iter()
+                .filter_map(|(i, _, _)| index.candidate(i, profiles))
+                .collect(),
+        );
     }
     let by_node: HashMap<&str, &'a NodeNetfilterProfile> = profiles
         .iter()
         .filter_map(|p| Some((profile_node_name(p)?, *p)))
         .collect();
-    schedulable
-        .map(|(_, name, labels)| {
-            Candidate::new(
-                name,
-                node_platform(Some(labels), default_platform),
-                by_node.get(name).copied(),
-            )
-        })
-        .collect()
+    Some(
+        schedulable
+            .into_iter()
+            .map(|(_, name, labels)| {
+                Candidate::new(
+                    name,
+                    node_platform(Some(labels), default_platform),
+                    by_node.get(name).copied(),
+                )
+            })
+            .collect(),
+    )
 }
 
 /// A Node's platform from its well-known labels (none: `default_platform`).

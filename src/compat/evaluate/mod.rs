@@ -31,12 +31,14 @@ mod tests;
 
 pub use candidates::{
     Candidate, DEFAULT_PLATFORM, node_platform, profile_node_name, select_candidates,
+    select_candidates_within,
 };
 pub use images::{ImageKey, ImageResolution, ImageResolutions, images_to_resolve};
 pub use node_index::NodeIndex;
 pub use policy::{EffectivePolicy, InvalidPolicy, PolicyError, validate_policy};
 pub use reason_meta::{ReasonClass, ReasonMeta, docs_table as reason_docs_table};
 pub use render::EXEMPTION_HINT;
+pub use rules::unfinished;
 pub use selector::{label_selector_matches, node_selector_requirement_matches};
 pub use workload::{
     ContainerFacts, ContainerKind, ContainerRef, Scope, Workload, WorkloadError, WorkloadKind,
@@ -140,6 +142,9 @@ named_enum! {
         /// The image's unfixed `nft` segfaults on the node's live sets, or on what a
         /// writer pod's libnftables (>= 1.1.2) writes.
         NftOldReaderNewSets,
+        /// The webhook's judgement did not finish within its answer budget;
+        /// policy `unresolvedImages` decides (never a silent allow).
+        JudgementTimedOut,
 }
 }
 
@@ -269,8 +274,41 @@ pub struct SubjectInput<'a> {
     pub min_severity: Severity,
 }
 
+/// What a caller answering within a deadline (the webhook) asks of
+/// [`evaluate_within`]: a judgement it can stop, whose rendering it can bound.
+#[derive(Clone, Copy)]
+pub struct Bounds<'a> {
+    /// Reasons listed at most (each lists every node it holds on: a
+    /// workload of thousands of containers on thousands of nodes would list
+    /// millions of names); the verdict counts every reason.
+    pub max_reasons: usize,
+    /// Asked before each distinct node class is judged (the step that costs
+    /// containers x findings): true stops the judgement.
+    pub stop: &'a (dyn Fn() -> bool + Sync),
+}
+
+/// A decision listing at most [`Bounds::max_reasons`] reasons.
+#[derive(Clone, Debug)]
+pub struct Listed {
+    pub decision: Decision,
+    /// Reasons left out of `decision.reasons` (its verdict counts them).
+    pub unlisted: usize,
+}
+
 /// The judgement. See the shared doc §2 and `rules.rs` for the table.
 /// Callers go through `crate::judgement`, which prepares the input.
 pub fn evaluate(input: &SubjectInput<'_>) -> Decision {
-    rules::evaluate(input)
+    let all = Bounds {
+        max_reasons: usize::MAX,
+        stop: &|| false,
+    };
+    match rules::evaluate(input, all) {
+        Some(listed) => listed.decision,
+        None => unreachable!("a judgement that never stops finishes"),
+    }
+}
+
+/// [`evaluate`] within `bounds`: None when `bounds.stop` stopped it.
+pub fn evaluate_within(input: &SubjectInput<'_>, bounds: Bounds<'_>) -> Option<Listed> {
+    rules::evaluate(input, bounds)
 }

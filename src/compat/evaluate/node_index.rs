@@ -105,21 +105,27 @@ impl NodeIndex {
     }
 
     /// The candidates for a workload that only taints constrain (no
-    /// nodeName, nodeSelector or required node affinity), in node order.
+    /// nodeName, nodeSelector or required node affinity), in node order;
+    /// None when `stop_at(i)`, asked for the `i`th taint set, says stop.
     pub(super) fn schedulable<'a>(
         &'a self,
         tolerations: &[Toleration],
         profiles: &[&'a NodeNetfilterProfile],
-    ) -> Vec<Candidate<'a>> {
-        let ok: Vec<bool> = self
-            .taint_sets
-            .iter()
-            .map(|(taints, unschedulable)| tolerated(taints, *unschedulable, tolerations, false))
-            .collect();
-        (0..self.entries.len())
-            .filter(|&i| ok[self.entries[i].taints as usize])
-            .filter_map(|i| self.candidate(i, profiles))
-            .collect()
+        stop_at: &dyn Fn(usize) -> bool,
+    ) -> Option<Vec<Candidate<'a>>> {
+        let mut ok = Vec::with_capacity(self.taint_sets.len());
+        for (i, (taints, unschedulable)) in self.taint_sets.iter().enumerate() {
+            if stop_at(i) {
+                return None;
+            }
+            ok.push(tolerated(taints, *unschedulable, tolerations, false));
+        }
+        Some(
+            (0..self.entries.len())
+                .filter(|&i| ok[self.entries[i].taints as usize])
+                .filter_map(|i| self.candidate(i, profiles))
+                .collect(),
+        )
     }
 
     /// Whether it was built for `nodes` (their count, at least).

@@ -225,6 +225,14 @@ impl ReasonCode {
                 "image nft unfixed and (the node's live sets need a newer reader, or a writer pod's \
                  libnftables >= 1.1.2 writes them) — see [nft skew](nft-skew.md)",
             ),
+            JudgementTimedOut => meta(
+                CannotEvaluate,
+                "per `unresolvedImages`",
+                "The webhook's judgement did not finish within its answer budget.",
+                "cannot evaluate (webhook only): judging did not finish within the answer budget \
+                 (`--timeout`); `unresolvedImages: Deny` denies, `Warn` and `Allow` admit with a \
+                 warning, never silently (see [webhook](webhook.md#failure-policy))",
+            ),
         }
     }
 }

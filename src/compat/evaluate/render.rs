@@ -282,6 +282,16 @@ pub(super) fn reason(f: &Finding<'_>, nodes: Vec<&str>, containers: &[ContainerF
         ReasonCode::NftNewWriterOldReader | ReasonCode::NftOldReaderNewSets => {
             super::nft::message(f).unwrap_or_default()
         }
+        ReasonCode::JudgementTimedOut => (
+            format!(
+                "not judged: judging {} did not finish; the NetfilterPolicy's unresolvedImages decides, as for an image not inspected in time",
+                f.detail.unwrap_or("the workload")
+            ),
+            Some(
+                "retry (image answers are cached meanwhile); if it persists, see the webhook's admission_duration_seconds"
+                    .into(),
+            ),
+        ),
         ReasonCode::InvalidPolicyIgnored => (
             format!(
                 "{} (ignored: judged with the valid policies only)",

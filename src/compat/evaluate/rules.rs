@@ -11,9 +11,10 @@
 use super::candidates::Candidate;
 use super::images::ImageResolution;
 use super::nodeview::{LiveSets, NftParty, NodeView, Party, RulesBackend, Versioned, view};
+use super::policy::EffectivePolicy;
 use super::render;
 use super::workload::{ContainerFacts, Scope};
-use super::{Decision, Reason, ReasonCode, SubjectInput, Verdict};
+use super::{Bounds, Decision, Listed, Reason, ReasonClass, ReasonCode, SubjectInput, Verdict};
 use crate::api::{NodeNetfilterProfile, PolicyAction, UnresolvedAction};
 use crate::facts::version::{FIRST_NATIVE_WRITER, is_known_bad};
 use crate::facts::{Backend, HazardCode, IptablesFacts, NftVersion, Platform, Severity, Version};
@@ -86,11 +87,13 @@ impl<'a> Finding<'a> {
 /// Longer ones get a hash index, built when they pass it.
 const LINEAR_MAX: usize = 16;
 
-/// Groups identical findings; remembers nodes in candidate order.
+/// Groups identical findings, each with the node classes it holds on
+/// (repeats kept): a node's name is stored once, with its class, however
+/// many findings hold on it (see [`Members`]).
 pub(super) struct Acc<'a> {
     /// Empty while `groups` is short (see [`LINEAR_MAX`]).
     index: HashMap<Finding<'a>, usize>,
-    groups: Vec<(Finding<'a>, Vec<&'a str>)>,
+    groups: Vec<(Finding<'a>, Vec<u32>)>,
     last: Option<usize>,
     /// The groups a node was added to, in push order (see `judge_nodes`).
     trace: Vec<usize>,
@@ -120,6 +123,8 @@ impl<'a> Acc<'a> {
         }
     }
 
+    /// `node`: the finding holds on the node being judged (its class is
+    /// recorded by `judge_nodes`); None: not node-specific.
     pub(super) fn push(&mut self, f: Finding<'a>, node: Option<&'a str>) {
         let idx = match self.find(&f) {
             Some(i) => i,
@@ -138,12 +143,17 @@ impl<'a> Acc<'a> {
             }
         };
         self.last = Some(idx);
-        if let Some(n) = node {
-            self.groups[idx].1.push(n);
+        if node.is_some() {
             self.trace.push(idx);
         }
     }
 }
+
+/// Each node class's candidates: (position among the candidates, name).
+type Members<'a> = Vec<Vec<(u32, &'a str)>>;
+
+/// The judgement was stopped (see [`Bounds::stop`]).
+pub(super) struct Stopped;
 
 pub(super) struct Ctx<'a> {
     action: PolicyAction,
@@ -192,7 +202,9 @@ struct Judged<'a> {
     digest: &'a str,
 }
 
-pub(super) fn evaluate(input: &SubjectInput<'_>) -> Decision {
+/// The decision, listing at most `bounds.max_reasons` reasons; None when
+/// `bounds.stop` stopped it.
+pub(super) fn evaluate(input: &SubjectInput<'_>, bounds: Bounds<'_>) -> Option<Listed> {
     let policy = input.policy;
     let containers = input.containers;
     let ctx = Ctx {
@@ -201,6 +213,7 @@ pub(super) fn evaluate(input: &SubjectInput<'_>) -> Decision {
         containers,
     };
     let mut acc = Acc::new();
+    let mut members = Members::new();
     let candidates = input.candidates;
     let mut in_scope = 0;
 
@@ -245,7 +258,7 @@ pub(super) fn evaluate(input: &SubjectInput<'_>) -> Decision {
             if candidates.is_empty() {
                 acc.push(warning(ReasonCode::NoCandidateNodes), None);
             }
-            judge_nodes(input, &ctx, &judged, &mut acc);
+            members = judge_nodes(input, &ctx, &judged, &mut acc, bounds.stop).ok()?;
         }
     }
 
@@ -269,18 +282,86 @@ pub(super) fn evaluate(input: &SubjectInput<'_>) -> Decision {
         .map(|(f, _)| f.effect)
         .max()
         .unwrap_or(Verdict::Allow);
-    let reasons: Vec<Reason> = acc
-        .groups
-        .into_iter()
-        .filter(|(f, _)| f.severity >= input.min_severity)
-        .map(|(f, nodes)| render::reason(&f, nodes, containers))
+    let shown: Vec<usize> = (0..acc.groups.len())
+        .filter(|&g| acc.groups[g].0.severity >= input.min_severity)
         .collect();
+    let listed = listed(&acc.groups, &shown, bounds.max_reasons);
+    let reasons: Vec<Reason> = listed
+        .iter()
+        .map(|&g| {
+            let (f, classes) = &acc.groups[g];
+            render::reason(f, nodes_of(classes, &members), containers)
+        })
+        .collect();
+    Some(Listed {
+        decision: Decision {
+            verdict,
+            reasons,
+            candidate_nodes: candidates.len(),
+            containers_in_scope: in_scope,
+            exemptions_allowed: policy.allows_exemptions(),
+        },
+        unlisted: shown.len() - listed.len(),
+    })
+}
+
+/// The decision on a workload whose judgement did not finish (`detail`:
+/// what and within which budget). Not knowing is the situation of an image
+/// not inspected in time, so `unresolvedImages` decides: Deny denies; Warn
+/// and Allow admit with a warning, since nothing at all was checked. Where
+/// no policy selects the namespace it is admitted with the warning.
+pub fn unfinished(policy: &EffectivePolicy, detail: &str) -> Decision {
+    let deny = policy.applies() && policy.unresolved_images == UnresolvedAction::Deny;
+    let effect = if deny { Verdict::Deny } else { Verdict::Warn };
+    let mut f = Finding::new(ReasonCode::JudgementTimedOut, Severity::Warning, effect);
+    f.detail = Some(detail);
     Decision {
-        verdict,
-        reasons,
-        candidate_nodes: candidates.len(),
-        containers_in_scope: in_scope,
+        verdict: effect,
+        reasons: vec![render::reason(&f, Vec::new(), &[])],
+        candidate_nodes: 0,
+        containers_in_scope: 0,
         exemptions_allowed: policy.allows_exemptions(),
+    }
+}
+
+/// The groups of `shown` (in order) to list: all of them up to `max`; past
+/// it the `max` that matter most to the verdict and the person reading it
+/// (denying, then warning or an exemption, then the rest), in order.
+fn listed(groups: &[(Finding<'_>, Vec<u32>)], shown: &[usize], max: usize) -> Vec<usize> {
+    if shown.len() <= max {
+        return shown.to_vec();
+    }
+    let weight = |g: usize| {
+        let f = &groups[g].0;
+        match f.effect {
+            Verdict::Deny => 2,
+            Verdict::Warn => 1,
+            Verdict::Allow => u8::from(f.code.meta().class == ReasonClass::Exemption),
+        }
+    };
+    let mut by_weight = shown.to_vec();
+    // Stable: the first of equal weight stay.
+    by_weight.sort_by_key(|&g| std::cmp::Reverse(weight(g)));
+    by_weight.truncate(max);
+    by_weight.sort_unstable();
+    by_weight
+}
+
+/// The nodes a finding holds on, in candidate order (repeats kept): the
+/// members of its classes.
+fn nodes_of<'a>(classes: &[u32], members: &Members<'a>) -> Vec<&'a str> {
+    match classes {
+        [] => Vec::new(),
+        [c] => members[*c as usize].iter().map(|(_, n)| *n).collect(),
+        _ => {
+            let mut all: Vec<(u32, &str)> = classes
+                .iter()
+                .flat_map(|c| members[*c as usize].iter().copied())
+                .collect();
+            // Stable: a node listed twice stays twice, side by side.
+            all.sort_by_key(|(pos, _)| *pos);
+            all.into_iter().map(|(_, n)| n).collect()
+        }
     }
 }
 
@@ -304,53 +385,60 @@ pub(super) enum NodeState<'a> {
     Known(NodeView<'a>),
 }
 
-/// The classes seen so far, each with the groups its candidates were added to
-/// (in push order, repeats kept).
+/// The classes seen so far, and each one's candidates.
 struct Classes<'a> {
     /// Empty while `list` is short (see [`LINEAR_MAX`]).
     index: HashMap<NodeClass<'a>, usize>,
-    list: Vec<(NodeClass<'a>, Vec<usize>)>,
+    list: Vec<NodeClass<'a>>,
+    members: Members<'a>,
 }
 
 impl<'a> Classes<'a> {
     fn find(&self, c: &NodeClass<'a>) -> Option<usize> {
         if self.list.len() <= LINEAR_MAX {
-            self.list.iter().position(|(k, _)| k == c)
+            self.list.iter().position(|k| k == c)
         } else {
             self.index.get(c).copied()
         }
     }
 
-    /// A later candidate of class `c`: the findings its first one made.
-    fn join(&self, c: usize, name: &'a str, acc: &mut Acc<'a>) {
-        for &g in &self.list[c].1 {
-            acc.groups[g].1.push(name);
-        }
+    /// A candidate of class `c`: it holds the findings of its class's first.
+    fn join(&mut self, c: usize, pos: usize, name: &'a str) {
+        self.members[c].push((pos as u32, name));
     }
 
-    fn add(&mut self, class: NodeClass<'a>, groups: Vec<usize>) {
-        self.list.push((class, groups));
+    /// A new class, whose first candidate's findings are `groups`; its index.
+    fn add(&mut self, class: NodeClass<'a>, groups: &[usize], acc: &mut Acc<'a>) -> usize {
+        let c = self.list.len();
+        for &g in groups {
+            acc.groups[g].1.push(c as u32);
+        }
+        self.list.push(class);
+        self.members.push(Vec::new());
         if self.list.len() > LINEAR_MAX {
             if self.index.is_empty() {
                 let all = self.list.iter().enumerate();
-                self.index.extend(all.map(|(i, (k, _))| (k.clone(), i)));
+                self.index.extend(all.map(|(i, k)| (k.clone(), i)));
             } else {
-                let i = self.list.len() - 1;
-                self.index.insert(self.list[i].0.clone(), i);
+                self.index.insert(self.list[c].clone(), c);
             }
         }
+        c
     }
 }
 
-/// Judges each distinct node class once; later candidates of a class only
-/// add their name to the groups the first one produced. Same output as
-/// judging every candidate, since findings depend on the class alone.
+/// Judges each distinct node class once; a candidate only joins its class,
+/// whose findings it holds. Same output as judging every candidate, since
+/// findings depend on the class alone, in time linear in the candidates
+/// (not in candidates x findings). `stop` is asked before each class is
+/// judged (the step that costs containers x findings).
 fn judge_nodes<'a>(
     input: &SubjectInput<'a>,
     ctx: &Ctx<'_>,
     judged: &[(usize, &'a str)],
     acc: &mut Acc<'a>,
-) {
+    stop: &dyn Fn() -> bool,
+) -> Result<Members<'a>, Stopped> {
     let any_host = judged
         .iter()
         .any(|(i, _)| ctx.containers[*i].scope == Scope::HostShared);
@@ -360,15 +448,16 @@ fn judge_nodes<'a>(
     let mut classes = Classes {
         index: HashMap::default(),
         list: Vec::new(),
+        members: Members::new(),
     };
 
     // A scene's NodeIndex names each candidate's class already: class id
     // -> position in `classes.list`, without building and hashing its view.
     let mut indexed: Vec<Option<usize>> = Vec::new();
-    for cand in input.candidates {
+    for (pos, cand) in input.candidates.iter().enumerate() {
         let id = cand.class.map(|c| c as usize);
         if let Some(c) = id.and_then(|id| indexed.get(id).copied().flatten()) {
-            classes.join(c, cand.name, acc);
+            classes.join(c, pos, cand.name);
             continue;
         }
         let class = NodeClass {
@@ -376,20 +465,20 @@ fn judge_nodes<'a>(
             node: node_state(cand.profile),
         };
         let c = match classes.find(&class) {
-            Some(c) => {
-                classes.join(c, cand.name, acc);
-                c
-            }
+            Some(c) => c,
             None => {
+                if stop() {
+                    return Err(Stopped);
+                }
                 acc.trace.clear();
                 judge_node(
                     input, ctx, judged, any_host, &mut cache, &class, cand.name, acc,
                 );
                 let groups = std::mem::take(&mut acc.trace);
-                classes.add(class, groups);
-                classes.list.len() - 1
+                classes.add(class, &groups, acc)
             }
         };
+        classes.join(c, pos, cand.name);
         if let Some(id) = id {
             if indexed.len() <= id {
                 indexed.resize(id + 1, None);
@@ -397,6 +486,7 @@ fn judge_nodes<'a>(
             indexed[id] = Some(c);
         }
     }
+    Ok(classes.members)
 }
 
 /// What a node's profile says, for judging (its class, platform aside).

@@ -1789,3 +1789,172 @@ fn every_reason_code_has_one_distinct_label_its_serialized_name() {
         assert_eq!(serde_json::to_value(v).unwrap(), v.as_str());
     }
 }
+
+// ---- judging within bounds (the webhook) ----
+
+/// `w` on `nodes` (ImageResolutions as `run_with` makes them), within `bounds`.
+fn run_within(w: &Workload, nodes: &[(&str, P)], bounds: Bounds<'_>) -> Option<Listed> {
+    let profiles: Vec<NodeNetfilterProfile> = nodes.iter().map(|(n, p)| profile(n, p)).collect();
+    let refs: Vec<&NodeNetfilterProfile> = profiles.iter().collect();
+    let cands = select_candidates(w, &refs, &[], &pf(DEFAULT_PLATFORM), None);
+    let mut res = ImageResolutions::new();
+    for key in images_to_resolve(w, &cands, &EffectivePolicy::default()) {
+        match key.image.as_str() {
+            "bad:1" => res.insert_profile(
+                "bad:1",
+                &key.platform,
+                image("bad:1", Some("1.8.2"), Some(Backend::Nft)),
+            ),
+            other => res.insert_error(other, &key.platform, "connection refused"),
+        }
+    }
+    let containers = w.containers();
+    evaluate_within(
+        &SubjectInput {
+            containers: &containers,
+            exempt_reason: None,
+            candidates: &cands,
+            images: &res,
+            policy: &EffectivePolicy::default(),
+            min_severity: Severity::Info,
+        },
+        bounds,
+    )
+}
+
+/// 40 containers of unresolved images, then one of a known-bad one.
+fn many_containers() -> Workload {
+    let mut cs: Vec<C> = (0..40)
+        .map(|i| {
+            let name: &'static str = Box::leak(format!("c{i}").into_boxed_str());
+            let image: &'static str = Box::leak(format!("gone/{i}:1").into_boxed_str());
+            c(name, image, &["NET_ADMIN"])
+        })
+        .collect();
+    cs.push(c("last", "bad:1", &["NET_ADMIN"]));
+    daemonset(true, &cs)
+}
+
+#[test]
+fn a_bounded_listing_keeps_the_denying_reasons_and_counts_the_rest() {
+    let w = many_containers();
+    let nodes = [("n1", nft_node("1.8.9")), ("n2", legacy_node("1.8.9"))];
+    let all = Bounds {
+        max_reasons: usize::MAX,
+        stop: &|| false,
+    };
+    let full = run_within(&w, &nodes, all).unwrap();
+    assert_eq!(full.unlisted, 0);
+    assert_eq!(
+        full.decision,
+        run(&w, &nodes, &[("bad:1", Some("1.8.2"), Some(Backend::Nft))]).decision
+    );
+    let total = full.decision.reasons.len();
+    assert!(total > 40, "{total}");
+    let five = Bounds {
+        max_reasons: 5,
+        stop: &|| false,
+    };
+    let bounded = run_within(&w, &nodes, five).unwrap();
+    let d = &bounded.decision;
+    assert_eq!(d.verdict, Verdict::Deny, "the verdict counts every reason");
+    assert_eq!((d.reasons.len(), bounded.unlisted), (5, total - 5));
+    let denying: Vec<&Reason> = full.decision.reasons_at_least(Verdict::Deny).collect();
+    assert!(!denying.is_empty());
+    for r in &denying {
+        assert!(d.reasons.contains(r), "{} kept", r.code);
+    }
+    // The rest are the first warnings, in the full listing's order.
+    let kept: Vec<&Reason> = full
+        .decision
+        .reasons
+        .iter()
+        .filter(|r| d.reasons.contains(r))
+        .collect();
+    assert_eq!(kept, d.reasons.iter().collect::<Vec<_>>());
+}
+
+#[test]
+fn a_stopped_judgement_has_no_decision() {
+    let w = many_containers();
+    let nodes = [("n1", nft_node("1.8.9"))];
+    let stop = Bounds {
+        max_reasons: usize::MAX,
+        stop: &|| true,
+    };
+    assert!(run_within(&w, &nodes, stop).is_none());
+    // Nothing costly to stop: a workload that cannot write rules is judged.
+    let plain = daemonset(false, &[c("app", "nginx:1", &[])]);
+    let d = run_within(&plain, &nodes, stop).unwrap();
+    assert_eq!(d.decision.verdict, Verdict::Allow);
+}
+
+#[test]
+fn a_reason_on_nodes_of_several_classes_lists_them_in_candidate_order() {
+    let w = host_writer("gone/x:1");
+    // Alternating classes: the unresolved image holds on every node.
+    let nodes: Vec<(String, P)> = (0..6)
+        .map(|i| {
+            let p = if i % 2 == 0 {
+                nft_node("1.8.9")
+            } else {
+                legacy_node("1.8.9")
+            };
+            (format!("n{i}"), p)
+        })
+        .collect();
+    let nodes: Vec<(&str, P)> = nodes.iter().map(|(n, p)| (n.as_str(), p.clone())).collect();
+    let r = run(&w, &nodes, &[]);
+    let unresolved = r.reason(ReasonCode::ImageUnresolved);
+    assert_eq!(unresolved.nodes, ["n0", "n1", "n2", "n3", "n4", "n5"]);
+    assert_eq!(unresolved.node.as_deref(), Some("n0"));
+}
+
+#[test]
+fn candidate_selection_stops_when_asked() {
+    let w = host_writer("x:1");
+    let profiles: Vec<NodeNetfilterProfile> = (0..200)
+        .map(|i| profile(&format!("n{i}"), &nft_node("1.8.9")))
+        .collect();
+    let refs: Vec<&NodeNetfilterProfile> = profiles.iter().collect();
+    let nodes: Vec<Node> = (0..200)
+        .map(|i| serde_json::from_value(json!({"metadata": {"name": format!("n{i}")}})).unwrap())
+        .collect();
+    let nrefs: Vec<&Node> = nodes.iter().collect();
+    let platform = pf(DEFAULT_PLATFORM);
+    for n in [&nrefs[..], &[]] {
+        let asked = std::sync::atomic::AtomicUsize::new(0);
+        let stop = || asked.fetch_add(1, std::sync::atomic::Ordering::Relaxed) >= 1;
+        assert!(select_candidates_within(&w, &refs, n, &platform, None, &stop).is_none());
+        let all = select_candidates_within(&w, &refs, n, &platform, None, &|| false).unwrap();
+        assert_eq!(all.len(), 200);
+    }
+}
+
+#[test]
+fn an_unfinished_judgement_follows_unresolved_images_and_never_allows_silently() {
+    let detail = "DaemonSet/kube-system/x within 8.0s";
+    for (action, want) in [
+        (UnresolvedAction::Deny, Verdict::Deny),
+        (UnresolvedAction::Warn, Verdict::Warn),
+        (UnresolvedAction::Allow, Verdict::Warn),
+    ] {
+        let d = unfinished(&policy_with(|s| s.unresolved_images = action), detail);
+        assert_eq!(d.verdict, want, "{action:?}");
+        let r = &d.reasons[0];
+        assert_eq!((r.code, r.effect), (ReasonCode::JudgementTimedOut, want));
+        assert!(r.message.contains(detail), "{}", r.message);
+    }
+    assert_eq!(
+        unfinished(&EffectivePolicy::default(), detail).verdict,
+        Verdict::Warn
+    );
+    // No policy selects the namespace: admitted, said.
+    let other = policy_with(|s| {
+        s.unresolved_images = UnresolvedAction::Deny;
+        s.namespace_selector =
+            Some(serde_json::from_value(json!({"matchLabels": {"team": "x"}})).unwrap());
+    });
+    assert!(!other.applies());
+    assert_eq!(unfinished(&other, detail).verdict, Verdict::Warn);
+}
