@@ -142,6 +142,8 @@ impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("nfguard_webhook");
         registry.register_collector(Box::new(crate::runtime::allocator::HeapCollector));
+        // Answers the registry module served stale (tags whose registry gave none).
+        registry.register_collector(Box::new(crate::registry::StaleCollector));
         let admission_duration = Family::<Labels2, Histogram>::new_with_constructor(|| {
             Histogram::new([
                 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
@@ -160,8 +162,6 @@ impl Metrics {
             "reasons",
             "Reasons in admission decisions by code",
             reasons.clone(),
-        // Answers the registry module served stale (tags whose registry gave none).
-        registry.register_collector(Box::new(crate::registry::StaleCollector));
         );
         let image_cache_hits = Counter::default();
         registry.register(
