@@ -238,6 +238,8 @@ impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("nfguard_controller");
         registry.register_collector(Box::new(crate::runtime::allocator::HeapCollector));
+        // The controller inspects images too: its stale answers (registry down).
+        registry.register_collector(Box::new(crate::registry::StaleCollector));
         let m = Metrics {
             nodes_by_backend: Family::default(),
             nodes_by_version: Family::default(),
