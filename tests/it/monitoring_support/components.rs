@@ -78,8 +78,9 @@ async fn post(url: &str, body: Vec<u8>) -> u16 {
         .as_u16()
 }
 
-/// The webhook (file mode, fake registry) after a denial, a cache hit, a
-/// failed image look-up, a malformed body and an unreadable object.
+/// The webhook (file mode, fake registry) after an allowed workload, a
+/// denial, a cache hit, a failed image look-up, a malformed body and an
+/// unreadable object (denied under the default policy).
 async fn webhook() -> String {
     let fx = Fixture::new();
     let app = nfguard::webhook::router(state(
@@ -104,6 +105,7 @@ async fn webhook() -> String {
             .into_bytes()
     };
     for (name, image) in [
+        ("kube-proxy", "kube-proxy:wrapper"),
         ("kube-router", "kube-router:1.8.7"),
         ("kube-router-2", "kube-router:1.8.7"),
         ("ghost", "unknown/ghost:1"),
