@@ -389,9 +389,15 @@ impl Judge {
             Ok(w) => w,
             Err(e) => return self.unreadable(&req, kind, "unreadable_object", &e.to_string()),
         };
-        if w.namespace.is_none() {
-            w.namespace = req.namespace.as_deref().map(str::to_string);
+        // Judged in the request's namespace (its policy, its pull secrets).
+        // The API server validates the object's against it, so one that
+        // differs is a forged review, refused whatever the policy says.
+        if let (Some(asked), Some(own)) = (req.namespace.as_deref(), w.namespace.as_deref()) {
+            if asked != own {
+                return self.forged(&req, kind, asked, own);
+            }
         }
+        w.namespace = req.namespace.as_deref().map(str::to_string);
         // Leave a margin to serialize and send the answer.
         let margin = (self.timeout / 10).min(Duration::from_millis(500));
         let deadline = start + self.timeout.saturating_sub(margin);
@@ -518,6 +524,38 @@ impl Judge {
             body: response(&req.uid, !deny, message.as_deref(), &warnings, "error"),
             kind: kind.as_str(),
             verdict: verdict.as_str(),
+        }
+    }
+
+    /// A review whose object lives in another namespace than the request's:
+    /// never from the API server. Denied, with both names escaped and cut.
+    fn forged(
+        &self,
+        req: &Request<'_>,
+        kind: WorkloadKind,
+        asked: &str,
+        own: &str,
+    ) -> ReviewOutcome {
+        self.metrics
+            .rejected
+            .get_or_create(&[("cause", "namespace_mismatch")])
+            .inc();
+        let cut = |s: &str| s.chars().take(63).collect::<String>();
+        let message = format!(
+            "nfguard refused this {}: its object's namespace {:?} is not the request's {:?} (the API server never sends that: a forged review)",
+            kind.as_str(),
+            cut(own),
+            cut(asked)
+        );
+        tracing::warn!(
+            kind = kind.as_str(),
+            "review refused: object and request namespaces differ"
+        );
+        ReviewOutcome {
+            status: 200,
+            body: response(&req.uid, false, Some(&message), &[], "error"),
+            kind: kind.as_str(),
+            verdict: Verdict::Deny.as_str(),
         }
     }
 

@@ -478,3 +478,42 @@ async fn the_largest_pod_past_a_1ms_budget_is_answered_by_the_policy_never_silen
         );
     }
 }
+
+/// The API server validates an object's namespace against the request's: a
+/// review where they differ is forged, refused under any policy, its names
+/// escaped; one that agrees (or whose object names none) is judged there.
+#[tokio::test]
+async fn an_object_in_another_namespace_than_the_request_is_refused() {
+    let j = judge(
+        facts(10, vec![policy("Warn", UnresolvedAction::Allow, true)]),
+        Duration::from_secs(8),
+    );
+    let forged = review_of(Some(json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "many", "namespace": "kube-system\n"},
+        "spec": {"hostNetwork": true, "containers": [container(0, "kube-proxy:1.8.9")]}})));
+    let out = j.review(&forged).await;
+    let r = response_of(&out);
+    assert_eq!(r["allowed"], false, "{r}");
+    assert_eq!(out.verdict, "deny");
+    let msg = r["status"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains(r#"its object's namespace "kube-system\n" is not the request's "big""#),
+        "{msg}"
+    );
+    assert!(metric(
+        &j,
+        "nfguard_webhook_rejected_requests_total{cause=\"namespace_mismatch\"} 1"
+    ));
+    for namespace in [json!("big"), Value::Null] {
+        let mut meta = json!({"name": "many"});
+        if !namespace.is_null() {
+            meta["namespace"] = namespace.clone();
+        }
+        let same = review_of(Some(
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+            "spec": {"hostNetwork": true, "containers": [container(0, "kube-proxy:1.8.9")]}}),
+        ));
+        let r = response_of(&j.review(&same).await);
+        assert_eq!(r["allowed"], true, "namespace {namespace}: {r}");
+    }
+}
