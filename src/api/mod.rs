@@ -1,5 +1,6 @@
 //! CRD types only. `crds()` is the single source of the YAML in `crds/`.
 
+pub mod bounds;
 pub mod policy;
 pub mod profile;
 

@@ -3,6 +3,7 @@
 //! The controller writes its status: `Valid` and `Accepted` conditions.
 
 use super::Condition;
+use super::bounds::{self, MaxItems};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -28,9 +29,14 @@ pub struct NetfilterPolicySpec {
     pub action: PolicyAction,
     /// Only workloads in namespaces matching this selector are evaluated (all when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(transform = bounds::label_selector)]
     pub namespace_selector: Option<LabelSelector>,
     /// Glob patterns of images that are never judged (e.g. "registry.k8s.io/kube-proxy:*").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(
+        length(max = bounds::EXEMPT_IMAGES),
+        inner(length(max = bounds::IMAGE_PATTERN))
+    )]
     pub exempt_images: Vec<String>,
     /// Namespaces whose workloads may skip the judgement with the annotation
     /// `nfguard.io/exempt: "<reason>"`, among those this policy selects
@@ -38,6 +44,7 @@ pub struct NetfilterPolicySpec {
     /// nowhere. Tenants who may create workloads but not label namespaces
     /// cannot exempt themselves.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(transform = bounds::label_selector)]
     pub exemption_namespace_selector: Option<LabelSelector>,
     /// What to do when an image's iptables cannot be resolved in time. Default Warn.
     #[serde(default = "default_unresolved")]
@@ -64,6 +71,7 @@ pub struct NetfilterPolicyStatus {
     /// `Valid` (the spec can be used; reason names the bad field) and
     /// `Accepted` (the webhook and the controller judge with it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(transform = MaxItems(bounds::POLICY_CONDITIONS))]
     pub conditions: Option<Vec<Condition>>,
     /// The `metadata.generation` these conditions describe.
     #[serde(default, skip_serializing_if = "Option::is_none")]

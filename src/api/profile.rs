@@ -4,6 +4,7 @@
 //! inventory (`nfguard-controller`). Every status field is optional so each
 //! manager's server-side apply carries only its own fields.
 
+use super::bounds::{self, MaxItems};
 use crate::facts::{
     Backend, Hazard, IptablesFacts, NftVersion, NftablesFacts, UserdataReader, Version,
 };
@@ -35,6 +36,7 @@ pub struct NodeNetfilterProfileSpec {
     /// The node this profile describes (equal to metadata.name; immutable).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("spec.nodeName is immutable"))]
+    #[schemars(length(max = bounds::NODE_NAME))]
     pub node_name: Option<String>,
 }
 
@@ -44,6 +46,7 @@ pub struct NodeNetfilterProfileStatus {
     // ---- reporter-owned ----
     /// The host's own iptables (from the node's root filesystem).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(transform = bounds::iptables_facts)]
     pub iptables: Option<IptablesFacts>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel: Option<KernelFacts>,
@@ -53,16 +56,19 @@ pub struct NodeNetfilterProfileStatus {
     pub active_backend: Option<ActiveBackend>,
     /// Oldest iptables-nft release that reads every live rule without loss; None when only xt-compat expressions are present.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = bounds::VERSION))]
     pub min_reader_version: Option<Version>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bridge: Option<BridgeFacts>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ip_forward: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(transform = bounds::hazard_list)]
     pub hazards: Option<Vec<Hazard>>,
     /// Native nf_tables encodings found in iptables-owned tables, each with
     /// the oldest iptables-nft that reads it without loss (None: every release).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(transform = MaxItems(bounds::NATIVE_FEATURES))]
     pub native_features: Option<Vec<NativeFeature>>,
     /// What iptables-wrappers would pick here (nft mangle marker, else legacy
     /// marker in any table, else nft); None when no rule set could be read.
@@ -73,6 +79,7 @@ pub struct NodeNetfilterProfileStatus {
     /// counts; at most 64 are listed (`nativeTablesNotListed` says how many
     /// more). Not counted in `backends.nft`. None when nf_tables could not be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(transform = MaxItems(bounds::NATIVE_TABLES))]
     pub native_tables: Option<Vec<NativeTable>>,
     /// Native tables beyond the 64 listed in `nativeTables`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -90,9 +97,11 @@ pub struct NodeNetfilterProfileStatus {
     pub nftables: Option<NodeNftables>,
     /// RFC 3339 time of the last probe (the reporter's heartbeat).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = bounds::TIMESTAMP))]
     pub last_probe_time: Option<String>,
     /// Set when the last probe failed; the other fields keep the last good values.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = bounds::PROBE_ERROR))]
     pub probe_error: Option<String>,
     /// The reporter's heartbeat interval, so the controller can judge freshness.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -100,19 +109,24 @@ pub struct NodeNetfilterProfileStatus {
 
     // ---- controller-owned ----
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(transform = MaxItems(bounds::PROFILE_CONDITIONS))]
     pub conditions: Option<Vec<Condition>>,
     /// Containers of running pods on this node that can write its rules.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(transform = MaxItems(bounds::WRITERS))]
     pub writers: Option<Vec<Writer>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = bounds::VERSION))]
     pub newest_writer_version: Option<Version>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = bounds::VERSION))]
     pub oldest_reader_version: Option<Version>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct KernelFacts {
+    #[schemars(length(max = bounds::KERNEL_RELEASE))]
     pub release: String,
     /// nf_tables is available: loaded, built in or loadable (see `modules`).
     pub nf_tables: bool,
@@ -138,6 +152,7 @@ pub struct KernelModules {
     /// directly, and a rule that needs an absent one fails to load (Talos
     /// once dropped xt_CT, xt_MARK and xt_TPROXY). Absent from older reporters.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = bounds::XT_MODULES))]
     pub xt: Vec<XtModule>,
 }
 
@@ -145,6 +160,7 @@ pub struct KernelModules {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct XtModule {
     /// The module's name (`xt_comment`, `xt_CT`).
+    #[schemars(length(max = bounds::MODULE_NAME))]
     pub name: String,
     pub state: ModuleState,
 }
@@ -197,6 +213,7 @@ pub struct BackendFacts {
     pub canary_chain: bool,
     /// Tables holding a marker chain, e.g. ["ip/mangle", "ip6/filter"].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = bounds::MARKER_TABLES), inner(length(max = bounds::MARKER_TABLE)))]
     pub marker_tables: Vec<String>,
 }
 
@@ -225,7 +242,9 @@ impl ActiveBackend {
 #[serde(rename_all = "camelCase")]
 pub struct NativeTable {
     /// "ip", "ip6", "inet", "bridge", "netdev", "arp".
+    #[schemars(length(max = bounds::FAMILY))]
     pub family: String,
+    #[schemars(length(max = bounds::NFT_NAME))]
     pub name: String,
     /// Base and regular chains.
     pub chains: u32,
@@ -270,6 +289,7 @@ pub struct KubeletMarkers {
     pub state: MarkerState,
     /// Why, when the chains are missing or not expected.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = bounds::NOTE))]
     pub reason: Option<String>,
 }
 
@@ -311,11 +331,13 @@ pub struct NodeNftables {
     /// The host's own libnftables and `nft` (from its root filesystem); None
     /// when the host has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(transform = bounds::nftables_facts)]
     pub host: Option<NftablesFacts>,
     /// The oldest unfixed libnftables release that lists every live named
     /// set without crashing; None when every release does (or nf_tables
     /// could not be read). Builds with the fix read every set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = bounds::VERSION))]
     pub min_reader: Option<NftVersion>,
     /// A live set's userdata names an expression no released libnftables
     /// parses: only builds with the fix read it.
@@ -327,9 +349,14 @@ pub struct NodeNftables {
     pub crashing_sets: Option<u32>,
     /// The first of them, "family/table/set", sorted, at most 16.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(
+        length(max = bounds::CRASHING_EXAMPLES),
+        inner(length(max = bounds::OBJECT_REF))
+    )]
     pub crashing_examples: Vec<String>,
     /// The tables holding them, "family/table", sorted, at most 64.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = bounds::CRASHING_TABLES), inner(length(max = bounds::TABLE_REF)))]
     pub crashing_tables: Vec<String>,
 }
 
@@ -338,12 +365,17 @@ pub struct NodeNftables {
 #[serde(rename_all = "camelCase")]
 pub struct Condition {
     #[serde(rename = "type")]
+    #[schemars(length(max = bounds::CONDITION_TYPE))]
     pub type_: String,
     /// "True", "False" or "Unknown".
+    #[schemars(length(max = bounds::CONDITION_STATUS))]
     pub status: String,
+    #[schemars(length(max = bounds::CONDITION_REASON))]
     pub reason: String,
     #[serde(default)]
+    #[schemars(length(max = bounds::CONDITION_MESSAGE))]
     pub message: String,
+    #[schemars(length(max = bounds::TIMESTAMP))]
     pub last_transition_time: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
@@ -354,12 +386,17 @@ pub struct Condition {
 #[serde(rename_all = "camelCase")]
 pub struct Writer {
     /// `namespace/name`.
+    #[schemars(length(max = bounds::POD_REF))]
     pub pod: String,
+    #[schemars(length(max = bounds::CONTAINER_NAME))]
     pub container: String,
+    #[schemars(length(max = bounds::IMAGE))]
     pub image: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = bounds::DIGEST))]
     pub digest: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = bounds::VERSION))]
     pub version: Option<Version>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backend: Option<Backend>,
@@ -367,6 +404,7 @@ pub struct Writer {
     /// whether it writes the set userdata that unfixed old readers crash on,
     /// and how it reads userdata it does not know.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = bounds::VERSION))]
     pub nft_version: Option<NftVersion>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nft_writes_type_userdata: Option<bool>,
@@ -374,6 +412,7 @@ pub struct Writer {
     pub nft_userdata_reader: Option<UserdataReader>,
     /// Why version/backend are missing (unresolved image, no iptables, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = bounds::NOTE))]
     pub note: Option<String>,
 }
 
@@ -382,13 +421,16 @@ pub struct Writer {
 #[serde(rename_all = "camelCase")]
 pub struct NativeFeature {
     /// "meta-mark", "transport-ports", "port-range", "tcp-flags", "log", "payload-protocol", ...
+    #[schemars(length(max = bounds::FEATURE_NAME))]
     pub feature: String,
     /// Oldest iptables-nft that reads it without loss; None when every release does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = bounds::VERSION))]
     pub min_reader: Option<Version>,
     /// Rules using it.
     pub rules: u32,
     /// The first place it was seen: "ip/filter/KUBE-FIREWALL".
+    #[schemars(length(max = bounds::OBJECT_REF))]
     pub example: String,
 }
 
