@@ -39,8 +39,9 @@ const VERDICTS: [&str; 4] = [
 /// Bounds a look-up can be refused at (`images::NotStarted`): every series
 /// exists from the start, so a rate over it is 0, not absent.
 pub const LOOKUP_BOUNDS: [&str; 3] = ["per_request", "per_namespace", "inflight"];
-/// Why a request was refused before its body was read: a closed set, every
-/// series exported from the start.
+/// Why a request was refused before its body was read, or cut while it was
+/// (or, for `PeerConnections`, a connection closed as it was accepted): a
+/// closed set, every series exported from the start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Refusal {
     /// `/validate` over a connection without a client certificate (401).
@@ -52,14 +53,26 @@ pub enum Refusal {
     ClientNameNotAllowed,
     /// The in-flight body budget stayed exhausted (429).
     BodyBudget,
+    /// A body without an announced length: chunked (411).
+    LengthRequired,
+    /// The caller's address already held its share of the body budget (429).
+    PeerBodyBytes,
+    /// A body that fell below the rate floor, cut (408).
+    SlowBody,
+    /// A connection over the per-address cap, closed as it was accepted.
+    PeerConnections,
 }
 
 impl Refusal {
-    pub const ALL: [Refusal; 4] = [
+    pub const ALL: [Refusal; 8] = [
         Refusal::NoClientCertificate,
         Refusal::UntrustedClientCertificate,
         Refusal::ClientNameNotAllowed,
         Refusal::BodyBudget,
+        Refusal::LengthRequired,
+        Refusal::PeerBodyBytes,
+        Refusal::SlowBody,
+        Refusal::PeerConnections,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -68,6 +81,10 @@ impl Refusal {
             Refusal::UntrustedClientCertificate => "untrusted_client_certificate",
             Refusal::ClientNameNotAllowed => "client_name_not_allowed",
             Refusal::BodyBudget => "body_budget",
+            Refusal::LengthRequired => "length_required",
+            Refusal::PeerBodyBytes => "peer_body_bytes",
+            Refusal::SlowBody => "slow_body",
+            Refusal::PeerConnections => "peer_connections",
         }
     }
 }
@@ -123,7 +140,8 @@ pub struct Metrics {
     /// Seconds until the serving certificate expires.
     pub cert_expiry: Gauge<f64, std::sync::atomic::AtomicU64>,
     pub cert_reloads: Counter,
-    /// Requests refused before their body was read, by [`Refusal`].
+    /// Requests refused before their body was read or cut while it was
+    /// (and connections over the per-address cap), by [`Refusal`].
     pub refused: Family<Labels1, Counter>,
     /// Bytes reserved by request bodies being read or judged.
     pub body_bytes_in_flight: Gauge,
@@ -226,7 +244,7 @@ impl Metrics {
         }
         registry.register(
             "refused_requests",
-            "Requests refused before their body was read (client certificate, body budget), by cause",
+            "Requests refused before their body was read or cut while it was (client certificate, length, body budget, per-address caps, rate floor), by cause",
             refused.clone(),
         );
         let body_bytes_in_flight = Gauge::default();
@@ -283,7 +301,7 @@ impl Metrics {
             .inc();
     }
 
-    /// A request refused before its body was read.
+    /// A request refused before its body was read (or cut, see [`Refusal`]).
     pub fn refuse(&self, why: Refusal) {
         self.refused.get_or_create(&[("cause", why.as_str())]).inc();
     }

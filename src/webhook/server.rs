@@ -3,8 +3,10 @@
 //! graceful drain on shutdown.
 
 use super::admission::Judge;
-use super::intake::{self, ClientCertificate, Intake};
-use super::metrics::Metrics;
+use super::intake::{
+    self, ClientCertificate, Intake, MAX_CONNECTIONS_PER_PEER, Peer, PeerHold, PeerTally,
+};
+use super::metrics::{Metrics, Refusal};
 use crate::runtime::admin::{self, Admin, health};
 use axum::Router;
 use axum::body::Bytes;
@@ -48,7 +50,8 @@ pub struct AppState {
     /// Caches/reflectors synced (and, with TLS, a certificate loaded);
     /// [`serve`] adds "not draining".
     pub ready: Arc<dyn Fn() -> bool + Send + Sync>,
-    /// Checks before a review's body is read (client certificate, body budget).
+    /// Checks before a review's body is judged (client certificate, length,
+    /// body budget, rate floor).
     pub intake: Arc<Intake>,
 }
 
@@ -70,7 +73,8 @@ pub fn router(state: AppState) -> Router {
         .with_state(Arc::new(state))
         .merge(admin)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        // A client trickling its body cannot hold a request open past the budget.
+        // The last word on a slow request: the intake's rate floor cuts a
+        // trickled body sooner, this cuts anything past the budget.
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             timeout,
@@ -154,16 +158,22 @@ pub async fn serve(
         plain,
     } = listeners;
     let plain = plain.map(|l| (l, admin_router(&state)));
-    serve_until(https, acceptor, router(state), plain, stop, drain.budget).await
+    let metrics = Some(state.metrics.clone());
+    let app = router(state);
+    serve_until(https, acceptor, app, plain, stop, drain.budget, metrics).await
 }
 
-/// Accept TLS connections on `listener` for `app` forever (no drain).
+/// Accept TLS connections on `listener` for `app` forever (no drain). The
+/// per-peer connection cap holds; connections over it are not counted.
 pub async fn serve_tls(listener: TcpListener, acceptor: TlsAcceptor, app: Router) {
     let forever = std::future::pending::<()>();
-    serve_until(listener, acceptor, app, None, forever, Duration::ZERO).await;
+    serve_until(listener, acceptor, app, None, forever, Duration::ZERO, None).await;
 }
 
 /// The accept loop: each connection on its own task, watched for the drain.
+/// One remote address holds at most [`MAX_CONNECTIONS_PER_PEER`] TLS
+/// connections (handshaking or open); one more is closed as it is
+/// accepted, before any handshake work, and counted in `refused`.
 async fn serve_until(
     https: TcpListener,
     acceptor: TlsAcceptor,
@@ -171,7 +181,9 @@ async fn serve_until(
     plain: Option<(TcpListener, Router)>,
     stop: impl Future<Output = ()>,
     budget: Duration,
+    refused: Option<Arc<Metrics>>,
 ) -> Drained {
+    let per_peer = PeerTally::new(MAX_CONNECTIONS_PER_PEER);
     let graceful = GracefulShutdown::new();
     let mut conns = JoinSet::new();
     tokio::pin!(stop);
@@ -180,8 +192,15 @@ async fn serve_until(
             _ = &mut stop => break,
             r = https.accept() => {
                 if let Some((tcp, peer)) = accepted(r).await {
+                    let Some(hold) = per_peer.take(Peer::of(peer.ip()), 1) else {
+                        tracing::debug!(%peer, "connection over the per-address cap closed");
+                        if let Some(m) = &refused {
+                            m.refuse(Refusal::PeerConnections);
+                        }
+                        continue;
+                    };
                     let (acceptor, app, watcher) = (acceptor.clone(), https_app.clone(), graceful.watcher());
-                    conns.spawn(serve_tls_conn(tcp, peer, acceptor, app, watcher));
+                    conns.spawn(serve_tls_conn(tcp, peer, hold, acceptor, app, watcher));
                 }
             }
             r = accept_or_never(plain.as_ref().map(|(l, _)| l)) => {
@@ -239,10 +258,13 @@ async fn accepted(r: std::io::Result<(TcpStream, SocketAddr)>) -> Option<(TcpStr
 
 /// The handshake is bounded so a silent client cannot pin a task. A client
 /// certificate that survived the handshake was verified (a bad one ends it):
-/// its requests are marked for the `/validate` gate.
+/// its requests are marked for the `/validate` gate, as is the peer's
+/// address (for its share of the body budget). `_slot` is the connection's
+/// place under the per-peer cap, held until it closes.
 async fn serve_tls_conn(
     tcp: TcpStream,
     peer: SocketAddr,
+    _slot: PeerHold,
     acceptor: TlsAcceptor,
     app: Router,
     watcher: Watcher,
@@ -261,10 +283,12 @@ async fn serve_tls_conn(
         .1
         .peer_certificates()
         .is_some_and(|c| !c.is_empty());
+    let from = Peer::of(peer.ip());
     let app = app.map_request(move |mut req: axum::extract::Request<Incoming>| {
         if certified {
             req.extensions_mut().insert(ClientCertificate);
         }
+        req.extensions_mut().insert(from);
         req
     });
     serve_conn(TokioIo::new(tls), app, watcher).await;

@@ -74,3 +74,4 @@ mod webhook_load;
 mod webhook_reload;
 mod webhook_router;
 mod webhook_tls;
+mod webhook_trickle;
