@@ -4,9 +4,11 @@
 //! grow a profile towards etcd's 1.5 MiB) and CEL cost estimates are finite.
 //!
 //! A bound is never below what nfguard itself writes: where the producer
-//! caps a field, the bound is that cap (the same constant, or a
-//! compile-time assertion that it fits); where it does not, the bound is
-//! generous and says so. Lengths count characters, as the API server does.
+//! caps a field, a compile-time assertion beside that cap (in the producer's
+//! module: this one depends on nothing above `crate::facts`) says it fits;
+//! where it does not, the bound is generous and says so, and
+//! [`super::fit`] cuts what would pass it before a write. Lengths count
+//! characters, as the API server does.
 //! tests/it/install_crds.rs checks that no field is left unbounded, the
 //! largest profile the bounds allow, and that the biggest status nfguard's
 //! own code produces validates.
@@ -15,10 +17,6 @@
 //! their bounds are set here, at the CRD fields that hold them, by
 //! [`Bounds`].
 
-use crate::controller::conditions::ConditionType;
-use crate::controller::policy_status::PolicyConditionType;
-use crate::node::{native, nft_skew, xt_modules};
-use crate::rootfs::probes::{MAX_HITS, MAX_NOTES, binary, command};
 use schemars::Schema;
 
 // ---- Kubernetes names ----
@@ -49,8 +47,9 @@ pub const PACKAGE_VERSION: usize = 256;
 pub const KERNEL_RELEASE: usize = 64;
 /// A kernel module's name (the kernel's MODULE_NAME_LEN is 56).
 pub const MODULE_NAME: usize = 64;
-/// The x_tables extensions a profile lists: exactly those nfguard checks.
-pub const XT_MODULES: usize = xt_modules::EXTENSIONS.len();
+/// The x_tables extensions a profile lists: those nfguard checks (12,
+/// `node::xt_modules::EXTENSIONS`).
+pub const XT_MODULES: usize = 16;
 
 // ---- nf_tables names ----
 
@@ -68,16 +67,17 @@ pub const OBJECT_REF: usize = TABLE_REF + 1 + NFT_NAME;
 /// five names), "ip6/security" the longest.
 pub const MARKER_TABLES: usize = 16;
 pub const MARKER_TABLE: usize = 32;
-/// Native tables listed (`nativeTablesNotListed` counts the rest).
-pub const NATIVE_TABLES: usize = native::MAX_LISTED;
+/// Native tables listed (`nativeTablesNotListed` counts the rest;
+/// `node::native::MAX_LISTED`).
+pub const NATIVE_TABLES: usize = 64;
 /// Kinds of native encodings (`min_reader::rule_features` knows 7).
 pub const NATIVE_FEATURES: usize = 16;
 /// A native feature's name ("transport-ports").
 pub const FEATURE_NAME: usize = 64;
-/// Crashing sets named ("family/table/set").
-pub const CRASHING_EXAMPLES: usize = nft_skew::MAX_EXAMPLES;
-/// Tables holding them ("family/table").
-pub const CRASHING_TABLES: usize = nft_skew::MAX_TABLES;
+/// Crashing sets named ("family/table/set"; `node::nft_skew::MAX_EXAMPLES`).
+pub const CRASHING_EXAMPLES: usize = 16;
+/// Tables holding them ("family/table"; `node::nft_skew::MAX_TABLES`).
+pub const CRASHING_TABLES: usize = 64;
 
 // ---- hazards ----
 
@@ -114,44 +114,6 @@ pub const CONFLICTS: usize = 64;
 /// (shortened) path; 641 with a package version at [`PACKAGE_VERSION`].
 pub const CONFLICT: usize = 768;
 
-const PACKAGE_DATABASES: usize = 3; // dpkg, apk, rpm
-const LABELS: usize = 2; // an image's version and backend (or fixed) labels
-// `rootfs::collect::merge`: the command paths' and the multi binaries' evidence.
-const _: () = assert!(
-    command::COMMAND_PATHS.len()
-        + binary::MULTI_BINARIES.len()
-        + PACKAGE_DATABASES * (MAX_HITS + MAX_NOTES)
-        + LABELS
-        <= EVIDENCE
-);
-// `rootfs::collect::nftables::merge`: unlisted multiarch parents, the
-// library, the program, the program standing in for the library.
-const _: () = assert!(
-    crate::rootfs::paths::MULTIARCH_PARENTS.len()
-        + 3
-        + PACKAGE_DATABASES * (MAX_HITS + MAX_NOTES)
-        + LABELS
-        <= EVIDENCE
-);
-// One per package hit, two binaries or files, labels' problems and theirs.
-const _: () = assert!(PACKAGE_DATABASES * MAX_HITS + 2 + 2 * LABELS <= CONFLICTS);
-const _: () = {
-    use crate::kernel::IPTABLES_TABLES;
-    assert!(2 * IPTABLES_TABLES.len() <= MARKER_TABLES);
-    let mut i = 0;
-    while i < IPTABLES_TABLES.len() {
-        assert!("ip6/".len() + IPTABLES_TABLES[i].len() <= MARKER_TABLE);
-        i += 1;
-    }
-};
-const _: () = {
-    let mut i = 0;
-    while i < xt_modules::EXTENSIONS.len() {
-        assert!(xt_modules::EXTENSIONS[i].module.len() <= MODULE_NAME);
-        i += 1;
-    }
-};
-
 // ---- free text and times ----
 
 /// `probeError`: the nft, legacy and host probe errors joined.
@@ -168,8 +130,9 @@ pub const TIMESTAMP: usize = 64;
 
 /// Conditions of a profile (Fresh, Healthy, Consistent) and of a policy
 /// (Valid, Accepted): the controller writes each type once.
-pub const PROFILE_CONDITIONS: usize = ConditionType::ALL.len();
-pub const POLICY_CONDITIONS: usize = PolicyConditionType::ALL.len();
+/// (`controller::conditions::ConditionType`, `policy_status::PolicyConditionType`).
+pub const PROFILE_CONDITIONS: usize = 3;
+pub const POLICY_CONDITIONS: usize = 2;
 pub const CONDITION_TYPE: usize = 316;
 /// "True", "False" or "Unknown".
 pub const CONDITION_STATUS: usize = 16;

@@ -1,6 +1,7 @@
 //! CRD types only. `crds()` is the single source of the YAML in `crds/`.
 
 pub mod bounds;
+pub mod fit;
 pub mod policy;
 pub mod profile;
 

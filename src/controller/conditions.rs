@@ -24,6 +24,9 @@ named_enum! {
     }
 }
 
+// Each type once: within the profile CRD's bound.
+const _: () = assert!(ConditionType::ALL.len() <= crate::api::bounds::PROFILE_CONDITIONS);
+
 named_enum! {
     /// A condition's status (metav1.ConditionStatus).
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -45,6 +45,9 @@ named_enum! {
     }
 }
 
+// Each type once: within the policy CRD's bound.
+const _: () = assert!(PolicyConditionType::ALL.len() <= crate::api::bounds::POLICY_CONDITIONS);
+
 /// An event about the policy (kube-runtime folds events of one reason and
 /// action on one object into a series, so each direction has its own).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -107,8 +110,11 @@ pub fn plan(policy: &NetfilterPolicy, now: Timestamp) -> PolicyPlan {
     let current = policy.status.clone().unwrap_or_default();
     let previous = current.conditions.as_deref().unwrap_or(&[]);
     let generation = policy.metadata.generation;
+    let mut conditions = with_transition_times(conditions, previous, now, generation);
+    // Within the CRD's bounds: the Valid message quotes the policy's patterns.
+    crate::api::fit::fit_conditions(&mut conditions, crate::api::bounds::POLICY_CONDITIONS);
     let desired = NetfilterPolicyStatus {
-        conditions: Some(with_transition_times(conditions, previous, now, generation)),
+        conditions: Some(conditions),
         observed_generation: generation,
     };
     let before = find(previous, Valid);

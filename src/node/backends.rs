@@ -132,6 +132,19 @@ pub fn kubelet_markers(nft: &RuleSet, legacy: &RuleSet, no_iptables: bool) -> Ku
     }
 }
 
+// Marker tables are iptables-owned tables of ip and ip6: within the profile
+// CRD's bounds ("ip6/security" the longest).
+const _: () = {
+    use crate::api::bounds::{MARKER_TABLE, MARKER_TABLES};
+    use crate::kernel::IPTABLES_TABLES;
+    assert!(2 * IPTABLES_TABLES.len() <= MARKER_TABLES);
+    let mut i = 0;
+    while i < IPTABLES_TABLES.len() {
+        assert!("ip6/".len() + IPTABLES_TABLES[i].len() <= MARKER_TABLE);
+        i += 1;
+    }
+};
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;

@@ -6,6 +6,10 @@ use crate::kernel::{RuleSet, Table};
 
 /// At most this many native tables are listed in a profile.
 pub const MAX_LISTED: usize = 64;
+const _: () = assert!(
+    MAX_LISTED <= crate::api::bounds::NATIVE_TABLES,
+    "the profile CRD's bound"
+);
 
 /// Tables of an nf_tables rule set that iptables does not own.
 pub fn native(set: &RuleSet) -> impl Iterator<Item = &Table> {

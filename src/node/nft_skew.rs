@@ -17,6 +17,9 @@ use crate::kernel::set_userdata::SetUserdata;
 /// At most this many crashing sets and tables are named in a profile.
 pub const MAX_EXAMPLES: usize = 16;
 pub const MAX_TABLES: usize = 64;
+// The profile CRD's bounds.
+const _: () = assert!(MAX_EXAMPLES <= crate::api::bounds::CRASHING_EXAMPLES);
+const _: () = assert!(MAX_TABLES <= crate::api::bounds::CRASHING_TABLES);
 
 /// nftables' `enum expr_types`, the numbers the typeof records carry (the
 /// same up to 28 in every release: include/expression.h of 0.9.8 to 1.1.3).

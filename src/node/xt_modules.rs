@@ -151,6 +151,17 @@ pub fn absent(modules: &[XtModule]) -> Vec<&'static Extension> {
         .collect()
 }
 
+// Every extension, by a name the profile CRD's bounds hold.
+const _: () = {
+    use crate::api::bounds::{MODULE_NAME, XT_MODULES};
+    assert!(EXTENSIONS.len() <= XT_MODULES);
+    let mut i = 0;
+    while i < EXTENSIONS.len() {
+        assert!(EXTENSIONS[i].module.len() <= MODULE_NAME);
+        i += 1;
+    }
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

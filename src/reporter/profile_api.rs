@@ -138,6 +138,10 @@ impl ProfileWriter {
     /// Ensure the profile (once, or again after it vanished), then apply the
     /// status, or only its probe time when the facts are those last written.
     pub async fn write(&mut self, status: &NodeNetfilterProfileStatus) -> Result<(), ApiError> {
+        // Within the CRD's bounds: a field past one would refuse the whole write.
+        let mut fitted = status.clone();
+        fitted.fit_bounds();
+        let status = &fitted;
         if !self.ensured {
             self.ensure_profile().await?;
         }

@@ -300,3 +300,24 @@ fn source_name(h: &PackageHit) -> String {
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_else(|| format!("{:?}", h.source))
 }
+
+// What `merge` and `nftables::merge` can produce fits the profile CRD's
+// bounds (`crate::api::bounds`): the command paths' and the multi binaries'
+// evidence (iptables) or the unlisted multiarch parents, the library, the
+// program and the program standing in for the library (nftables); the
+// package databases' hits and notes; the labels.
+mod fits_the_crd {
+    use crate::api::bounds::{CONFLICTS, EVIDENCE};
+    use crate::rootfs::paths::MULTIARCH_PARENTS;
+    use crate::rootfs::probes::{MAX_HITS, MAX_NOTES, binary, command};
+    const PACKAGE_DATABASES: usize = 3; // dpkg, apk, rpm
+    const LABELS: usize = 2; // an image's version and backend (or fixed) labels
+    const DATABASES: usize = PACKAGE_DATABASES * (MAX_HITS + MAX_NOTES);
+    const _: () = assert!(
+        command::COMMAND_PATHS.len() + binary::MULTI_BINARIES.len() + DATABASES + LABELS
+            <= EVIDENCE
+    );
+    const _: () = assert!(MULTIARCH_PARENTS.len() + 3 + DATABASES + LABELS <= EVIDENCE);
+    // One per package hit, two binaries or files, labels' problems and theirs.
+    const _: () = assert!(PACKAGE_DATABASES * MAX_HITS + 2 + 2 * LABELS <= CONFLICTS);
+}

@@ -392,10 +392,10 @@ impl Judge {
         // Judged in the request's namespace (its policy, its pull secrets).
         // The API server validates the object's against it, so one that
         // differs is a forged review, refused whatever the policy says.
-        if let (Some(asked), Some(own)) = (req.namespace.as_deref(), w.namespace.as_deref()) {
-            if asked != own {
-                return self.forged(&req, kind, asked, own);
-            }
+        if let (Some(asked), Some(own)) = (req.namespace.as_deref(), w.namespace.as_deref())
+            && asked != own
+        {
+            return self.forged(&req, kind, asked, own);
         }
         w.namespace = req.namespace.as_deref().map(str::to_string);
         // Leave a margin to serialize and send the answer.

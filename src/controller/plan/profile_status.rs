@@ -73,6 +73,8 @@ pub(super) fn plan_status(
         oldest_reader_version,
         ..Default::default()
     };
+    // Within the CRD's bounds, as written: compared with what was written.
+    desired.fit_bounds();
     if desired.writers != current.writers && current.writers.is_some() {
         let n = desired.writers.as_ref().map_or(0, Vec::len);
         plan.events.push(PlannedEvent {
