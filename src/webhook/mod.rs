@@ -10,7 +10,8 @@
 //! - [`server`]: the axum router (`/validate`, `/healthz`, `/readyz`, `/metrics`)
 //!   and the accept loop with its graceful drain on shutdown.
 //! - [`intake`]: what `/validate` checks before reading a body (client
-//!   certificate, the byte budget for bodies in flight).
+//!   certificate, a length, the byte budget for bodies in flight in two
+//!   lanes, a share per address) and while reading it (a minimum rate).
 //! - [`tls`]: the hot-swappable serving certificate and the directory watcher.
 //! - [`client_auth`]: `--client-ca-file`: only the API server's certificate may call `/validate`.
 //! - [`bootstrap`]: `--self-signed`: CA + cert in a Secret, caBundle patch, rotation.
