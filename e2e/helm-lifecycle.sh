@@ -121,29 +121,17 @@ step_upgrade() {
 }
 
 step_uninstall() {
-  local work left t0 marks prober
+  local work left t0 marks
   [ "$(release_field .info.status)" = deployed ] || fail "release $RELEASE is not deployed in $NS"
   work=$(mktemp -d)
   trap 'touch "$work/stop"; rm -rf "$work"' RETURN
   helm_ get manifest "$RELEASE" >"$work/manifest.yaml"
   marks=$(node_marks)
   [ -n "$marks" ] || fail "no node carries an nfguard.io/ label before the uninstall"
-  # The gate goes first (Helm deletes webhook configurations before the
-  # rest): under failurePolicy Fail no gated request is refused for want of
-  # a webhook.
-  kubectl patch validatingwebhookconfiguration nfguard --type=json \
-    -p='[{"op":"replace","path":"/webhooks/0/failurePolicy","value":"Fail"}]' >/dev/null ||
-    fail "cannot set failurePolicy Fail before the uninstall"
-  gate_probe "$work/probes" "$work/stop" "$IMG_INCIDENT" &
-  prober=$!
-  sleep 2
-  t0=$SECONDS
-  helm_ uninstall "$RELEASE" --wait --timeout 3m || fail "helm uninstall failed"
-  ok "helm uninstall in $((SECONDS - t0)) s"
-  sleep 2
-  touch "$work/stop"
-  wait "$prober" || true
-  gate_probe_check "$work/probes" "helm uninstall"
+  probed_uninstall "$work" "$IMG_INCIDENT" "helm uninstall" helm_ uninstall "$RELEASE" --wait --timeout 3m
+  # When the uninstall began (probed_uninstall waits 2 s after it).
+  t0=$((SECONDS - UNINSTALL_SECONDS - 2))
+  ok "helm uninstall in $UNINSTALL_SECONDS s"
   left=$(kubectl get -f "$work/manifest.yaml" --ignore-not-found -o name 2>&1) ||
     fail "cannot look up the release's objects: $left"
   [ -z "$left" ] || fail "objects of the release left after helm uninstall: $left"

@@ -32,27 +32,16 @@ LOG=e2e-kustomize
 IMG_INCIDENT=${NFGUARD_E2E_REGISTRY_PULL:?NFGUARD_E2E_REGISTRY_PULL is not set}/nfguard-e2e/incident:1.8.7-nft
 
 step_uninstall() {
-  local work left t0 marks after extra prober
+  local work left marks after extra
   work=$(mktemp -d)
   trap 'touch "$work/stop"; rm -rf "$work"' RETURN
   kubectl get namespace "$NS" >/dev/null || fail "namespace $NS does not exist: nothing installed"
   kubectl kustomize manifests/ >"$work/manifest.yaml" || fail "cannot render manifests/"
   marks=$(node_marks)
   [ -n "$marks" ] || fail "no node carries an nfguard.io/ label before the uninstall"
-  kubectl patch validatingwebhookconfiguration nfguard --type=json \
-    -p='[{"op":"replace","path":"/webhooks/0/failurePolicy","value":"Fail"}]' >/dev/null ||
-    fail "cannot set failurePolicy Fail before the uninstall"
-  gate_probe "$work/probes" "$work/stop" "$IMG_INCIDENT" &
-  prober=$!
-  sleep 2
-  t0=$SECONDS
-  kubectl delete -k manifests/ --ignore-not-found --wait=true --timeout=3m >"$work/delete.out" 2>&1 ||
-    fail "kubectl delete -k manifests/ --ignore-not-found failed: $(cat "$work/delete.out")"
-  sleep 2
-  touch "$work/stop"
-  wait "$prober" || true
-  gate_probe_check "$work/probes" "kubectl delete -k manifests/"
-  ok "kubectl delete -k manifests/ --ignore-not-found in $((SECONDS - t0)) s ($(grep -c '" deleted' "$work/delete.out") objects deleted)"
+  probed_uninstall "$work" "$IMG_INCIDENT" "kubectl delete -k manifests/" \
+    kubectl delete -k manifests/ --ignore-not-found --wait=true --timeout=3m
+  ok "kubectl delete -k manifests/ --ignore-not-found in $UNINSTALL_SECONDS s ($(grep -c '" deleted' "$work/uninstall.out") objects deleted)"
   left=$(kubectl get -f "$work/manifest.yaml" --ignore-not-found -o name 2>&1) ||
     fail "cannot look up the objects of manifests/: $left"
   [ -z "$left" ] || fail "objects of manifests/ left after kubectl delete -k: $left"

@@ -112,6 +112,30 @@ gate_probe() {
   done
 }
 
+# probed_uninstall DIR IMAGE WHAT CMD...: CMD (an uninstall) under
+# failurePolicy Fail with gate_probe running from 2 s before to 2 s after,
+# its output in DIR/uninstall.out; then gate_probe_check. The gate must go
+# first (Helm deletes webhook configurations before the rest, manifests/'
+# sortOptions put it first): no gated request refused for want of a webhook.
+probed_uninstall() {
+  local dir=$1 image=$2 what=$3 prober t0
+  shift 3
+  kubectl patch validatingwebhookconfiguration nfguard --type=json \
+    -p='[{"op":"replace","path":"/webhooks/0/failurePolicy","value":"Fail"}]' >/dev/null ||
+    fail "cannot set failurePolicy Fail before $what"
+  gate_probe "$dir/probes" "$dir/stop" "$image" &
+  prober=$!
+  sleep 2
+  t0=$SECONDS
+  "$@" >"$dir/uninstall.out" 2>&1 || { touch "$dir/stop"; fail "$what failed: $(cat "$dir/uninstall.out")"; }
+  # shellcheck disable=SC2034 # the callers report it
+  UNINSTALL_SECONDS=$((SECONDS - t0))
+  sleep 2
+  touch "$dir/stop"
+  wait "$prober" || true
+  gate_probe_check "$dir/probes" "$what"
+}
+
 # gate_probe_check FILE WHAT: while WHAT removed the gate (the webhook
 # configuration under failurePolicy Fail, then its backend), no probe was
 # refused for want of a webhook: nfguard's denials, then admissions once the

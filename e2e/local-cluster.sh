@@ -923,8 +923,13 @@ our_namespaces() { # inode list of the net and mount namespaces we made
 # Every process inside one of our namespaces or cgroups: components,
 # containerd shims, containers.
 our_pids() {
-  local inodes pid ns
-  inodes=" $(our_namespaces | tr '\n' ' ') "
+  pids_within "$(our_namespaces)" ''
+}
+
+# pids_within INODES NODE: every process whose network or mount namespace is
+# one of INODES (a list), or in the cgroups of NODE ('': of every node).
+pids_within() {
+  local inodes=" ${1//$'\n'/ } " pid ns procs
   for pid in /proc/[0-9]*; do
     pid=${pid#/proc/}
     [ "$pid" = $$ ] && continue
@@ -933,9 +938,8 @@ our_pids() {
       case "$inodes" in *" $ns "*) echo "$pid"; break ;; esac
     done
   done
-  local pids_root
-  pids_root=/sys/fs/cgroup/pids$(cgroup_root '')
-  [ -d "$pids_root" ] && find "$pids_root" -name cgroup.procs -exec cat {} + 2>/dev/null
+  procs=/sys/fs/cgroup/pids$(cgroup_root "$2")
+  [ -d "$procs" ] && find "$procs" -name cgroup.procs -exec cat {} + 2>/dev/null
   true
 }
 
@@ -959,19 +963,7 @@ kill_all() {
 # node_pids NODE: every process of the node: its daemons (its network or
 # mount namespace), the shims and the containers (its cgroups).
 node_pids() {
-  local inodes pid ns procs
-  inodes=" $(stat -Lc %i "/run/netns/$(node_ns "$1")" "$NS_DIR/mnt-$1" 2>/dev/null | tr '\n' ' ') "
-  for pid in /proc/[0-9]*; do
-    pid=${pid#/proc/}
-    [ "$pid" = $$ ] && continue
-    for ns in net mnt; do
-      ns=$(stat -Lc %i "/proc/$pid/ns/$ns" 2>/dev/null) || continue
-      case "$inodes" in *" $ns "*) echo "$pid"; break ;; esac
-    done
-  done
-  procs=/sys/fs/cgroup/pids$(cgroup_root "$1")
-  [ -d "$procs" ] && find "$procs" -name cgroup.procs -exec cat {} + 2>/dev/null
-  true
+  pids_within "$(stat -Lc %i "/run/netns/$(node_ns "$1")" "$NS_DIR/mnt-$1" 2>/dev/null)" "$1"
 }
 
 # cluster_restart: a power cut of the whole cluster and its return. The

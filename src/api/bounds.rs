@@ -283,32 +283,25 @@ impl Transform for MaxItems {
 
 use Limit::{Items, KeyLen, Len, Props};
 
+/// A tool's facts: `IptablesFacts` and `NftablesFacts` share these fields.
+const TOOL_FACTS: &[(&str, Limit)] = &[
+    ("version", Len(VERSION)),
+    ("packageVersion", Len(PACKAGE_VERSION)),
+    ("evidence", Items(EVIDENCE)),
+    ("evidence[].path", Len(EVIDENCE_PATH)),
+    ("evidence[].detail", Len(EVIDENCE_DETAIL)),
+    ("conflicts", Items(CONFLICTS)),
+    ("conflicts[]", Len(CONFLICT)),
+];
+
 /// `IptablesFacts` (the host's iptables).
 pub fn iptables_facts(schema: &mut Schema) {
-    Bounds(&[
-        ("version", Len(VERSION)),
-        ("packageVersion", Len(PACKAGE_VERSION)),
-        ("evidence", Items(EVIDENCE)),
-        ("evidence[].path", Len(EVIDENCE_PATH)),
-        ("evidence[].detail", Len(EVIDENCE_DETAIL)),
-        ("conflicts", Items(CONFLICTS)),
-        ("conflicts[]", Len(CONFLICT)),
-    ])
-    .transform(schema);
+    Bounds(TOOL_FACTS).transform(schema);
 }
 
 /// `NftablesFacts` (the host's nftables).
 pub fn nftables_facts(schema: &mut Schema) {
-    Bounds(&[
-        ("version", Len(VERSION)),
-        ("packageVersion", Len(PACKAGE_VERSION)),
-        ("evidence", Items(EVIDENCE)),
-        ("evidence[].path", Len(EVIDENCE_PATH)),
-        ("evidence[].detail", Len(EVIDENCE_DETAIL)),
-        ("conflicts", Items(CONFLICTS)),
-        ("conflicts[]", Len(CONFLICT)),
-    ])
-    .transform(schema);
+    Bounds(TOOL_FACTS).transform(schema);
 }
 
 /// `Vec<Hazard>`.
