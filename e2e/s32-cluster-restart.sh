@@ -63,9 +63,14 @@ s32_cluster_restart() {
 
   restarts=$(s32_webhook_restarts)
   [ -n "$restarts" ] || fail "no webhook pod before the restart"
-  # Every target is down while the cluster is.
+  # Every target is down while the cluster is, and the components that come
+  # back first (a reporter before its node's kube-proxy has the API
+  # server's Service again) fail their first writes.
   caused_alert NfguardTargetDown
   caused_alert NfguardWebhookUnavailable
+  caused_alert NfguardControllerUnavailable
+  caused_alert NfguardReporterUnavailable
+  caused_alert NfguardReporterWriteFailures
   t0=$SECONDS
   "$REPO/e2e/local-cluster.sh" restart
   ok "the whole cluster was killed and started again; API server and every node back in $((SECONDS - t0)) s"
