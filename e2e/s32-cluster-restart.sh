@@ -63,9 +63,8 @@ s32_cluster_restart() {
 
   restarts=$(s32_webhook_restarts)
   [ -n "$restarts" ] || fail "no webhook pod before the restart"
-  # Every target is down while the cluster is, and the components that come
-  # back first (a reporter before its node's kube-proxy has the API
-  # server's Service again) fail their first writes.
+  # Every target is down while the cluster is, and a component that comes
+  # back before its node's kube-proxy can fail its first writes.
   caused_alert NfguardTargetDown
   caused_alert NfguardWebhookUnavailable
   caused_alert NfguardControllerUnavailable
