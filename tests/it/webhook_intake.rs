@@ -131,6 +131,21 @@ fn requiring(bodies: u64) -> impl FnOnce(Arc<nfguard::webhook::metrics::Metrics>
         })
     }
 }
+/// A webhook requiring no client certificate, with a body budget of
+/// `limit` bytes and `wait`, and that budget (to read what it holds).
+async fn serve_open(limit: u64, wait: Duration) -> (Served, Arc<BodyBudget>) {
+    let metrics = Arc::new(nfguard::webhook::metrics::Metrics::new());
+    let budget = BodyBudget::new(limit, wait, metrics.body_bytes_in_flight.clone());
+    let bodies = budget.clone();
+    let open = move |metrics| {
+        Arc::new(Intake {
+            require_client_certificate: false,
+            bodies,
+            metrics,
+        })
+    };
+    (serve(None, open, metrics).await, budget)
+}
 
 fn client(s: &Target, identity: Option<&[u8]>) -> reqwest::Client {
     let mut b = reqwest::Client::builder()
@@ -419,26 +434,8 @@ async fn a_rotated_client_ca_is_picked_up_and_a_broken_one_ignored() {
 async fn concurrent_large_bodies_stay_within_the_byte_budget() {
     const CLIENTS: usize = 8;
     let max = MAX_BODY_BYTES as u64;
-    let metrics = Arc::new(nfguard::webhook::metrics::Metrics::new());
     // Two largest bodies in the large lane, the least small lane beside it.
-    let budget = BodyBudget::new(
-        2 * max + SMALL_LANE_MIN,
-        Duration::from_millis(300),
-        metrics.body_bytes_in_flight.clone(),
-    );
-    let bodies = budget.clone();
-    let s = serve(
-        None,
-        move |metrics| {
-            Arc::new(Intake {
-                require_client_certificate: false,
-                bodies,
-                metrics,
-            })
-        },
-        metrics,
-    )
-    .await;
+    let (s, budget) = serve_open(2 * max + SMALL_LANE_MIN, Duration::from_millis(300)).await;
 
     // Eight clients each announce a largest body and send it over ~2 s,
     // each from an address of its own (one address holds one at a time).
@@ -498,25 +495,7 @@ async fn concurrent_large_bodies_stay_within_the_byte_budget() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chunked_body_gets_411_unread_and_a_trickled_one_408_after_the_grace() {
-    let metrics = Arc::new(nfguard::webhook::metrics::Metrics::new());
-    let budget = BodyBudget::new(
-        0,
-        Duration::from_secs(2),
-        metrics.body_bytes_in_flight.clone(),
-    );
-    let bodies = budget.clone();
-    let s = serve(
-        None,
-        move |metrics| {
-            Arc::new(Intake {
-                require_client_certificate: false,
-                bodies,
-                metrics,
-            })
-        },
-        metrics,
-    )
-    .await;
+    let (s, budget) = serve_open(0, Duration::from_secs(2)).await;
     let (addr, ca) = (s.target.addr, s.target.server_ca.as_str());
 
     // Chunked, its first chunk never sent: 411, nothing reserved.
