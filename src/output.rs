@@ -21,3 +21,42 @@ pub fn render_structured<T: Serialize>(
         Format::Text => None,
     })
 }
+
+/// Text for a terminal. Tenants name images, pods and annotations that
+/// reach `check` and `status` output: a control character other than a
+/// newline or a tab (an ANSI escape, a carriage return, a backspace) or a
+/// bidirectional override is shown as its escape (`\u{1b}`), so the output
+/// cannot recolour, overwrite or reorder what the operator reads.
+pub fn terminal_safe(text: String) -> String {
+    let unsafe_char = |c: char| {
+        (c.is_control() && c != '\n' && c != '\t')
+            || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !text.chars().any(unsafe_char) {
+        return text;
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if unsafe_char(c) {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terminal_escapes_and_bidi_overrides_are_shown_not_obeyed() {
+        let plain = "Pod/ns/a\tdeny\n  [OldReaderNewRules] é ✓\n".to_string();
+        assert_eq!(terminal_safe(plain.clone()), plain);
+        assert_eq!(
+            terminal_safe("img\u{1b}[2J\rok\u{7}\u{202e}txt\n".into()),
+            "img\\u{1b}[2J\\u{d}ok\\u{7}\\u{202e}txt\n"
+        );
+    }
+}

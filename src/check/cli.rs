@@ -290,12 +290,17 @@ pub fn render(
         CheckFormat::Yaml => Format::Yaml,
         CheckFormat::Text => Format::Text,
         CheckFormat::Junit => return Ok(super::junit::render(report, max_nodes)),
-        CheckFormat::Github => return Ok(super::github::render(report, max_nodes)),
+        // Workflow commands in a CI log: as read by people as the text.
+        CheckFormat::Github => {
+            return Ok(crate::output::terminal_safe(super::github::render(
+                report, max_nodes,
+            )));
+        }
         CheckFormat::Sarif => return super::sarif::render(report, max_nodes),
     };
     Ok(match render_structured(report, shared)? {
         Some(s) => s,
-        None => report.to_text(max_nodes),
+        None => crate::output::terminal_safe(report.to_text(max_nodes)),
     })
 }
 

@@ -5,7 +5,7 @@
 use super::{build_report, fetch, table};
 use crate::check::cli::{AssumeArgs, LookupArgs, predict_running};
 use crate::judgement::ImageLookup;
-use crate::output::{Format, render_structured};
+use crate::output::{Format, render_structured, terminal_safe};
 use crate::runtime::client::{ClusterArgs, connect};
 use anyhow::Context;
 use std::sync::Arc;
@@ -64,8 +64,8 @@ pub fn render(
     format: Option<StatusFormat>,
 ) -> anyhow::Result<String> {
     let structured = match format {
-        None => return Ok(table::render(report, false)),
-        Some(StatusFormat::Wide) => return Ok(table::render(report, true)),
+        None => return Ok(terminal_safe(table::render(report, false))),
+        Some(StatusFormat::Wide) => return Ok(terminal_safe(table::render(report, true))),
         Some(StatusFormat::Json) => Format::Json,
         Some(StatusFormat::Yaml) => Format::Yaml,
     };

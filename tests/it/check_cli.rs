@@ -450,3 +450,77 @@ fn binary_garbage_is_exit_2_not_a_panic() {
         &["m.yaml", "UTF-8"],
     );
 }
+
+/// A tenant's string (here an exemption reason, as an annotation can hold
+/// anything) with an ANSI escape, a carriage return and a bidi override is
+/// printed escaped in text and GitHub output: the operator's terminal or CI
+/// log is not rewritten. JSON keeps the string as it is.
+#[test]
+fn tenant_strings_cannot_drive_the_terminal() {
+    let d = tempfile::tempdir().unwrap();
+    let hostile = "ok\u{1b}[2J\u{1b}[32mALLOWED\rforged\u{202e}txt";
+    let m = write(
+        d.path(),
+        "m.yaml",
+        &format!(
+            r#"
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: {}
+  namespace: kube-system
+  annotations: {{nfguard.io/exempt: {}}}
+spec:
+  selector: {{matchLabels: {{app: kr}}}}
+  template:
+    metadata: {{labels: {{app: kr}}}}
+    spec:
+      hostNetwork: true
+      containers:
+      - name: kube-router
+        image: 127.0.0.1:1/kube-router:old
+        securityContext: {{privileged: true}}
+"#,
+            serde_json::to_string("kr\u{1b}[31m").unwrap(),
+            serde_json::to_string(hostile).unwrap()
+        ),
+    );
+    let p = write(d.path(), "p.yaml", PROFILE);
+    let pol = write(
+        d.path(),
+        "pol.yaml",
+        "apiVersion: nfguard.io/v1alpha1\nkind: NetfilterPolicy\nmetadata: {name: exemptions}\nspec:\n  exemptionNamespaceSelector: {matchLabels: {kubernetes.io/metadata.name: kube-system}}\n",
+    );
+    // Exempt (the reason printed), and not (a finding naming the object).
+    for (format, policy, shown) in [
+        (
+            "text",
+            true,
+            r"ok\u{1b}[2J\u{1b}[32mALLOWED\u{d}forged\u{202e}txt",
+        ),
+        ("text", false, r"kr\u{1b}[31m"),
+        ("github", false, r"kr\u{1b}[31m"),
+    ] {
+        let mut cmd = check_files(&m, &p);
+        if policy {
+            cmd.arg("--policy").arg(&pol);
+        }
+        let out = cmd.args(["-o", format]).output().unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(text.contains(shown), "{format}: {text}");
+        for raw in ['\u{1b}', '\r', '\u{202e}'] {
+            assert!(!text.contains(raw), "{format}: raw {raw:?} in {text:?}");
+        }
+    }
+    let out = check_files(&m, &p)
+        .arg("--policy")
+        .arg(&pol)
+        .args(["-o", "json"])
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        json.to_string()
+            .contains(&serde_json::to_string(hostile).unwrap()[1..20])
+    );
+}
