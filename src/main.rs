@@ -95,6 +95,10 @@ fn parse(plugin: bool) -> Cli {
 }
 
 fn main() -> ExitCode {
+    // The image parser child confines itself before anything else runs.
+    if let Some(code) = nfguard::registry::parse::child::main_if_invoked() {
+        return code;
+    }
     // Before any thread: image inspection's freed buffers must not stay
     // resident in per-thread arenas (runtime/allocator.rs).
     let tuned = nfguard::runtime::allocator::return_large_frees_to_the_kernel();

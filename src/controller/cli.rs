@@ -102,6 +102,7 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
     let registry = args
         .registry
         .in_cluster_config(Duration::from_secs(args.registry_timeout.max(1)));
+    crate::registry::parse::check_at_start(&registry.parser).await?;
     // The docker config, then each running pod's own pull secrets (read
     // again at most every TAG_TTL, like a tag's digest).
     let images = Arc::new(

@@ -5,13 +5,14 @@
 //! do; a resolution is only ever served to the credential that made it, so
 //! a private image's answer never reaches a caller that could not read its
 //! manifest), manifest
-//! digest -> profile, layer digest -> parsed layer (shared base layers are
-//! read once; weighed by the bytes each keeps, so the cache's memory is
-//! bounded, not its entry count).
+//! digest -> profile, layer digest -> the parser's record of the layer
+//! (shared base layers are read once; weighed by the bytes each keeps, so
+//! the cache's memory is bounded, not its entry count; never decoded here).
 
 use super::CredentialId;
 use crate::facts::ImageProfile;
-use crate::rootfs::Layer;
+use crate::rootfs::Reservation;
+use bytes::Bytes;
 use moka::sync::Cache;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -49,12 +50,19 @@ pub struct Pin {
     pub at: Instant,
 }
 
+/// A layer as the parser recorded it (`rootfs::Layer::write_wire`), held
+/// against the inspection budget while cached.
+pub struct LayerRecord {
+    pub record: Bytes,
+    pub held: Reservation,
+}
+
 #[derive(Clone)]
 pub struct Caches {
     pub pins: Cache<PinKey, Pin>,
     pub resolved: Cache<ResolvedKey, Resolved>,
     pub profiles: Cache<String, Arc<ImageProfile>>,
-    pub layers: Cache<String, Arc<Layer>>,
+    pub layers: Cache<String, Arc<LayerRecord>>,
 }
 
 impl Caches {
@@ -71,8 +79,8 @@ impl Caches {
                 .build(),
             profiles: Cache::builder().max_capacity(entries).build(),
             layers: Cache::builder()
-                .weigher(|_digest: &String, layer: &Arc<Layer>| {
-                    u32::try_from(layer.retained_bytes()).unwrap_or(u32::MAX)
+                .weigher(|_digest: &String, layer: &Arc<LayerRecord>| {
+                    u32::try_from(layer.held.bytes()).unwrap_or(u32::MAX)
                 })
                 .max_capacity(layer_bytes)
                 .build(),

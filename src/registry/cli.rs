@@ -2,6 +2,7 @@
 //! bundles, read from its registry without running it.
 
 use super::egress::{Cidr, Defaults, EgressPolicy, HostPattern};
+use super::parse::{Parser, SandboxConfig};
 use super::{
     CredentialSource, DockerConfigFile, ImageInspector, MemoryPlan, Platform, RegistryConfig,
     STALE_IF_ERROR,
@@ -173,7 +174,30 @@ pub struct RegistryArgs {
         env = "NFGUARD_REGISTRY_STALE_IF_ERROR"
     )]
     pub stale_if_error: Option<u64>,
+    /// Where image layers are decompressed and parsed: `sandbox`, a child
+    /// process per inspection that has no files, no network, no token or
+    /// credentials, a seccomp filter and memory and CPU limits; or
+    /// `in-process`, this process (only where seccomp is unavailable).
+    #[arg(
+        long = "image-parser",
+        env = "NFGUARD_IMAGE_PARSER",
+        value_enum,
+        default_value = "sandbox"
+    )]
+    pub image_parser: ImageParser,
 }
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ImageParser {
+    Sandbox,
+    /// Also the default of `RegistryArgs::default()`: library callers and
+    /// tests whose binary is not nfguard (the command line says `sandbox`).
+    #[default]
+    InProcess,
+}
+
+/// The binary that is running, as the kernel names it at exec time.
+const THIS_BINARY: &str = "/proc/self/exe";
 
 /// The certificates of one `--registry-ca` file, checked when read.
 #[derive(Debug, Clone)]
@@ -219,7 +243,18 @@ impl RegistryArgs {
         self.config_with(timeout, Defaults::RefuseInternal)
     }
 
+    fn parser(&self, plan: &MemoryPlan) -> Parser {
+        match self.image_parser {
+            ImageParser::InProcess => Parser::InProcess,
+            ImageParser::Sandbox => Parser::Sandbox(SandboxConfig {
+                program: THIS_BINARY.into(),
+                memory_bytes: plan.parser_memory_bytes(),
+            }),
+        }
+    }
+
     fn config_with(&self, timeout: Duration, defaults: Defaults) -> RegistryConfig {
+        let plan = MemoryPlan::detect(self.memory_limit);
         RegistryConfig {
             insecure_registries: self.insecure_registries.clone(),
             docker_config: self.docker_config.clone(),
@@ -239,9 +274,10 @@ impl RegistryArgs {
             stale_if_error: self
                 .stale_if_error
                 .map_or(STALE_IF_ERROR, Duration::from_secs),
+            parser: self.parser(&plan),
             ..RegistryConfig::default()
         }
-        .with_memory(MemoryPlan::detect(self.memory_limit))
+        .with_memory(plan)
     }
 }
 

@@ -3,15 +3,18 @@
 //! `rootfs::Layer`s until `rootfs::collect` says lower layers cannot
 //! change the answer.
 
+use super::cache::LayerRecord;
 use super::cache::{Caches, Pin, PinKey, Resolved, ResolvedKey};
 use super::client::{Client, Transport, is_sha256_digest};
 use super::error::{json_problem, remote_words};
 use super::http::Http;
+use super::parse::{Feed, Session};
 use super::stale::{self, StaleStore, Staleness};
 use super::stream::{self, ChannelReader, Compression};
 use super::{CredentialId, Credentials, Platform, RegistryConfig, RegistryError};
 use crate::facts::ImageProfile;
-use crate::rootfs::{self, Layer, LayeredRoot};
+use crate::rootfs;
+use bytes::Bytes;
 use oci_client::Reference;
 use oci_client::manifest::{self as m, OciDescriptor, OciImageManifest, OciManifest};
 use serde::Serialize;
@@ -399,34 +402,43 @@ impl Inner {
         })
     }
 
+    /// Stream one layer blob into the parser, which returns its record;
+    /// the pump verifies size and digest on the way (END only after that).
     async fn read_layer(
         &self,
+        session: &mut Session,
         client: &Client,
         r: &Reference,
         desc: &OciDescriptor,
-        fetched: &AtomicU64,
-    ) -> Result<Layer, RegistryError> {
-        let digest = desc.digest.clone();
-        let limits = self.config.layer_limits.clone();
-        let limit = self.config.max_decompressed_layer_bytes;
+        fetched: &Arc<AtomicU64>,
+    ) -> Result<Bytes, RegistryError> {
+        let blob = client.blob(r, &desc.digest).await?;
+        let (tx, rx) = tokio::sync::mpsc::channel(stream::CHANNEL_CHUNKS);
+        let size = u64::try_from(desc.size).ok().filter(|s| *s > 0);
+        let (digest, fetched) = (desc.digest.clone(), fetched.clone());
+        let pump =
+            tokio::spawn(async move { stream::pump(blob, tx, &digest, size, &fetched).await });
+        let mut feed = Feed::new(rx, pump);
         let hint = Compression::from_media_type(&desc.media_type);
-        self.read_blob(client, r, desc, fetched, move |reader| {
-            let parsed = stream::decompress_into(reader, hint, limit, &digest, |tar| {
-                Layer::from_tar(tar, &limits)
-            })?;
-            let layer = parsed.map_err(|source| RegistryError::Layer {
-                digest: digest.clone(),
-                source,
-            })?;
-            // Finish the blob so its digest is verified before the layer is used.
-            reader.drain().map_err(|e| RegistryError::BlobStream {
-                digest: digest.clone(),
-                got: 0,
-                detail: e.to_string(),
-            })?;
-            Ok(layer)
-        })
-        .await
+        let limit = self.config.max_decompressed_layer_bytes;
+        match session.push_blob(hint, limit, &mut feed).await {
+            Ok(record) => Ok(record),
+            Err(failure) => Err(match feed.failed_upstream().await {
+                Some(e) => e,
+                None => failure.into_error(&desc.digest),
+            }),
+        }
+    }
+
+    /// Keep a layer's record for other images that share it, if the
+    /// budget has room (an uncached layer is only read again).
+    fn cache_layer(&self, digest: &str, record: Bytes) {
+        let mut held = self.config.layer_limits.budget.reservation();
+        if held.grow(record.len() as u64).is_ok() {
+            self.caches
+                .layers
+                .insert(digest.to_string(), Arc::new(LayerRecord { record, held }));
+        }
     }
 
     pub async fn inspect(
@@ -480,13 +492,11 @@ impl Inner {
         let config = self
             .read_config(&client, &r, &manifest.config, &fetched)
             .await?;
-        let labels = Arc::new(
-            config
-                .config
-                .as_ref()
-                .and_then(|c| c.labels.clone())
-                .unwrap_or_default(),
-        );
+        let labels = config
+            .config
+            .as_ref()
+            .and_then(|c| c.labels.clone())
+            .unwrap_or_default();
         let collected = self
             .scan_layers(&client, &r, &manifest.layers, &labels, &fetched, &mut stats)
             .await?;
@@ -563,75 +573,55 @@ impl Inner {
     }
 
     /// Top layer first; stop as soon as the unread layers cannot change the
-    /// iptables or the nftables answer.
+    /// iptables or the nftables answer. All parsing happens in the
+    /// inspection's parser session (`parse`), never here.
     async fn scan_layers(
         &self,
         client: &Client,
         r: &Reference,
         layers: &[OciDescriptor],
-        labels: &Arc<BTreeMap<String, String>>,
+        labels: &BTreeMap<String, String>,
         fetched: &Arc<AtomicU64>,
         stats: &mut InspectStats,
     ) -> Result<rootfs::Collected, RegistryError> {
-        let mut root = LayeredRoot {
-            layers: Vec::with_capacity(layers.len()),
-            complete: layers.is_empty(),
+        let _slot = self
+            .streams
+            .acquire()
+            .await
+            .map_err(|_| RegistryError::Internal("inspection slots closed".into()))?;
+        let cpu_seconds = self.config.timeout.as_secs() + 2;
+        let mut session =
+            Session::start(&self.config.parser, &self.config.layer_limits, cpu_seconds)?;
+        let collect = async |session: &mut Session, complete: bool, digest: &str| {
+            session
+                .collect(complete, labels)
+                .await
+                .map_err(|f| f.into_error(digest))
         };
-        let mut retained = 0u64;
-        for desc in layers.iter().rev() {
-            let layer = match self.caches.layers.get(&desc.digest) {
-                Some(l) => {
+        for (read, desc) in layers.iter().rev().enumerate() {
+            match self.caches.layers.get(&desc.digest) {
+                Some(cached) => {
                     stats.layers_from_cache += 1;
-                    l
+                    session
+                        .push_cached(&cached.record)
+                        .await
+                        .map_err(|f| f.into_error(&desc.digest))?;
                 }
                 None => {
-                    let _stream =
-                        self.streams.acquire().await.map_err(|_| {
-                            RegistryError::Internal("inspection slots closed".into())
-                        })?;
-                    let l = Arc::new(self.read_layer(client, r, desc, fetched).await?);
+                    let record = self
+                        .read_layer(&mut session, client, r, desc, fetched)
+                        .await?;
                     stats.layers_fetched += 1;
-                    self.caches.layers.insert(desc.digest.clone(), l.clone());
-                    l
+                    self.cache_layer(&desc.digest, record);
                 }
-            };
-            // Each layer is capped alone; so is what one image holds at once.
-            retained += layer.retained_bytes();
-            let cap = self.config.layer_limits.max_retained_bytes;
-            if retained > cap {
-                return Err(RegistryError::Layer {
-                    digest: desc.digest.clone(),
-                    source: rootfs::LayerError::Limit(format!(
-                        "the image's layers retain more than {cap} bytes of probe files"
-                    )),
-                });
             }
-            root.layers.push(layer);
-            root.complete = root.layers.len() == layers.len();
-            let (back, collected) = collect_blocking(root, labels.clone()).await?;
-            root = back;
-            if collected.settled || root.complete {
-                tracing::debug!(
-                    read = root.layers.len(),
-                    total = layers.len(),
-                    "layer scan settled"
-                );
+            let complete = read + 1 == layers.len();
+            let collected = collect(&mut session, complete, &desc.digest).await?;
+            if collected.settled || complete {
+                tracing::debug!(read = read + 1, total = layers.len(), "layer scan settled");
                 return Ok(collected);
             }
         }
-        root.complete = true;
-        Ok(collect_blocking(root, labels.clone()).await?.1)
+        collect(&mut session, true, "").await
     }
-}
-
-async fn collect_blocking(
-    root: LayeredRoot,
-    labels: Arc<BTreeMap<String, String>>,
-) -> Result<(LayeredRoot, rootfs::Collected), RegistryError> {
-    tokio::task::spawn_blocking(move || {
-        let c = rootfs::collect(&root, &labels);
-        (root, c)
-    })
-    .await
-    .map_err(|e| RegistryError::Internal(format!("probe task: {e}")))
 }

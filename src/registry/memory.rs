@@ -41,7 +41,18 @@ pub struct MemoryPlan {
     pub request_body_bytes: u64,
 }
 
+/// What the parser child needs besides the image data and the transient
+/// buffers: its own binary's data, the allocator's slack.
+const PARSER_BASELINE: u64 = 64 << 20;
+
 impl MemoryPlan {
+    /// The hard data-memory limit of one parser child: one inspection's
+    /// share of retained data (granted from `budget` as it grows, so the
+    /// children together stay within it), its transient buffers, a baseline.
+    pub fn parser_memory_bytes(&self) -> u64 {
+        self.per_inspection_bytes + TRANSIENT_PER_INSPECTION + PARSER_BASELINE
+    }
+
     /// Three eighths of the limit for retained image data (the layer cache an
     /// eighth of the limit), a quarter for the streams' transient buffers,
     /// an eighth for request bodies in flight, the rest for everything else

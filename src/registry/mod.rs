@@ -15,6 +15,7 @@ mod fetch;
 mod http;
 mod manifest_get;
 pub mod memory;
+pub mod parse;
 pub mod platform;
 mod reference;
 pub mod stale;
@@ -104,6 +105,9 @@ pub struct RegistryConfig {
     pub egress: EgressPolicy,
     /// PEM certificates trusted for registries besides the system's roots.
     pub extra_root_certificates_pem: Vec<u8>,
+    /// Where layers are decompressed and parsed (a confined child process
+    /// for every in-cluster component and the CLI; see `parse`).
+    pub parser: parse::Parser,
 }
 
 impl RegistryConfig {
@@ -131,6 +135,7 @@ impl Default for RegistryConfig {
             memory: memory.clone(),
             egress: EgressPolicy::default(),
             extra_root_certificates_pem: Vec::new(),
+            parser: parse::Parser::InProcess,
         }
         .with_memory(memory)
     }

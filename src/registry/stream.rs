@@ -236,7 +236,7 @@ impl<R: Read> Read for LimitedReader<R> {
 /// `limit` decompressed bytes. `parse` errors are returned as they are;
 /// decompression failures and the limit become `RegistryError`s.
 pub fn decompress_into<T, E>(
-    raw: &mut ChannelReader,
+    raw: &mut impl Read,
     hint: Compression,
     limit: u64,
     digest: &str,

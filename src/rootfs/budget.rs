@@ -8,12 +8,30 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-#[derive(Debug)]
 struct Shared {
-    limit: u64,
+    /// Grows only for a budget with a `source` (by what it grants).
+    limit: AtomicU64,
     used: AtomicU64,
     /// Reservations refused since start (a metric: the budget is too small, or under attack).
     refused: AtomicU64,
+    /// Where more bytes come from when `limit` is reached: the image parser
+    /// sandbox asks its parent, which reserves them from the process-wide
+    /// budget (so children and parent share one bound). Returns bytes granted.
+    source: Option<Box<Refill>>,
+}
+
+/// Asked for at least `n` more bytes; grants some (>= n) or refuses.
+pub type Refill = dyn Fn(u64) -> Result<u64, BudgetExhausted> + Send + Sync;
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("limit", &self.limit)
+            .field("used", &self.used)
+            .field("refused", &self.refused)
+            .field("source", &self.source.is_some())
+            .finish()
+    }
 }
 
 /// A shared byte budget; cheap to clone (all clones draw from one pool).
@@ -34,9 +52,23 @@ impl MemoryBudget {
     pub fn new(limit: u64) -> Self {
         Self {
             shared: Arc::new(Shared {
-                limit,
+                limit: AtomicU64::new(limit),
                 used: AtomicU64::new(0),
                 refused: AtomicU64::new(0),
+                source: None,
+            }),
+        }
+    }
+
+    /// A budget that starts empty and asks `source` for every byte: the
+    /// sandboxed parser's view of its parent's budget.
+    pub fn granted_by(source: Box<Refill>) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                limit: AtomicU64::new(0),
+                used: AtomicU64::new(0),
+                refused: AtomicU64::new(0),
+                source: Some(source),
             }),
         }
     }
@@ -47,7 +79,7 @@ impl MemoryBudget {
     }
 
     pub fn limit(&self) -> u64 {
-        self.shared.limit
+        self.shared.limit.load(Ordering::Relaxed)
     }
 
     /// Bytes reserved right now.
@@ -72,11 +104,26 @@ impl MemoryBudget {
         let s = &self.shared;
         let mut cur = s.used.load(Ordering::Relaxed);
         loop {
+            let limit = s.limit.load(Ordering::Acquire);
             let next = match cur.checked_add(n) {
-                Some(v) if v <= s.limit => v,
+                Some(v) if v <= limit => v,
+                Some(v) if s.source.is_some() => {
+                    // Only the sandbox's single thread uses a source.
+                    let source = s.source.as_ref().expect("checked");
+                    match source(v - limit) {
+                        Ok(granted) => {
+                            s.limit.fetch_add(granted, Ordering::AcqRel);
+                            continue;
+                        }
+                        Err(e) => {
+                            s.refused.fetch_add(1, Ordering::Relaxed);
+                            return Err(e);
+                        }
+                    }
+                }
                 _ => {
                     s.refused.fetch_add(1, Ordering::Relaxed);
-                    return Err(BudgetExhausted { limit: s.limit });
+                    return Err(BudgetExhausted { limit });
                 }
             };
             match s
@@ -148,6 +195,34 @@ mod tests {
         drop(c);
         assert_eq!(b.used(), 0);
         assert_eq!(b.refused(), 1);
+    }
+
+    #[test]
+    fn a_granted_budget_asks_its_source_for_what_it_lacks() {
+        let parent = MemoryBudget::new(10);
+        let upstream = parent.clone();
+        let held = std::sync::Mutex::new(parent.reservation());
+        let child = MemoryBudget::granted_by(Box::new(move |n| {
+            let n = n.max(4);
+            held.lock().unwrap().grow(n).map(|()| n)
+        }));
+        let mut r = child.reservation();
+        r.grow(3).unwrap();
+        assert_eq!(
+            (child.limit(), upstream.used()),
+            (4, 4),
+            "asked once, at least 4"
+        );
+        r.grow(1).unwrap();
+        assert_eq!(upstream.used(), 4, "within the grant: no new ask");
+        r.grow(6).unwrap();
+        assert_eq!(upstream.used(), 10);
+        assert_eq!(
+            r.grow(1),
+            Err(BudgetExhausted { limit: 10 }),
+            "the parent's bound"
+        );
+        assert_eq!(child.refused(), 1);
     }
 
     #[test]

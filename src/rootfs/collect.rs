@@ -28,7 +28,7 @@ use crate::facts::{Backend, Evidence, IptablesFacts, NftablesFacts, Version};
 use std::collections::BTreeMap;
 
 /// What the probes concluded, and whether layers not yet read could still change it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Collected {
     /// None: no iptables in this root.
     pub facts: Option<IptablesFacts>,

@@ -224,6 +224,7 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
     let registry = args
         .registry
         .in_cluster_config(Duration::from_secs(args.registry_timeout.max(1)));
+    crate::registry::parse::check_at_start(&registry.parser).await?;
     // An answer by tag lives no longer than the registry trusts the tag.
     let ttl = CacheTtl {
         ok_by_tag: registry.tag_ttl,

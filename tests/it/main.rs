@@ -34,6 +34,7 @@ mod image_cache;
 mod image_hostile;
 mod image_inspect;
 mod image_inspect_nft;
+mod image_sandbox;
 mod inspect_fixtures;
 mod inspect_hostile;
 mod inspect_layers;

@@ -12,6 +12,14 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io::Read;
 use std::sync::Arc;
 
+mod wire;
+
+/// Why a file's content was not kept (also its code on the wire).
+const DROPPED: [&str; 2] = [
+    "content not needed by any probe",
+    "hard link to an entry this layer did not keep",
+];
+
 /// Bounds on what one layer's tar may cost.
 #[derive(Debug, Clone)]
 pub struct LayerLimits {
@@ -55,6 +63,9 @@ pub enum LayerError {
     Budget(#[from] super::budget::BudgetExhausted),
     #[error(transparent)]
     Io(#[from] std::io::Error),
+    /// A layer record from the parser sandbox that does not decode.
+    #[error("layer record is malformed: {0}")]
+    Malformed(&'static str),
 }
 
 /// A regular file's content as far as this layer kept it.
@@ -214,13 +225,13 @@ impl Layer {
                     },
                     _ => Entry::File {
                         size: 0,
-                        content: Content::Dropped("hard link to an entry this layer did not keep"),
+                        content: Content::Dropped(DROPPED[1]),
                     },
                 },
                 Kind::File => {
                     let size = entry.size;
                     let content = match paths::content_cap(&path) {
-                        None => Content::Dropped("content not needed by any probe"),
+                        None => Content::Dropped(DROPPED[0]),
                         Some(cap) if size > cap.min(limits.max_file_bytes) => {
                             Content::Oversize(cap.min(limits.max_file_bytes))
                         }
