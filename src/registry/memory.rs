@@ -111,6 +111,8 @@ mod tests {
         assert_eq!(p.per_inspection_bytes, 96 << 20);
         assert_eq!(p.inspections, 4);
         assert_eq!(p.request_body_bytes, 64 << 20);
+        // The parser child's hard data limit (docs/image-inspection.md).
+        assert_eq!(p.parser_memory_bytes(), 192 << 20);
         // Retained data plus every stream's transient buffers stay within
         // five eighths of the limit.
         let transient = p.inspections as u64 * TRANSIENT_PER_INSPECTION;

@@ -525,8 +525,9 @@ async fn a_private_registry_ca_is_trusted_only_when_given() {
     let ca = dir.path().join("ca.crt");
     std::fs::write(&ca, &pki.ca_pem).unwrap();
 
+    // In process: the sandbox's program would be this test binary.
     let untrusted = inspect(
-        Cli::parse_from(["t"])
+        Cli::parse_from(["t", "--image-parser", "in-process"])
             .registry
             .config(Duration::from_secs(10)),
         &reference,
@@ -540,7 +541,13 @@ async fn a_private_registry_ca_is_trusted_only_when_given() {
         ),
         "{untrusted}"
     );
-    let given = Cli::parse_from(["t", "--registry-ca", ca.to_str().unwrap()]);
+    let given = Cli::parse_from([
+        "t",
+        "--image-parser",
+        "in-process",
+        "--registry-ca",
+        ca.to_str().unwrap(),
+    ]);
     inspect(
         given.registry.config(Duration::from_secs(10)),
         &reference,

@@ -380,6 +380,73 @@ impl SpawnedWebhook {
     }
 }
 
+/// A process's `VmHWM` (peak resident KiB), None once it is gone.
+fn vm_hwm_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// The children of `parent` now (the webhook's image parsers).
+fn children_of(parent: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    let (_, rest) = stat.rsplit_once(')')?;
+                    rest.split_whitespace().nth(1)?.parse::<u32>().ok()
+                })
+                == Some(parent)
+        })
+        .collect()
+}
+
+/// Samples, every 10 ms until dropped, the webhook's peak plus the peaks
+/// of the parser children alive at that moment: an upper bound of what the
+/// container held at once (peaks that never coincided are added too).
+pub struct FamilyRss {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<(u64, usize)>>,
+}
+
+impl FamilyRss {
+    /// (the largest sum in KiB, the most children seen at once).
+    pub fn finish(mut self) -> (u64, usize) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.take().unwrap().join().unwrap()
+    }
+}
+
+impl SpawnedWebhook {
+    pub fn watch_family_rss(&self) -> FamilyRss {
+        let pid = self.child.id();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let (mut most, mut widest) = (0u64, 0usize);
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                let children = children_of(pid);
+                let sum = vm_hwm_kib(pid).unwrap_or(0)
+                    + children.iter().filter_map(|c| vm_hwm_kib(*c)).sum::<u64>();
+                most = most.max(sum);
+                widest = widest.max(children.len());
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            (most, widest)
+        });
+        FamilyRss {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
 impl Drop for SpawnedWebhook {
     fn drop(&mut self) {
         let _ = self.child.kill();
