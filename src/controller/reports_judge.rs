@@ -222,16 +222,18 @@ pub async fn judge_entries(
             scene.prepare(subject)
         })
         .collect();
-    let keys: BTreeSet<ImageKey> = prepared
+    // A report is its tenant's: each pod is judged with answers read with
+    // its own pull secrets, never another pod's for the same image string.
+    let keys: Vec<Vec<ImageKey>> = prepared
         .iter()
-        .flat_map(|p| p.images.iter().cloned())
+        .map(|p| p.images.iter().cloned().collect())
         .collect();
-    let keys: Vec<ImageKey> = keys.into_iter().collect();
     let pods: Vec<&PodFacts> = entries.iter().map(|e| e.pod.as_ref()).collect();
-    let resolved = images.resolve_for_pods(&pods, &keys, deadline).await;
+    let resolved = images.resolve_per_pod(&pods, &keys, deadline).await;
     let decisions: Vec<_> = prepared
         .iter()
-        .map(|p| p.decide(&resolved, Severity::Info))
+        .enumerate()
+        .map(|(i, p)| p.decide(resolved.of(i), Severity::Info))
         .collect();
     let sources: Vec<_> = prepared.iter().map(|p| p.policy.sources.clone()).collect();
     let judged: Vec<JudgedPod<'_>> = entries

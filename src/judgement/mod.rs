@@ -21,5 +21,5 @@ mod scene;
 pub use crate::compat::evaluate::Decision;
 pub use lookup::{FixedImages, ImageLookup, LookupError, LookupErrorKind};
 pub use policies::{NamespaceLabels, PolicyBook};
-pub use resolve::{Bounded, ResolveImages, resolve_all};
+pub use resolve::{Bounded, PerPod, ResolveImages, resolve_all};
 pub use scene::{Judged, Prepared, Scene, Subject};

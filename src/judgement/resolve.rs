@@ -103,6 +103,84 @@ impl Bounded {
     }
 }
 
+/// Each pod's answers, read only with that pod's own credentials (then the
+/// docker config): see [`Bounded::resolve_per_pod`].
+pub struct PerPod {
+    groups: Vec<ImageResolutions>,
+    group_of: Vec<usize>,
+}
+
+impl PerPod {
+    /// The answers for the `i`th pod given to `resolve_per_pod`.
+    pub fn of(&self, i: usize) -> &ImageResolutions {
+        &self.groups[self.group_of[i]]
+    }
+
+    /// How many credential groups were resolved apart.
+    pub fn groups(&self) -> usize {
+        self.groups.len()
+    }
+}
+
+impl Bounded {
+    /// Resolve `keys[i]` for each `pods[i]` with that pod's own pull
+    /// secrets, never another's: what a tenant sees of an image (its
+    /// policy reports) was read with what that tenant could pull with. Pods
+    /// of one namespace naming the same ServiceAccount and secrets share one
+    /// group and its look-ups; without pull secrets there is one group.
+    pub async fn resolve_per_pod(
+        &self,
+        pods: &[&PodFacts],
+        keys: &[Vec<ImageKey>],
+        deadline: Instant,
+    ) -> PerPod {
+        let mut index: HashMap<(&str, &crate::projection::PullSecretRefs), usize> = HashMap::new();
+        let mut members: Vec<Vec<usize>> = Vec::new();
+        let group_of: Vec<usize> = pods
+            .iter()
+            .enumerate()
+            .map(|(i, pod)| {
+                let key = match self.pull_secrets {
+                    Some(_) => (&*pod.namespace, &pod.pull_secrets),
+                    None => ("", &pods[0].pull_secrets),
+                };
+                let g = *index.entry(key).or_insert_with(|| {
+                    members.push(Vec::new());
+                    members.len() - 1
+                });
+                members[g].push(i);
+                g
+            })
+            .collect();
+        drop(index);
+        let mut groups = Vec::with_capacity(members.len());
+        for chunk in members.chunks(self.concurrency.max(1)) {
+            let mut runs = Vec::with_capacity(chunk.len());
+            for m in chunk {
+                let group_pods: Vec<&PodFacts> = m.iter().map(|i| pods[*i]).collect();
+                let group_keys: BTreeSet<ImageKey> =
+                    m.iter().flat_map(|i| keys[*i].iter().cloned()).collect();
+                runs.push(self.resolve_group(
+                    group_pods,
+                    group_keys.into_iter().collect(),
+                    deadline,
+                ));
+            }
+            groups.extend(futures::future::join_all(runs).await);
+        }
+        PerPod { groups, group_of }
+    }
+
+    async fn resolve_group(
+        &self,
+        pods: Vec<&PodFacts>,
+        keys: Vec<ImageKey>,
+        deadline: Instant,
+    ) -> ImageResolutions {
+        self.resolve_for_pods(&pods, &keys, deadline).await
+    }
+}
+
 /// The credentials of the pods running each image, then a fallback.
 struct PodCredentials<'a> {
     by_image: HashMap<String, Vec<Arc<PullSecrets>>>,

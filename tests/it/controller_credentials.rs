@@ -69,8 +69,12 @@ fn controller_images(
 /// A running hostNetwork NET_ADMIN pod in `apps` running `image`, naming
 /// `secrets` as its imagePullSecrets.
 fn pod(name: &str, image: &str, secrets: &[&str]) -> Pod {
+    pod_in("apps", name, image, secrets)
+}
+
+fn pod_in(namespace: &str, name: &str, image: &str, secrets: &[&str]) -> Pod {
     serde_json::from_value(json!({
-        "metadata": {"name": name, "namespace": "apps"},
+        "metadata": {"name": name, "namespace": namespace},
         "spec": {"nodeName": "n1", "hostNetwork": true,
                  "imagePullSecrets": secrets.iter().map(|s| json!({"name": s})).collect::<Vec<_>>(),
                  "containers": [{"name": "c", "image": image,
@@ -148,6 +152,50 @@ async fn the_controller_reads_a_private_image_with_the_pods_own_pull_secret() {
     let public = pod("holder", "127.0.0.1:1/elsewhere:v1", &["regcred"]);
     let out = resolve(&images, &[&stranger, &public], &image).await;
     assert!(version(&out, &image).is_err());
+}
+
+/// Issue #37: two tenants run one private image string under different
+/// secrets (one that reads it, one the registry refuses). Each tenant's
+/// answers (its policy reports) are read with its own secret only: the
+/// refused tenant's pod stays unresolved though the other's answer for the
+/// same image is cached, whichever pod comes first. The node plan, which
+/// asks whether the node is safe, reads with the first pod's credentials.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_tenants_running_one_private_image_each_get_their_own_answer() {
+    let work = tempfile::tempdir().unwrap();
+    let (reg, image) = private_registry(work.path());
+    let api = SecretsApi::new([
+        dockerconfigjson_secret("tenant-a", "regcred", &reg.host(), USER, PASSWORD),
+        dockerconfigjson_secret("tenant-b", "regcred", &reg.host(), USER, "not-the-password"),
+        service_account("tenant-a", "default", &[]),
+        service_account("tenant-b", "default", &[]),
+    ]);
+    let empty = Arc::new(DockerConfigFile::at(work.path().join("absent.json"), false));
+    let images = controller_images(&reg, empty, &api);
+    let a = PodFacts::of(&pod_in("tenant-a", "agent", &image, &["regcred"]));
+    let b = PodFacts::of(&pod_in("tenant-b", "agent", &image, &["regcred"]));
+    let keys = vec![ImageKey::new(&image, &amd64())];
+    let deadline = || tokio::time::Instant::now() + Duration::from_secs(20);
+
+    for (first, second) in [(&a, &b), (&b, &a)] {
+        let pods = [first, second];
+        let per_pod = images
+            .resolve_per_pod(&pods, &[keys.clone(), keys.clone()], deadline())
+            .await;
+        assert_eq!(per_pod.groups(), 2);
+        let (of_a, of_b) = if std::ptr::eq(first, &a) {
+            (per_pod.of(0), per_pod.of(1))
+        } else {
+            (per_pod.of(1), per_pod.of(0))
+        };
+        assert_eq!(version(of_a, &image).as_deref(), Ok("1.8.11"));
+        let err = version(of_b, &image).unwrap_err();
+        assert!(err.contains("unauthorized") || err.contains("401"), "{err}");
+    }
+    // The node plan's look-up: one answer per image, read with the first
+    // pod's credentials for its registry (the pods in the node's order).
+    let node = images.resolve_for_pods(&[&a, &b], &keys, deadline()).await;
+    assert_eq!(version(&node, &image).as_deref(), Ok("1.8.11"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -100,7 +100,15 @@ pub fn attempt(p: &Probe) -> Report {
     });
     let trace_parent = outcome(
         unsafe { libc::ptrace(libc::PTRACE_ATTACH, parent, 0, 0) },
-        || format!("attached to pid {parent}"),
+        || {
+            // Let go at once: a broken sandbox must fail its check, not
+            // leave the process it reached stopped (the webhook, a test).
+            unsafe {
+                libc::waitpid(parent, std::ptr::null_mut(), libc::__WALL);
+                libc::ptrace(libc::PTRACE_DETACH, parent, 0, 0);
+            }
+            format!("attached to pid {parent}")
+        },
     );
     let executable_memory = {
         let m = unsafe {
