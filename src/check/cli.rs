@@ -83,10 +83,22 @@ impl LookupArgs {
     }
 
     /// Look-ups through `lookup`, or the registry inspector these flags
-    /// configure, within `--timeout`.
-    pub fn options(&self, lookup: Option<Arc<dyn ImageLookup>>) -> ResolveOptions {
+    /// configure, within `--timeout`. With `from_cluster` (images named by
+    /// what runs in the cluster, i.e. by its tenants: `--running`,
+    /// `status`) the egress policy is the in-cluster components': internal
+    /// addresses are refused unless `--registry-allow-*` allows them, so a
+    /// pod cannot make an operator's laptop or CI runner probe its network.
+    pub fn options(
+        &self,
+        lookup: Option<Arc<dyn ImageLookup>>,
+        from_cluster: bool,
+    ) -> ResolveOptions {
         let timeout = Duration::from_secs(self.timeout.max(1));
-        let registry = self.registry.config(timeout);
+        let registry = if from_cluster {
+            self.registry.in_cluster_config(timeout)
+        } else {
+            self.registry.config(timeout)
+        };
         let credentials = Arc::new(DockerConfigFile::for_config(&registry));
         ResolveOptions {
             lookup: lookup.unwrap_or_else(|| Arc::new(ImageInspector::new(registry))),
@@ -235,7 +247,7 @@ pub async fn execute(args: &Args, env: Env) -> anyhow::Result<super::Report> {
     // A bad patch is refused before anything is read.
     let change = args.what_if.change.parse()?;
     let inputs = gather(args, env.client).await?;
-    let opts = args.lookup.options(env.lookup);
+    let opts = args.lookup.options(env.lookup, args.what_if.running);
     Ok(match change {
         None => check(&inputs, &opts).await?,
         Some((selector, patches)) => {
@@ -273,7 +285,7 @@ pub async fn predict_running(
         },
     };
     let inputs = gather(&args, Some(client)).await?;
-    let opts = lookup.options(image_lookup);
+    let opts = lookup.options(image_lookup, true);
     Ok(Some(
         whatif::predict::predict(inputs, &selector, &patches, opts).await?,
     ))

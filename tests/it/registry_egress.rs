@@ -578,3 +578,37 @@ async fn a_private_registry_ca_is_trusted_only_when_given() {
         assert!(e.to_string().contains(says), "{file:?}: {e}");
     }
 }
+
+/// Issue #37 item 4: `check --running` and `status` look up images that
+/// the cluster's tenants named. Those go through the in-cluster refusing
+/// policy even in the CLI (an operator's laptop or CI runner is not a port
+/// scanner for a pod); the user's own manifests keep the CLI's default.
+#[tokio::test]
+async fn cluster_sourced_images_in_the_cli_are_refused_internal_addresses() {
+    use nfguard::check::cli::LookupArgs;
+    let reg = Server::start("127.0.0.1", image);
+    let host = reg.host();
+    let lookup = LookupArgs {
+        registry: args(&[&host]),
+        platform_default: "linux/amd64".into(),
+        timeout: 10,
+        concurrency: 1,
+    };
+    let reference = format!("{host}/app:1");
+
+    let from_cluster = lookup.options(None, true);
+    let e = from_cluster
+        .lookup
+        .lookup(&reference, &platform(), None)
+        .await
+        .unwrap_err();
+    assert!(e.message.contains(EGRESS_REFUSED), "{}", e.message);
+    assert_eq!(reg.connections(), 0, "the tenant's registry was contacted");
+
+    let own = lookup.options(None, false);
+    own.lookup
+        .lookup(&reference, &platform(), None)
+        .await
+        .unwrap();
+    assert!(reg.connections() > 0);
+}
