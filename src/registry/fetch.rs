@@ -66,6 +66,10 @@ pub struct Inner {
     /// Inspections that may stream layers at once (`MemoryPlan::inspections`):
     /// each holds a decompressor window and network batches outside the budget.
     streams: tokio::sync::Semaphore,
+    /// A sandboxed parser started ahead, confined and idle: the next
+    /// inspection does not wait for a process to start. It has read
+    /// nothing, and is used for one inspection only, like any other.
+    spare: std::sync::Mutex<Option<Session>>,
 }
 
 fn connect_timeout(config: &RegistryConfig) -> Duration {
@@ -132,6 +136,7 @@ impl Inner {
             caches,
             stale,
             streams: tokio::sync::Semaphore::new(config.memory.inspections.max(1)),
+            spare: std::sync::Mutex::new(None),
             config,
         }
     }
@@ -572,6 +577,25 @@ impl Inner {
         Ok((profile, stats))
     }
 
+    /// A parser for one inspection: the spare if it is still there, and a
+    /// new spare started for the next one (sandbox only).
+    fn parser_session(&self) -> Result<Session, RegistryError> {
+        let cpu_seconds = self.config.timeout.as_secs() + 2;
+        let start = || Session::start(&self.config.parser, &self.config.layer_limits, cpu_seconds);
+        let lock = || self.spare.lock().unwrap_or_else(|p| p.into_inner());
+        let spare = lock().take().and_then(|mut s| s.alive().then_some(s));
+        let session = match spare {
+            Some(s) => s,
+            None => start()?,
+        };
+        if matches!(self.config.parser, super::parse::Parser::Sandbox(_))
+            && let Ok(next) = start()
+        {
+            *lock() = Some(next);
+        }
+        Ok(session)
+    }
+
     /// Top layer first; stop as soon as the unread layers cannot change the
     /// iptables or the nftables answer. All parsing happens in the
     /// inspection's parser session (`parse`), never here.
@@ -589,9 +613,7 @@ impl Inner {
             .acquire()
             .await
             .map_err(|_| RegistryError::Internal("inspection slots closed".into()))?;
-        let cpu_seconds = self.config.timeout.as_secs() + 2;
-        let mut session =
-            Session::start(&self.config.parser, &self.config.layer_limits, cpu_seconds)?;
+        let mut session = self.parser_session()?;
         let collect = async |session: &mut Session, complete: bool, digest: &str| {
             session
                 .collect(complete, labels)

@@ -203,6 +203,14 @@ impl Session {
         })
     }
 
+    /// Still able to answer: a thread always; a child that has not exited.
+    pub fn alive(&mut self) -> bool {
+        match &mut self.runner {
+            Runner::Child(c) => matches!(c.try_wait(), Ok(None)),
+            Runner::Thread => true,
+        }
+    }
+
     /// The child's process id (None in process).
     pub fn pid(&self) -> Option<u32> {
         match &self.runner {
