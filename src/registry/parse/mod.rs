@@ -39,20 +39,10 @@ pub enum Parser {
 
 #[derive(Debug, Clone)]
 pub struct SandboxConfig {
-    /// This binary (`std::env::current_exe` at start).
+    /// This binary (`/proc/self/exe`: the kernel names it at exec time).
     pub program: PathBuf,
     /// The child's data memory limit (`MemoryPlan::parser_memory_bytes`).
     pub memory_bytes: u64,
-}
-
-impl SandboxConfig {
-    /// The running binary as the parser, with `memory_bytes`.
-    pub fn this_binary(memory_bytes: u64) -> std::io::Result<Self> {
-        Ok(SandboxConfig {
-            program: std::env::current_exe()?,
-            memory_bytes,
-        })
-    }
 }
 
 /// Where Kubernetes mounts a pod's ServiceAccount token.
