@@ -176,6 +176,10 @@
 #      failurePolicy Fail, ordinary pods are admitted right away and nfguard
 #      itself denies the incident pod again within minutes, with the same
 #      caBundle, no manual step (e2e/s32-cluster-restart.sh)
+#  33. what the webhook's and the controller's own tokens may write beyond
+#      RBAC (e2e/s33-write-fences.sh): no Secret created; of the gate only
+#      its caBundle; only nfguard's reports; only the controller's own
+#      profile status fields; their own writes pass
 #  30. policy reports (e2e/scenario-reports.sh): none without a report CRD
 #      (said once), PolicyReport with only the wgpolicyk8s.io CRD, Report
 #      once the openreports.io CRDs are applied (the PolicyReport removed);
@@ -191,7 +195,7 @@ REGISTRY=${NFGUARD_E2E_REGISTRY_PULL:-}
 IMG_INCIDENT=$REGISTRY/nfguard-e2e/incident:1.8.7-nft
 IMG_COMPATIBLE=$REGISTRY/nfguard-e2e/compatible:1.8.11-wrapper
 IMG_LEGACY=$REGISTRY/nfguard-e2e/legacy:1.8.9-legacy
-ALL_SCENARIOS="1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 25 30"
+ALL_SCENARIOS="1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 25 30 33"
 NFT_SCENARIOS="19 20 21 22 23 24 26"
 NFT_NODE=${NFGUARD_E2E_NFTABLES_NODE:-}
 [ -z "$NFT_NODE" ] || ALL_SCENARIOS+=" $NFT_SCENARIOS"
@@ -2766,6 +2770,8 @@ source "$REPO/e2e/scenario-reports.sh"
 source "$REPO/e2e/s31-gate-without-pod-network.sh"
 # shellcheck source=e2e/s32-cluster-restart.sh
 source "$REPO/e2e/s32-cluster-restart.sh"
+# shellcheck source=e2e/s33-write-fences.sh
+source "$REPO/e2e/s33-write-fences.sh"
 
 # ---- main --------------------------------------------------------------------------------
 case "$PROVIDER" in
@@ -2811,6 +2817,7 @@ run_scenario 16 "the reporter's blast radius: only the probed host paths, read-o
 run_scenario 17 "a controller token may write only nfguard.io/ labels and NoSchedule taints of a Node; the controller's own writes pass" s17_controller_node_writes
 run_scenario 18 "nfguard.io/exempt counts only in a namespace a NetfilterPolicy's exemptionNamespaceSelector selects" s18_exemptions
 run_scenario 30 "policy reports: none without a CRD, PolicyReport as the fallback, Report with the openreports CRDs; written only on change; the openreports CRDs removed without an error; removed with the workload" s30_policy_reports
+run_scenario 33 "the webhook's and the controller's own tokens: no Secret created, of the gate only its caBundle, only nfguard's reports, only the controller's profile status fields; their own writes pass" s33_write_fences
 run_scenario 31 "the gate without the pod network: the webhook on the node's network; routes to the pod ranges blackholed; under Ignore and Fail a compatible CNI repair pod is admitted and judged, the incident pod denied by nfguard's verdict, an ordinary pod created; look-ups and watches keep working" s31_gate_without_pod_network
 run_scenario 32 "a power cut of the whole cluster: under failurePolicy Fail the gate comes back by itself (nfguard denies the incident pod again, same caBundle), ordinary pods admitted meanwhile" s32_cluster_restart
 # 26 first among the node's scenarios: 19-22 then check that it left the

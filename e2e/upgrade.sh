@@ -23,7 +23,10 @@
 #    heartbeats land on the old profiles. The gate never opens: no probe is
 #    admitted (under failurePolicy Ignore that would be a review no replica
 #    answered), every probe that was not nfguard's denial is listed, and the
-#    longest time between two nfguard denials stays under MAX_GAP.
+#    longest time between two nfguard denials stays under MAX_GAP. The new
+#    webhook serves the earlier one's certificate (taken over from the
+#    Secret the earlier webhook made into the one the install provides):
+#    the caBundle is unchanged.
 # 5. A node without iptables (NFGUARD_E2E_NFTABLES_NODE; local: e2e-nftables)
 #    is one the earlier version cannot describe: its CRD refuses the
 #    reporter's `iptables.backend: null` (422), so that reporter never turns
@@ -141,7 +144,7 @@ stored_valid() { # KIND NAME
 }
 
 main() {
-  local method=${1:-} bin objects marks spec after stored t0 t1 took prober lines bad gap out last admitted
+  local method=${1:-} bin objects marks spec after stored t0 t1 took prober lines bad gap out last admitted bundle certs
   case "$method" in kustomize | helm) ;; *) echo "usage: $0 kustomize|helm" >&2; exit 2 ;; esac
 
   # 1. the earlier nfguard, from its own tree (not on the node it cannot describe).
@@ -177,6 +180,9 @@ YAML
   denied_by_nfguard "$out" ||
     fail "nfguard ${FROM:0:7} did not deny the incident DaemonSet itself: $out"
 
+  bundle=$(kubectl get validatingwebhookconfiguration nfguard -o jsonpath='{.webhooks[0].clientConfig.caBundle}')
+  [ -n "$bundle" ] || fail "nfguard ${FROM:0:7} set no caBundle"
+
   # 3. the upgrade, probed.
   probe "$work/probes" "$work/stop" &
   prober=$!
@@ -207,6 +213,19 @@ YAML
     fail "the gate was closed for $gap s between two nfguard denials during the upgrade, over $MAX_GAP s"
   last=$(tail -n 1 "$work/probes")
   [[ $last == *' nfguard '* ]] || fail "the last probe was not denied by nfguard: $last"
+  # The certificate: the earlier webhook made the Secret nfguard-webhook-tls
+  # itself; the install now provides nfguard-webhook-cert empty and the new
+  # webhook takes the earlier certificate over, so both versions served
+  # under one CA and the caBundle never changed.
+  out=$(kubectl -n "$NS" get secret nfguard-webhook-cert nfguard-webhook-tls \
+    -o jsonpath='{range .items[*]}{.data.tls\.crt}{"\n"}{end}' 2>&1) || fail "cannot read the webhook's Secrets: $out"
+  mapfile -t certs <<<"$out"
+  if [ "${#certs[@]}" != 2 ] || [ -z "${certs[0]}" ] || [ "${certs[0]}" != "${certs[1]}" ]; then
+    fail "the new webhook's Secret nfguard-webhook-cert does not hold the earlier nfguard-webhook-tls certificate"
+  fi
+  [ "$(kubectl get validatingwebhookconfiguration nfguard -o jsonpath='{.webhooks[0].clientConfig.caBundle}')" = "$bundle" ] ||
+    fail "the caBundle changed in the upgrade"
+  ok "the new webhook took over the earlier certificate (Secret nfguard-webhook-tls -> nfguard-webhook-cert, given empty by the install): the caBundle is unchanged"
 
   # 4. what the old version stored, kept and valid.
   stored=$(stored_objects)

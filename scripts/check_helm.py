@@ -205,7 +205,10 @@ def check_namespace(chart_path, ns):
         if not excluded or excluded[0].get("values") != [ns]:
             fail(f"ValidatingWebhookConfiguration nfguard: webhooks[0].namespaceSelector does not exclude exactly {ns}: {excluded}")
     for policy, sa in (("nfguard-reporter-own-node", "nfguard-reporter"),
-                       ("nfguard-controller-node-writes", "nfguard-controller")):
+                       ("nfguard-controller-node-writes", "nfguard-controller"),
+                       ("nfguard-controller-report-writes", "nfguard-controller"),
+                       ("nfguard-controller-profile-writes", "nfguard-controller"),
+                       ("nfguard-webhook-ca-bundle", "nfguard-webhook")):
         vap = by_key.get(("ValidatingAdmissionPolicy", None, policy))
         if not vap:
             fail(f"ValidatingAdmissionPolicy {policy}: not rendered")

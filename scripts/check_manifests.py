@@ -378,8 +378,7 @@ def check_rbac(objs):
           | {(None, "", r, "get", ()) for r in ("serviceaccounts", "secrets")}
           | {(None, "admissionregistration.k8s.io", "validatingwebhookconfigurations", v, ("nfguard",))
              for v in ("get", "patch")}
-          | {(NS, "", "secrets", v, ("nfguard-webhook-tls",)) for v in ("get", "update")}
-          | {(NS, "", "secrets", "create", ())},
+          | {(NS, "", "secrets", v, ("nfguard-webhook-cert",)) for v in ("get", "update")},
     }
     for sa, want in expected.items():
         got = rules_of(objs, sa)
@@ -635,6 +634,164 @@ def check_controller_node_policy_cel(objs):
     check_policy_cases(vap, cases, "controller node policy")
 
 
+def enforced_policy(objs, name, label):
+    """The ValidatingAdmissionPolicy `name`, if its binding enforces it."""
+    vap = find(objs, "ValidatingAdmissionPolicy", name)
+    binding = find(objs, "ValidatingAdmissionPolicyBinding", name)
+    if not vap or not binding:
+        return None
+    if binding["spec"]["policyName"] != name or "Deny" not in binding["spec"]["validationActions"]:
+        fail(f"{label}: the binding must enforce (Deny) the policy")
+    return vap
+
+
+def admission(user, op, obj, old, name="nfguard", namespace="", sub=None):
+    req = {"userInfo": {"username": user}, "name": name, "namespace": namespace, "operation": op}
+    if sub:
+        req["subResource"] = sub
+    return {"request": req, "object": obj, "oldObject": old}
+
+
+def check_webhook_configuration_policy_cel(objs):
+    """The webhook's writes of its own configuration: only caBundle changes."""
+    vap = enforced_policy(objs, "nfguard-webhook-ca-bundle", "webhook configuration policy")
+    if not vap:
+        return
+    webhook = f"system:serviceaccount:{NS}:nfguard-webhook"
+    hook = {"name": "pods.nfguard.io", "failurePolicy": "Fail", "matchPolicy": "Equivalent", "sideEffects": "None",
+            "timeoutSeconds": 10, "admissionReviewVersions": ["v1"], "namespaceSelector": {}, "objectSelector": {},
+            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}],
+            "matchConditions": [{"name": "gated", "expression": "true"}],
+            "clientConfig": {"service": {"namespace": NS, "name": "nfguard-webhook", "path": "/validate", "port": 443}}}
+    before = {"metadata": {"name": "nfguard", "labels": {"app.kubernetes.io/name": "nfguard"}},
+              "webhooks": [hook, dict(copy.deepcopy(hook), name="workloads.nfguard.io")]}
+
+    def edit(f, base=before):
+        v = copy.deepcopy(base)
+        f(v)
+        return v
+
+    def bundle(v, ca="Q0E="):
+        for h in v["webhooks"]:
+            h["clientConfig"]["caBundle"] = ca
+
+    with_ca = edit(bundle)
+
+    def h0(f):
+        return edit(lambda v: f(v["webhooks"][0]), with_ca)
+
+    def update(obj, old=with_ca, user=webhook):
+        return admission(user, "UPDATE", obj, old)
+
+    cases = [
+        ("webhook sets the caBundle of every webhook", update(with_ca, before), True, True),
+        ("webhook rotates the caBundle", update(edit(lambda v: bundle(v, "TkVX"), with_ca)), True, True),
+        ("webhook changes nothing", update(with_ca), True, True),
+        ("webhook turns failurePolicy to Ignore", update(h0(lambda h: h.update(failurePolicy="Ignore"))), True, False),
+        ("webhook narrows the rules", update(h0(lambda h: h.update(rules=[]))), True, False),
+        ("webhook adds a namespaceSelector",
+         update(h0(lambda h: h.update(namespaceSelector={"matchLabels": {"x": "y"}}))), True, False),
+        ("webhook removes the matchConditions", update(h0(lambda h: h.pop("matchConditions"))), True, False),
+        ("webhook adds a field", update(h0(lambda h: h.update(reinvocationPolicy="Never"))), True, False),
+        ("webhook points the gate at a URL",
+         update(h0(lambda h: h["clientConfig"].update(url="https://127.0.0.1/"))), True, False),
+        ("webhook points the gate at another Service",
+         update(h0(lambda h: h["clientConfig"]["service"].update(name="other"))), True, False),
+        ("webhook removes a webhook", update(edit(lambda v: v["webhooks"].pop(), with_ca)), True, False),
+        ("webhook renames a webhook", update(h0(lambda h: h.update(name="other.nfguard.io"))), True, False),
+        ("webhook relabels its configuration",
+         update(edit(lambda v: v["metadata"]["labels"].update(x="y"), with_ca)), True, False),
+        ("webhook adds an owner reference (the garbage collector would delete the gate)",
+         update(edit(lambda v: v["metadata"].update(ownerReferences=[{"uid": "gone"}]), with_ca)), True, False),
+        ("webhook deletes its configuration", admission(webhook, "DELETE", None, with_ca), True, False),
+        ("webhook creates a configuration", admission(webhook, "CREATE", with_ca, None), True, False),
+        ("an administrator is not constrained", update(h0(lambda h: h.update(failurePolicy="Ignore")), user="admin"),
+         False, None),
+    ]
+    check_policy_cases(vap, cases, "webhook configuration policy")
+
+
+def check_controller_report_policy_cel(objs):
+    """The controller's report writes: nfguard's reports only."""
+    vap = enforced_policy(objs, "nfguard-controller-report-writes", "controller report policy")
+    if not vap:
+        return
+    controller = f"system:serviceaccount:{NS}:nfguard-controller"
+
+    def report(managed_by="nfguard", **labels):
+        r = {"metadata": {"name": "nfguard-pod-a", "namespace": "team", "labels": dict(labels)}, "results": []}
+        if managed_by is not None:
+            r["metadata"]["labels"]["app.kubernetes.io/managed-by"] = managed_by
+        return r
+
+    ours, kyverno = report(), report("kyverno")
+    unlabelled = {"metadata": {"name": "x", "namespace": "team"}}
+
+    def req(op, obj, old, user=controller):
+        return admission(user, op, obj, old, "nfguard-pod-a", "team")
+
+    cases = [
+        ("controller creates its report", req("CREATE", ours, None), True, True),
+        ("controller updates its report", req("UPDATE", report(extra="1"), ours), True, True),
+        ("controller deletes its report", req("DELETE", None, ours), True, True),
+        ("controller creates a report that is not nfguard's", req("CREATE", kyverno, None), True, False),
+        ("controller creates an unlabelled report", req("CREATE", unlabelled, None), True, False),
+        ("controller rewrites Kyverno's report", req("UPDATE", kyverno, kyverno), True, False),
+        ("controller adopts Kyverno's report", req("UPDATE", ours, kyverno), True, False),
+        ("controller gives its report away", req("UPDATE", kyverno, ours), True, False),
+        ("controller deletes Kyverno's report", req("DELETE", None, kyverno), True, False),
+        ("controller deletes an unlabelled report", req("DELETE", None, unlabelled), True, False),
+        ("Kyverno is not constrained", req("UPDATE", kyverno, kyverno, "system:serviceaccount:kyverno:kyverno"),
+         False, None),
+    ]
+    check_policy_cases(vap, cases, "controller report policy")
+
+
+def check_controller_profile_policy_cel(objs):
+    """The controller's profile writes: its own status fields only."""
+    vap = enforced_policy(objs, "nfguard-controller-profile-writes", "controller profile policy")
+    if not vap:
+        return
+    controller = f"system:serviceaccount:{NS}:nfguard-controller"
+    before = {"metadata": {"name": "w1", "labels": {"a": "b"}}, "spec": {"nodeName": "w1"},
+              "status": {"lastProbeTime": "t1", "minReaderVersion": "1.8.8", "hazards": [{"type": "X"}],
+                         "conditions": [{"type": "Fresh", "status": "True"}], "writers": []}}
+
+    def edit(f, base=before):
+        v = copy.deepcopy(base)
+        f(v)
+        return v
+
+    def status(**fields):
+        return edit(lambda v: v["status"].update(fields))
+
+    def update(obj, old=before, user=controller):
+        return admission(user, "UPDATE", obj, old, "w1", sub="status")
+
+    cases = [
+        ("controller writes its conditions and writers",
+         update(status(conditions=[{"type": "Fresh", "status": "False"}], writers=[{"pod": "p"}])), True, True),
+        ("controller adds newestWriterVersion and oldestReaderVersion",
+         update(status(newestWriterVersion="1.8.11", oldestReaderVersion="1.8.7")), True, True),
+        ("controller drops its writers", update(edit(lambda v: v["status"].pop("writers"))), True, True),
+        ("controller's first status on a profile without one",
+         update(edit(lambda v: v.update(status={"conditions": []}), {"metadata": {"name": "w1"}}),
+                {"metadata": {"name": "w1"}}), True, True),
+        ("controller changes the node's minReaderVersion", update(status(minReaderVersion="1.8.7")), True, False),
+        ("controller removes the node's hazards", update(edit(lambda v: v["status"].pop("hazards"))), True, False),
+        ("controller adds a node fact", update(status(ipForward=False)), True, False),
+        ("controller moves the heartbeat", update(status(lastProbeTime="t9")), True, False),
+        ("controller points the profile at another node",
+         admission(controller, "UPDATE", edit(lambda v: v["spec"].update(nodeName="w2")), before, "w1"), True, False),
+        ("controller relabels the profile",
+         admission(controller, "UPDATE", edit(lambda v: v["metadata"]["labels"].update(a="c")), before, "w1"), True, False),
+        ("controller creates a profile", admission(controller, "CREATE", before, None, "w1"), True, False),
+        ("the reporter is not constrained by this policy",
+         update(status(minReaderVersion="1.8.7"), user=f"system:serviceaccount:{NS}:nfguard-reporter"), False, None),
+    ]
+    check_policy_cases(vap, cases, "controller profile policy")
+
+
 GATE_TABLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e", "gate-match.yaml")
 
 
@@ -710,7 +867,8 @@ def main():
     for check in (check_namespaces, check_custom_resources, check_reporter,
                   check_webhook, check_rbac, check_reporter_policy,
                   check_reporter_policy_cel, check_controller_node_policy_cel,
-                  check_webhook_match_conditions_cel):
+                  check_webhook_configuration_policy_cel, check_controller_report_policy_cel,
+                  check_controller_profile_policy_cel, check_webhook_match_conditions_cel):
         try:
             check(objs)
         except (KeyError, TypeError, ValueError, IndexError) as e:

@@ -224,10 +224,7 @@ pub async fn judge_entries(
         .collect();
     // A report is its tenant's: each pod is judged with answers read with
     // its own pull secrets, never another pod's for the same image string.
-    let keys: Vec<Vec<ImageKey>> = prepared
-        .iter()
-        .map(|p| p.images.iter().cloned().collect())
-        .collect();
+    let keys: Vec<Vec<ImageKey>> = prepared.iter().map(|p| p.images.to_vec()).collect();
     let pods: Vec<&PodFacts> = entries.iter().map(|e| e.pod.as_ref()).collect();
     let resolved = images.resolve_per_pod(&pods, &keys, deadline).await;
     let decisions: Vec<_> = prepared

@@ -2,25 +2,32 @@
 //! kept in a Secret shared by every replica, the CA put into the caBundle of
 //! nfguard's ValidatingWebhookConfiguration, rotated before expiry.
 //!
-//! Races: two replicas starting at once both find no Secret and both try to
-//! create one; the loser gets 409 AlreadyExists, reads the winner's and
-//! serves that, so every replica serves a certificate the one caBundle trusts.
-//! Rotation replaces the Secret with its resourceVersion (409 Conflict: another
-//! replica rotated first, read and use its result). The caBundle carries the
-//! new CA and the previous one until the latter expires, so replicas still on
-//! the old certificate stay trusted until they pick up the new Secret.
+//! The install provides the Secret, empty (as it provides the controller's
+//! Lease): the webhook may only read and update that one Secret, never
+//! create one, so a compromised webhook cannot mint Secrets (a
+//! ServiceAccount token Secret among them) in its namespace. A missing
+//! Secret is an error that names the fix.
 //!
-//! The Secret is owned by the ValidatingWebhookConfiguration whose caBundle it
-//! feeds: nfguard's install never lists the Secret (the webhook makes it), so
-//! without the owner `helm uninstall` would leave it behind; with it, deleting
-//! the configuration garbage-collects the Secret. A Secret made by an older
-//! nfguard gets the owner at the next bootstrap.
+//! Races: replicas that find the Secret empty or due all try to fill it,
+//! each with the resourceVersion it read; the losers get 409 Conflict, read
+//! the winner's and serve that, so every replica serves a certificate the
+//! one caBundle trusts. The caBundle carries the new CA and the previous one
+//! until the latter expires, so replicas still on the old certificate stay
+//! trusted until they pick up the new Secret.
+//!
+//! Upgrades: an earlier nfguard's webhook made the Secret
+//! `nfguard-webhook-tls` itself. An empty Secret takes over its certificate
+//! (read with the cluster-wide `get secrets`), so old and new replicas serve
+//! under one CA and the caBundle each writes trusts both. Where it cannot be
+//! read, filling an empty Secret keeps the CA the caBundle trusts now.
+//!
+//! Only the Secret's data is written: its type, labels and annotations stay
+//! the install's (Helm's ownership annotations among them).
 
 use super::tls::{self, Loaded, TlsError};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use rcgen::{
@@ -42,7 +49,13 @@ pub enum BootstrapError {
     },
     #[error("Secret {name} holds an unusable certificate: {error}")]
     BadSecret { name: String, error: TlsError },
-    #[error("Secret {0} vanished while resolving a creation race")]
+    #[error(
+        "Secret {namespace}/{name} not found: the install provides it (empty) and the webhook fills it; \
+         apply nfguard's manifests or chart again, or create it with \
+         `kubectl -n {namespace} create secret generic {name}`"
+    )]
+    Missing { namespace: String, name: String },
+    #[error("Secret {0} vanished while resolving an update race")]
     Vanished(String),
     #[error("building the caBundle patch: {0}")]
     Patch(serde_json::Error),
@@ -60,7 +73,17 @@ pub struct Config {
     pub cert_validity: Duration,
     /// Rotate when less than this is left.
     pub rotate_before: Duration,
+    /// The Secret an earlier nfguard's webhook made itself: its certificate
+    /// is taken over into an empty `secret_name`, so that during an upgrade
+    /// old and new replicas serve under one CA and neither's caBundle write
+    /// leaves the other untrusted. Read with the cluster-wide `get secrets`
+    /// the webhook has for pull secrets; unreadable or absent, a new
+    /// certificate is made.
+    pub earlier_secret_name: Option<String>,
 }
+
+/// The Secret the webhook created itself before the install provided one.
+pub const EARLIER_SECRET_NAME: &str = "nfguard-webhook-tls";
 
 impl Config {
     /// `svc`, `svc.ns`, `svc.ns.svc`, `svc.ns.svc.cluster.local`.
@@ -161,12 +184,10 @@ impl Material {
         })
     }
 
-    fn to_secret(
-        &self,
-        cfg: &Config,
-        resource_version: Option<String>,
-        owner: Option<&OwnerReference>,
-    ) -> Secret {
+    /// `existing` with this material as its data; everything else (type,
+    /// labels, annotations, resourceVersion) as the install and the API
+    /// server left it.
+    fn written_into(&self, existing: &Secret) -> Secret {
         let data: BTreeMap<String, ByteString> = [
             ("ca.crt", &self.ca_pem),
             ("tls.crt", &self.cert_pem),
@@ -176,48 +197,11 @@ impl Material {
         .map(|(k, v)| (k.to_string(), ByteString(v.clone().into_bytes())))
         .collect();
         Secret {
-            metadata: kube::api::ObjectMeta {
-                name: Some(cfg.secret_name.clone()),
-                namespace: Some(cfg.namespace.clone()),
-                labels: Some(
-                    [
-                        ("app.kubernetes.io/name".to_string(), "nfguard".to_string()),
-                        (
-                            "app.kubernetes.io/component".to_string(),
-                            "webhook".to_string(),
-                        ),
-                    ]
-                    .into(),
-                ),
-                resource_version,
-                owner_references: owner.map(|o| vec![o.clone()]),
-                ..Default::default()
-            },
-            type_: Some("kubernetes.io/tls".into()),
             data: Some(data),
-            ..Default::default()
+            string_data: None,
+            ..existing.clone()
         }
     }
-}
-
-/// The Secret's owner: the webhook configuration (None when the API server
-/// did not say its name and uid).
-pub fn owner_of(vwc: &ValidatingWebhookConfiguration) -> Option<OwnerReference> {
-    Some(OwnerReference {
-        api_version: "admissionregistration.k8s.io/v1".into(),
-        kind: "ValidatingWebhookConfiguration".into(),
-        name: vwc.metadata.name.clone()?,
-        uid: vwc.metadata.uid.clone()?,
-        ..Default::default()
-    })
-}
-
-fn owned_by(s: &Secret, owner: &OwnerReference) -> bool {
-    s.metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.uid == owner.uid)
 }
 
 /// The first CA of a bundle, if still valid at `now` (kept through a rotation).
@@ -253,12 +237,14 @@ fn is_status(e: &kube::Error, code: u16) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == code)
 }
 
-/// The Secret's material, created or rotated as needed, owned by `owner`.
-/// `gen` is passed in so tests control what is generated.
+/// The Secret's material, filled or rotated as needed. `trusted_ca` is the
+/// first CA of the caBundle as read (kept in the bundle when an empty
+/// Secret is filled). `generate_fn` is passed in so tests control what is
+/// generated.
 pub async fn ensure_secret(
     api: &Api<Secret>,
     cfg: &Config,
-    owner: Option<&OwnerReference>,
+    trusted_ca: Option<&str>,
     now: SystemTime,
     generate_fn: &(dyn Fn(Option<&str>) -> Result<Material, rcgen::Error> + Sync),
 ) -> Result<(Material, Loaded), BootstrapError> {
@@ -266,70 +252,86 @@ pub async fn ensure_secret(
     let existing = api
         .get_opt(name)
         .await
-        .map_err(api_err("reading Secret", name))?;
-    let Some(existing) = existing else {
-        let m = generate_fn(None)?;
-        return match api
-            .create(&PostParams::default(), &m.to_secret(cfg, None, owner))
-            .await
-        {
-            Ok(_) => {
-                tracing::info!(secret = name, "created the webhook certificate Secret");
-                let l = m.load().map_err(|error| BootstrapError::BadSecret {
-                    name: name.into(),
-                    error,
-                })?;
-                Ok((m, l))
-            }
-            Err(e) if is_status(&e, 409) => {
-                tracing::info!(
-                    secret = name,
-                    "another replica created the Secret first; using its certificate"
-                );
-                read_back(api, name).await
-            }
-            Err(e) => Err(api_err("creating Secret", name)(e)),
-        };
-    };
-    let current = Material::from_secret(&existing).and_then(|m| m.load().ok().map(|l| (m, l)));
-    let rv = existing.metadata.resource_version.clone();
+        .map_err(api_err("reading Secret", name))?
+        .ok_or_else(|| BootstrapError::Missing {
+            namespace: cfg.namespace.clone(),
+            name: name.into(),
+        })?;
+    let mut current = Material::from_secret(&existing).and_then(|m| m.load().ok().map(|l| (m, l)));
+    let mut taken_over = false;
+    if current.is_none()
+        && let Some(earlier) = &cfg.earlier_secret_name
+    {
+        current = read_earlier(api, earlier).await;
+        taken_over = current.is_some();
+    }
     if let Some((m, l)) = &current
         && rotate_at(cfg, l).is_some_and(|t| t > now)
     {
-        if let Some(o) = owner
-            && !owned_by(&existing, o)
-        {
-            // Same certificate, now with its owner (guarded by resourceVersion).
-            match api
-                .replace(name, &PostParams::default(), &m.to_secret(cfg, rv, owner))
-                .await
-            {
-                Ok(_) => tracing::info!(secret = name, "the certificate Secret now has its owner"),
-                Err(e) if is_status(&e, 409) => return read_back(api, name).await,
-                Err(e) => return Err(api_err("replacing Secret", name)(e)),
-            }
+        if !taken_over {
+            return Ok((m.clone(), l.clone()));
         }
-        return Ok((m.clone(), l.clone()));
+        return match api
+            .replace(name, &PostParams::default(), &m.written_into(&existing))
+            .await
+        {
+            Ok(_) => {
+                tracing::info!(
+                    secret = name,
+                    earlier = cfg.earlier_secret_name.as_deref(),
+                    "took over the certificate of the earlier nfguard's Secret"
+                );
+                Ok((m.clone(), l.clone()))
+            }
+            Err(e) if is_status(&e, 409) => read_back(api, name).await,
+            Err(e) => Err(api_err("updating Secret", name)(e)),
+        };
     }
-    // Due (or unusable): rotate, guarded by resourceVersion.
-    let prev_ca = current
-        .as_ref()
-        .and_then(|(m, _)| current_ca_if_valid(&m.ca_pem, now));
+    // Empty, unusable or due: fill it, guarded by the resourceVersion read.
+    let prev_ca = match &current {
+        Some((m, _)) => current_ca_if_valid(&m.ca_pem, now),
+        None => trusted_ca.and_then(|ca| current_ca_if_valid(ca, now)),
+    };
     let m = generate_fn(prev_ca.as_deref())?;
     match api
-        .replace(name, &PostParams::default(), &m.to_secret(cfg, rv, owner))
+        .replace(name, &PostParams::default(), &m.written_into(&existing))
         .await
     {
         Ok(_) => {
-            tracing::info!(secret = name, "rotated the webhook certificate");
+            let what = if current.is_some() {
+                "rotated"
+            } else {
+                "filled"
+            };
+            tracing::info!(secret = name, "{what} the webhook certificate Secret");
             let l = m.load().map_err(|error| BootstrapError::BadSecret {
                 name: name.into(),
                 error,
             })?;
             Ok((m, l))
         }
-        Err(e) if is_status(&e, 409) => read_back(api, name).await,
-        Err(e) => Err(api_err("replacing Secret", name)(e)),
+        Err(e) if is_status(&e, 409) => {
+            tracing::info!(
+                secret = name,
+                "another replica wrote the Secret first; using its certificate"
+            );
+            read_back(api, name).await
+        }
+        Err(e) => Err(api_err("updating Secret", name)(e)),
+    }
+}
+
+/// The usable material of the earlier nfguard's Secret, if it can be read.
+async fn read_earlier(api: &Api<Secret>, name: &str) -> Option<(Material, Loaded)> {
+    match api.get_opt(name).await {
+        Ok(found) => {
+            let m = Material::from_secret(&found?)?;
+            m.load().ok().map(|l| (m, l))
+        }
+        Err(error) => {
+            tracing::debug!(secret = name, %error, "the earlier Secret is unreadable; making a new certificate");
+            None
+        }
     }
 }
 
@@ -388,8 +390,8 @@ pub async fn patch_ca_bundle(
     Ok(true)
 }
 
-/// Bootstrap once: read the webhook configuration (the Secret's owner), the
-/// Secret (create/race/rotate/adopt), then the caBundle.
+/// Bootstrap once: read the webhook configuration (its caBundle), the
+/// Secret (fill/race/rotate), then patch the caBundle.
 pub async fn bootstrap_once(
     client: &kube::Client,
     cfg: &Config,
@@ -401,13 +403,20 @@ pub async fn bootstrap_once(
         .get(name)
         .await
         .map_err(api_err("reading ValidatingWebhookConfiguration", name))?;
-    let owner = owner_of(&vwc);
+    let trusted = trusted_ca(&vwc);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &cfg.namespace);
     let gen_cfg = cfg.clone();
-    let (m, l) = ensure_secret(&secrets, cfg, owner.as_ref(), now, &move |prev| {
+    let (m, l) = ensure_secret(&secrets, cfg, trusted.as_deref(), now, &move |prev| {
         generate(&gen_cfg, now, prev)
     })
     .await?;
     patch_ca_bundle(&vwcs, &vwc, name, &m.ca_pem).await?;
     Ok((m, l))
+}
+
+/// The caBundle of the configuration's first webhook, as PEM text.
+fn trusted_ca(vwc: &ValidatingWebhookConfiguration) -> Option<String> {
+    let hook = vwc.webhooks.as_deref()?.first()?;
+    let bundle = hook.client_config.ca_bundle.as_ref()?;
+    String::from_utf8(bundle.0.clone()).ok()
 }

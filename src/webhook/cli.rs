@@ -41,7 +41,8 @@ pub struct Args {
     /// Private key (PEM) for --tls-cert.
     #[arg(long, env = "NFGUARD_TLS_KEY", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
-    /// Generate a CA + certificate, keep them in a Secret, patch the caBundle, rotate.
+    /// Generate a CA + certificate, keep them in the install's Secret
+    /// (--tls-secret), patch the caBundle, rotate.
     #[arg(long, env = "NFGUARD_SELF_SIGNED")]
     pub self_signed: bool,
     /// CA bundle (PEM) that signs the API server's client certificate: when
@@ -66,11 +67,12 @@ pub struct Args {
     /// Namespace of the Secret and Service (the pod's own).
     #[arg(long, env = "POD_NAMESPACE", default_value = "nfguard-system")]
     pub namespace: String,
-    /// Secret holding the self-signed CA and certificate.
+    /// Secret the install provides (empty) and the webhook fills with the
+    /// self-signed CA and certificate (never created by the webhook).
     #[arg(
         long,
         env = "NFGUARD_TLS_SECRET",
-        default_value = "nfguard-webhook-tls"
+        default_value = "nfguard-webhook-cert"
     )]
     pub tls_secret: String,
     /// Service name the certificate is issued for.
@@ -85,8 +87,11 @@ pub struct Args {
     /// Rotate generated certificates this many days before expiry.
     #[arg(long, env = "NFGUARD_CERT_ROTATE_BEFORE_DAYS", default_value_t = 30)]
     pub cert_rotate_before_days: u64,
-    /// How often the Secret is re-read (other replicas may have rotated), seconds.
-    #[arg(long, env = "NFGUARD_CERT_CHECK_SECONDS", default_value_t = 300)]
+    /// How often the Secret and the caBundle are re-read, seconds: other
+    /// replicas may have rotated, and during an upgrade a replica of an
+    /// earlier nfguard may write its own CA alone into the caBundle (two
+    /// small GETs per check).
+    #[arg(long, env = "NFGUARD_CERT_CHECK_SECONDS", default_value_t = 30)]
     pub cert_check_seconds: u64,
     /// NodeNetfilterProfile objects (file or directory) instead of watching the cluster.
     #[arg(long, env = "NFGUARD_PROFILES")]
@@ -157,6 +162,8 @@ fn boot_config(args: &Args) -> bootstrap::Config {
         cert_validity: Duration::from_secs(args.cert_validity_days.max(1) * DAY),
         ca_validity: Duration::from_secs(args.cert_validity_days.max(1) * 2 * DAY),
         rotate_before: Duration::from_secs(args.cert_rotate_before_days * DAY),
+        earlier_secret_name: (args.tls_secret != bootstrap::EARLIER_SECRET_NAME)
+            .then(|| bootstrap::EARLIER_SECRET_NAME.to_string()),
     }
 }
 

@@ -1,8 +1,9 @@
-//! `--self-signed` against kube's mock client: Secret creation, the
-//! two-replicas race (409 AlreadyExists -> read and use the winner's),
-//! rotation guarded by resourceVersion, the caBundle patch, and the Secret's
-//! owner (the webhook configuration, read first). Each step asserts method,
-//! path and body of what the webhook sends.
+//! `--self-signed` against kube's mock client: filling the install's empty
+//! Secret (never creating one), the two-replicas race (409 Conflict -> read
+//! and use the winner's), rotation guarded by resourceVersion, the caBundle
+//! patch, and upgrades (the earlier nfguard's certificate taken over, or
+//! the CA the caBundle trusts kept). Each step
+//! asserts method, path and body of what the webhook sends.
 
 use base64::Engine;
 use http::{Method, Request, Response};
@@ -17,17 +18,19 @@ type H = Handle<Request<Body>, Response<Body>>;
 fn cfg() -> Config {
     Config {
         namespace: "nfguard-system".into(),
-        secret_name: "nfguard-webhook-tls".into(),
+        secret_name: "nfguard-webhook-cert".into(),
         service_name: "nfguard-webhook".into(),
         webhook_config_name: "nfguard".into(),
         ca_validity: Duration::from_secs(2 * 90 * 86400),
         cert_validity: Duration::from_secs(90 * 86400),
         rotate_before: Duration::from_secs(30 * 86400),
+        earlier_secret_name: Some("nfguard-webhook-tls".into()),
     }
 }
 
-const SECRET_PATH: &str = "/api/v1/namespaces/nfguard-system/secrets/nfguard-webhook-tls";
-const SECRETS_PATH: &str = "/api/v1/namespaces/nfguard-system/secrets";
+const SECRET_PATH: &str = "/api/v1/namespaces/nfguard-system/secrets/nfguard-webhook-cert";
+/// The Secret an earlier nfguard's webhook made itself.
+const EARLIER_PATH: &str = "/api/v1/namespaces/nfguard-system/secrets/nfguard-webhook-tls";
 const VWC_PATH: &str =
     "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/nfguard";
 
@@ -47,14 +50,32 @@ fn ok(v: Value) -> Response<Body> {
         .unwrap()
 }
 
-/// The Secret as the webhook makes it (owned by the webhook configuration).
+/// The Secret as the install provides it: empty, Opaque, Helm's labels and
+/// ownership annotations.
+fn empty_secret(rv: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": "nfguard-webhook-cert", "namespace": "nfguard-system", "resourceVersion": rv,
+            "labels": {"app.kubernetes.io/name": "nfguard", "app.kubernetes.io/managed-by": "Helm"},
+            "annotations": {"meta.helm.sh/release-name": "nfguard", "meta.helm.sh/release-namespace": "nfguard-system"}}})
+}
+
+/// The Secret as the webhook leaves it: the install's, with its data.
 fn secret_json(m: &Material, rv: &str) -> Value {
     let b = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-    json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
-        "metadata": {"name": "nfguard-webhook-tls", "namespace": "nfguard-system", "resourceVersion": rv,
-            "ownerReferences": [{"apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": "ValidatingWebhookConfiguration", "name": "nfguard", "uid": VWC_UID}]},
-        "data": {"ca.crt": b(&m.ca_pem), "tls.crt": b(&m.cert_pem), "tls.key": b(&m.key_pem)}})
+    let mut s = empty_secret(rv);
+    s["data"] =
+        json!({"ca.crt": b(&m.ca_pem), "tls.crt": b(&m.cert_pem), "tls.key": b(&m.key_pem)});
+    s
+}
+
+/// Everything but the data is the install's, resourceVersion included.
+fn assert_only_data_written(put: &Value, rv: &str) {
+    let mut want = empty_secret(rv);
+    want["data"] = put["data"].clone();
+    assert_eq!(
+        *put, want,
+        "only data is written, guarded by resourceVersion {rv}"
+    );
 }
 
 const VWC_UID: &str = "0b1c2d3e-0000-4000-8000-00000000f00d";
@@ -115,7 +136,7 @@ fn leaf_dns_names(cert_pem: &str) -> Vec<String> {
 }
 
 #[tokio::test]
-async fn creates_secret_and_patches_ca_bundle() {
+async fn fills_the_installs_empty_secret_and_patches_ca_bundle() {
     let (svc, mut h) = mock::pair::<Request<Body>, Response<Body>>();
     let client = kube::Client::new(svc, "default");
     let c = cfg();
@@ -127,19 +148,15 @@ async fn creates_secret_and_patches_ca_bundle() {
     let (_, send) = expect(&mut h, Method::GET, VWC_PATH).await;
     send.send_response(ok(vwc_json(None)));
     let (_, send) = expect(&mut h, Method::GET, SECRET_PATH).await;
+    send.send_response(ok(empty_secret("3")));
+    let (_, send) = expect(&mut h, Method::GET, EARLIER_PATH).await;
     send.send_response(status(404, "NotFound"));
-    let (created, send) = expect(&mut h, Method::POST, SECRETS_PATH).await;
-    assert_eq!(created["type"], "kubernetes.io/tls");
-    assert_eq!(
-        created["metadata"]["ownerReferences"],
-        json!([{"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
-                "name": "nfguard", "uid": VWC_UID}]),
-        "owned by the webhook configuration, so deleting nfguard deletes it"
-    );
-    assert_eq!(created["metadata"]["name"], "nfguard-webhook-tls");
-    let ca = decode(&created, "ca.crt");
-    let cert = decode(&created, "tls.crt");
-    assert!(decode(&created, "tls.key").contains("PRIVATE KEY"));
+    let (put, send) = expect(&mut h, Method::PUT, SECRET_PATH).await;
+    assert_only_data_written(&put, "3");
+    let ca = decode(&put, "ca.crt");
+    assert_eq!(ca.matches("BEGIN CERTIFICATE").count(), 1);
+    let cert = decode(&put, "tls.crt");
+    assert!(decode(&put, "tls.key").contains("PRIVATE KEY"));
     assert_eq!(
         leaf_dns_names(&cert),
         vec![
@@ -149,7 +166,7 @@ async fn creates_secret_and_patches_ca_bundle() {
             "nfguard-webhook.nfguard-system.svc.cluster.local"
         ]
     );
-    send.send_response(ok(created.clone()));
+    send.send_response(ok(put.clone()));
     let (patch, send) = expect(&mut h, Method::PATCH, VWC_PATH).await;
     let want_b64 = base64::engine::general_purpose::STANDARD.encode(&ca);
     assert_eq!(
@@ -166,7 +183,117 @@ async fn creates_secret_and_patches_ca_bundle() {
 }
 
 #[tokio::test]
-async fn losing_the_creation_race_uses_the_winners_certificate() {
+async fn a_missing_secret_is_an_error_naming_the_fix_and_none_is_created() {
+    let (svc, mut h) = mock::pair::<Request<Body>, Response<Body>>();
+    let client = kube::Client::new(svc, "default");
+    let c = cfg();
+    let task =
+        tokio::spawn(
+            async move { bootstrap::bootstrap_once(&client, &c, SystemTime::now()).await },
+        );
+    let (_, send) = expect(&mut h, Method::GET, VWC_PATH).await;
+    send.send_response(ok(vwc_json(None)));
+    let (_, send) = expect(&mut h, Method::GET, SECRET_PATH).await;
+    send.send_response(status(404, "NotFound"));
+    let err = task.await.unwrap().unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "Secret nfguard-system/nfguard-webhook-cert not found: the install provides it (empty) and \
+         the webhook fills it; apply nfguard's manifests or chart again, or create it with \
+         `kubectl -n nfguard-system create secret generic nfguard-webhook-cert`"
+    );
+    // The task has ended: no POST was sent (the mock saw no other request).
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), h.next_request())
+            .await
+            .ok()
+            .flatten()
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn filling_an_empty_secret_keeps_the_ca_the_bundle_trusts() {
+    // An upgrade where the earlier nfguard's Secret cannot be read: its
+    // replicas serve a certificate of the CA in the caBundle; the new
+    // Secret is empty.
+    let (svc, mut h) = mock::pair::<Request<Body>, Response<Body>>();
+    let client = kube::Client::new(svc, "default");
+    let c = cfg();
+    let earlier = bootstrap::generate(&cfg(), SystemTime::now(), None).unwrap();
+    let task =
+        tokio::spawn(
+            async move { bootstrap::bootstrap_once(&client, &c, SystemTime::now()).await },
+        );
+    let (_, send) = expect(&mut h, Method::GET, VWC_PATH).await;
+    send.send_response(ok(vwc_json(Some(&earlier.ca_pem))));
+    let (_, send) = expect(&mut h, Method::GET, SECRET_PATH).await;
+    send.send_response(ok(empty_secret("4")));
+    // Its Secret unreadable (an overlay removed the cluster-wide get).
+    let (_, send) = expect(&mut h, Method::GET, EARLIER_PATH).await;
+    send.send_response(status(403, "Forbidden"));
+    let (put, send) = expect(&mut h, Method::PUT, SECRET_PATH).await;
+    assert_only_data_written(&put, "4");
+    let bundle = decode(&put, "ca.crt");
+    assert!(bundle.ends_with(&earlier.ca_pem), "the trusted CA is kept");
+    assert_eq!(bundle.matches("BEGIN CERTIFICATE").count(), 2);
+    assert_ne!(
+        decode(&put, "tls.crt"),
+        earlier.cert_pem,
+        "a certificate of its own"
+    );
+    send.send_response(ok(put.clone()));
+    let (patch, send) = expect(&mut h, Method::PATCH, VWC_PATH).await;
+    assert_eq!(
+        patch[0]["value"],
+        base64::engine::general_purpose::STANDARD.encode(&bundle)
+    );
+    send.send_response(ok(vwc_json(Some(&bundle))));
+    task.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn an_empty_secret_takes_over_the_earlier_nfguards_certificate() {
+    // An upgrade: the earlier webhook's own Secret holds the certificate its
+    // replicas serve and the caBundle trusts; the new replicas serve the
+    // same, so neither version's caBundle write shuts the other out.
+    let (svc, mut h) = mock::pair::<Request<Body>, Response<Body>>();
+    let client = kube::Client::new(svc, "default");
+    let c = cfg();
+    let earlier = bootstrap::generate(&cfg(), SystemTime::now(), None).unwrap();
+    let task =
+        tokio::spawn(
+            async move { bootstrap::bootstrap_once(&client, &c, SystemTime::now()).await },
+        );
+    let (_, send) = expect(&mut h, Method::GET, VWC_PATH).await;
+    send.send_response(ok(vwc_json(Some(&earlier.ca_pem))));
+    let (_, send) = expect(&mut h, Method::GET, SECRET_PATH).await;
+    send.send_response(ok(empty_secret("5")));
+    let (_, send) = expect(&mut h, Method::GET, EARLIER_PATH).await;
+    let mut theirs = secret_json(&earlier, "77");
+    theirs["metadata"]["name"] = json!("nfguard-webhook-tls");
+    theirs["type"] = json!("kubernetes.io/tls");
+    send.send_response(ok(theirs));
+    let (put, send) = expect(&mut h, Method::PUT, SECRET_PATH).await;
+    assert_only_data_written(&put, "5");
+    assert_eq!(decode(&put, "ca.crt"), earlier.ca_pem);
+    assert_eq!(decode(&put, "tls.crt"), earlier.cert_pem);
+    assert_eq!(decode(&put, "tls.key"), earlier.key_pem);
+    send.send_response(ok(put.clone()));
+    let (m, _) = task.await.unwrap().unwrap();
+    assert_eq!(m, earlier, "the same certificate as the earlier replicas");
+    // The caBundle already trusts it: no PATCH.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), h.next_request())
+            .await
+            .ok()
+            .flatten()
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn losing_the_fill_race_uses_the_winners_certificate() {
     let (svc, mut h) = mock::pair::<Request<Body>, Response<Body>>();
     let client = kube::Client::new(svc, "default");
     let c = cfg();
@@ -185,10 +312,12 @@ async fn losing_the_creation_race_uses_the_winners_certificate() {
         .remove("caBundle");
     send.send_response(ok(vwc));
     let (_, send) = expect(&mut h, Method::GET, SECRET_PATH).await;
+    send.send_response(ok(empty_secret("41")));
+    let (_, send) = expect(&mut h, Method::GET, EARLIER_PATH).await;
     send.send_response(status(404, "NotFound"));
-    let (ours, send) = expect(&mut h, Method::POST, SECRETS_PATH).await;
+    let (ours, send) = expect(&mut h, Method::PUT, SECRET_PATH).await;
     assert_ne!(decode(&ours, "tls.crt"), winner.cert_pem);
-    send.send_response(status(409, "AlreadyExists"));
+    send.send_response(status(409, "Conflict"));
     let (_, send) = expect(&mut h, Method::GET, SECRET_PATH).await;
     send.send_response(ok(secret_json(&winner, "42")));
     let (patch, send) = expect(&mut h, Method::PATCH, VWC_PATH).await;
@@ -243,14 +372,7 @@ async fn rotates_before_expiry_keeping_the_old_ca_in_the_bundle() {
     let (_, send) = expect(&mut h, Method::GET, SECRET_PATH).await;
     send.send_response(ok(secret_json(&old, "100")));
     let (put, send) = expect(&mut h, Method::PUT, SECRET_PATH).await;
-    assert_eq!(
-        put["metadata"]["ownerReferences"][0]["uid"], VWC_UID,
-        "the rotated Secret keeps its owner"
-    );
-    assert_eq!(
-        put["metadata"]["resourceVersion"], "100",
-        "guarded by resourceVersion"
-    );
+    assert_only_data_written(&put, "100");
     let bundle = decode(&put, "ca.crt");
     assert!(bundle.ends_with(&old.ca_pem), "old CA kept in the bundle");
     assert_eq!(bundle.matches("BEGIN CERTIFICATE").count(), 2);
@@ -306,10 +428,14 @@ async fn garbage_in_the_secret_is_replaced() {
     let (_, send) = expect(&mut h, Method::GET, VWC_PATH).await;
     send.send_response(ok(vwc_json(None)));
     let (_, send) = expect(&mut h, Method::GET, SECRET_PATH).await;
-    send.send_response(ok(json!({"apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": "nfguard-webhook-tls", "namespace": "nfguard-system", "resourceVersion": "9"},
-        "data": {"tls.crt": "bm90IGEgY2VydA==", "tls.key": "bm9wZQ==", "ca.crt": "bm9wZQ=="}})));
+    let mut garbage = empty_secret("9");
+    garbage["data"] =
+        json!({"tls.crt": "bm90IGEgY2VydA==", "tls.key": "bm9wZQ==", "ca.crt": "bm9wZQ=="});
+    send.send_response(ok(garbage));
+    let (_, send) = expect(&mut h, Method::GET, EARLIER_PATH).await;
+    send.send_response(status(404, "NotFound"));
     let (put, send) = expect(&mut h, Method::PUT, SECRET_PATH).await;
+    assert_only_data_written(&put, "9");
     assert_eq!(
         decode(&put, "ca.crt").matches("BEGIN CERTIFICATE").count(),
         1
@@ -322,42 +448,4 @@ async fn garbage_in_the_secret_is_replaced() {
     );
     send.send_response(ok(vwc_json(Some(&decode(&put, "ca.crt")))));
     task.await.unwrap().unwrap();
-}
-
-#[tokio::test]
-async fn an_ownerless_current_secret_gets_its_owner_and_keeps_its_certificate() {
-    let (svc, mut h) = mock::pair::<Request<Body>, Response<Body>>();
-    let client = kube::Client::new(svc, "default");
-    let c = cfg();
-    // Made by an nfguard that did not set owners yet.
-    let existing = bootstrap::generate(&cfg(), SystemTime::now(), None).unwrap();
-    let task =
-        tokio::spawn(
-            async move { bootstrap::bootstrap_once(&client, &c, SystemTime::now()).await },
-        );
-    let (_, send) = expect(&mut h, Method::GET, VWC_PATH).await;
-    send.send_response(ok(vwc_json(Some(&existing.ca_pem))));
-    let (_, send) = expect(&mut h, Method::GET, SECRET_PATH).await;
-    let mut ownerless = secret_json(&existing, "11");
-    ownerless["metadata"]
-        .as_object_mut()
-        .unwrap()
-        .remove("ownerReferences");
-    send.send_response(ok(ownerless));
-    let (put, send) = expect(&mut h, Method::PUT, SECRET_PATH).await;
-    assert_eq!(
-        put["metadata"]["resourceVersion"], "11",
-        "guarded by resourceVersion"
-    );
-    assert_eq!(put["metadata"]["ownerReferences"][0]["uid"], VWC_UID);
-    assert_eq!(
-        decode(&put, "tls.crt"),
-        existing.cert_pem,
-        "the same certificate"
-    );
-    send.send_response(ok(put.clone()));
-    let (m, _) = task.await.unwrap().unwrap();
-    assert_eq!(m, existing);
-    // The caBundle is current: no PATCH.
-    drop(h);
 }

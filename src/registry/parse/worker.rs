@@ -128,7 +128,7 @@ pub fn serve(link: Link, mut limits: LayerLimits, child: bool) -> io::Result<()>
         match tag {
             frame::CACHED => {
                 let answer = Layer::from_wire(payload, &w.limits)
-                    .map_err(|source| layer_error(source))
+                    .map_err(layer_error)
                     .and_then(|l| w.push(l));
                 w.answer(answer.map(|()| (frame::OK, Vec::new())))?;
             }

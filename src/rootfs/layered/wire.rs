@@ -113,7 +113,7 @@ impl Layer {
     /// to `limits` as `from_tar` would.
     pub fn from_wire(bytes: Bytes, limits: &LayerLimits) -> Result<Layer, LayerError> {
         let mut r = Cursor { bytes, at: 0 };
-        if r.take(MAGIC.len())? != &MAGIC[..] {
+        if r.take(MAGIC.len())? != MAGIC[..] {
             return Err(LayerError::Malformed("not a layer record"));
         }
         let mut layer = Layer::empty(limits);
