@@ -56,7 +56,23 @@ s30_writes() { # OP API: the leader's report write counter (0 when absent)
 }
 
 S30_NS=nfguard-e2e-s30
-S30_REPORT=nfguard-daemonset-incident
+# The incident DaemonSet's report, named once it exists (s30_report_name).
+S30_REPORT=""
+# s30_report_name: nfguard-<kind>-<name>-<hash> as docs/reports.md defines
+# it (16 hex digits of SHA-256 over the owner's group, kind, name and uid,
+# each preceded by its length as 8 big-endian bytes), computed here on its
+# own from the DaemonSet's uid.
+s30_report_name() {
+  local uid
+  uid=$(get daemonset incident '{.metadata.uid}' -n "$S30_NS")
+  [ -n "$uid" ] || fail "the incident DaemonSet has no uid"
+  S30_REPORT=$(python3 -c 'import hashlib, struct, sys
+h = hashlib.sha256()
+for part in sys.argv[1:]:
+    b = part.encode()
+    h.update(struct.pack(">Q", len(b)) + b)
+print("nfguard-daemonset-incident-" + h.hexdigest()[:16])' apps DaemonSet incident "$uid")
+}
 S30_JSON=""
 # s30_result RESOURCE NODE RULE RESULT: the report (RESOURCE: its plural.group)
 # lists RULE with RESULT for the incident pod on NODE, image and version named.
@@ -164,6 +180,7 @@ s30_policy_reports() {
   defer kubectl -n "$S30_NS" delete daemonset incident --ignore-not-found --wait=false
   wait_for 60 "the webhook to admit the incident DaemonSet under action: Warn" s30_admitted
   ok "admitted with nfguard's warning: $(reason_part "$S30_OUT" OldReaderNewRules)"
+  s30_report_name
   wait_for 180 "the incident DaemonSet to run" ds_running "$S30_NS" incident $((${#NODES[@]} + ${#CP_NODES[@]}))
   wait_for 90 "a PolicyReport of the incident DaemonSet, warn on $RULES_NODE" \
     s30_result policyreports.wgpolicyk8s.io "$RULES_NODE" OldReaderNewRules warn

@@ -274,6 +274,7 @@ mod tests {
     use crate::facts::{Backend, ImageProfile, IptablesFacts};
     use crate::judgement::FixedImages;
     use crate::reports::ResultKind;
+    use crate::reports::build::without_hash;
     use k8s_openapi::api::core::v1::Pod;
     use serde_json::json;
     use std::time::Duration;
@@ -384,7 +385,11 @@ mod tests {
         // wait (the DaemonSet whole, though its pod on n1 could be judged).
         caches.first_rounds.done("n1");
         let judged = judge_reports(&caches, &parents, &bounded, &Scope::All, deadline).await;
-        let names: Vec<&str> = judged.reports.iter().map(|r| r.name.as_str()).collect();
+        let names: Vec<&str> = judged
+            .reports
+            .iter()
+            .map(|r| without_hash(&r.name))
+            .collect();
         assert_eq!(names, ["nfguard-deployment-web"]);
         let deferred: Vec<&str> = judged.deferred.iter().map(|w| w.1.name.as_str()).collect();
         assert_eq!(deferred, ["cni", "bare"]);
@@ -408,7 +413,7 @@ mod tests {
                         )
                     })
                     .collect();
-                (r.name.as_str(), results)
+                (without_hash(&r.name), results)
             })
             .collect();
         let fail = Some(ResultKind::Fail);
@@ -445,7 +450,11 @@ mod tests {
         );
         let only = Scope::Only([web.clone()].into());
         let judged = judge_reports(&caches, &parents, &bounded, &only, deadline).await;
-        let names: Vec<&str> = judged.reports.iter().map(|r| r.name.as_str()).collect();
+        let names: Vec<&str> = judged
+            .reports
+            .iter()
+            .map(|r| without_hash(&r.name))
+            .collect();
         assert_eq!(names, ["nfguard-deployment-web"]);
         // A pod's raw key resolves to the same workload.
         let raw = raw_workload(&PodFacts::of(&pod(

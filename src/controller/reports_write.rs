@@ -572,6 +572,7 @@ impl ReportWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reports::build::without_hash;
     use crate::reports::{ObjectId, ReportSummary};
 
     fn owner(name: &str) -> ObjectId {
@@ -586,7 +587,7 @@ mod tests {
     fn desired(name: &str, fail: u64) -> DesiredReport {
         DesiredReport {
             namespace: "ns".into(),
-            name: format!("nfguard-daemonset-{name}"),
+            name: crate::reports::report_name(&owner(name)),
             owner: owner(name),
             results: Vec::new(),
             summary: ReportSummary {
@@ -611,8 +612,8 @@ mod tests {
 
     fn keys(w: &Writes) -> (Vec<&str>, Vec<&str>) {
         (
-            w.apply.iter().map(|(k, _)| k.1.as_str()).collect(),
-            w.delete.iter().map(|k| k.1.as_str()).collect(),
+            w.apply.iter().map(|(k, _)| without_hash(&k.1)).collect(),
+            w.delete.iter().map(|k| without_hash(&k.1)).collect(),
         )
     }
 

@@ -36,17 +36,38 @@ pub struct DesiredReport {
     pub left_out: usize,
 }
 
-/// `nfguard-<kind>-<name>`, lowercase; a name too long for a DNS subdomain
-/// is cut and ends with a hash of the whole, so two owners never share one.
+/// `nfguard-<kind>-<name>-<hash>`: the owner's kind and name to read, made a
+/// DNS subdomain (lowercase, other characters `-`, cut to fit), and 16 hex
+/// digits of SHA-256 over its API group, kind, name and uid. Owner
+/// references are set by whoever creates a pod, so two owners in one
+/// namespace may share kind and name (a forged `DaemonSet` reference beside
+/// the real one, another group's `Deployment`) or differ only in characters
+/// a name cannot hold: the hash keeps their reports apart, and one owner
+/// keeps its name across passes.
 pub fn report_name(owner: &ObjectId) -> String {
-    let full = format!("nfguard-{}-{}", owner.kind.to_ascii_lowercase(), owner.name);
-    if full.len() <= MAX_NAME_BYTES {
-        return full;
+    let mut hasher = Sha256::new();
+    for part in [owner.group(), &owner.kind, &owner.name, &owner.uid] {
+        hasher.update((part.len() as u64).to_be_bytes());
+        hasher.update(part.as_bytes());
     }
-    let hash = hex::encode(&Sha256::digest(full.as_bytes())[..6]);
-    // Kinds and object names are ASCII: any byte is a char boundary.
-    let keep = MAX_NAME_BYTES - hash.len() - 1;
-    format!("{}-{hash}", full[..keep].trim_end_matches(['-', '.']))
+    let hash = hex::encode(&hasher.finalize()[..8]);
+    let readable = format!("nfguard-{}-{}", owner.kind, owner.name)
+        .chars()
+        .map(|c| match c.to_ascii_lowercase() {
+            c @ ('a'..='z' | '0'..='9' | '-' | '.') => c,
+            _ => '-',
+        })
+        .collect::<String>();
+    // ASCII only by now: any byte is a char boundary.
+    let keep = readable.len().min(MAX_NAME_BYTES - hash.len() - 1);
+    let head = readable[..keep].trim_end_matches(['-', '.']);
+    format!("{head}-{hash}")
+}
+
+/// A report name without its hash: what tests and readers compare.
+#[cfg(test)]
+pub(crate) fn without_hash(name: &str) -> &str {
+    name.rsplit_once('-').map_or(name, |(head, _)| head)
 }
 
 /// The order results are listed (and kept under the cap) in: worst first,
@@ -333,7 +354,7 @@ mod tests {
         let reports = build_reports(&judged);
         let got: Vec<(&str, &str, u64)> = reports
             .iter()
-            .map(|r| (r.namespace.as_str(), r.name.as_str(), r.summary.fail))
+            .map(|r| (r.namespace.as_str(), without_hash(&r.name), r.summary.fail))
             .collect();
         assert_eq!(
             got,
@@ -508,15 +529,58 @@ mod tests {
 
     #[test]
     fn report_names_are_dns_subdomains_even_for_long_owner_names() {
-        assert_eq!(
-            report_name(&owner("StatefulSet", "db")),
-            "nfguard-statefulset-db"
-        );
+        let name = report_name(&owner("StatefulSet", "db"));
+        assert!(name.starts_with("nfguard-statefulset-db-"), "{name}");
+        assert_eq!(name.len(), "nfguard-statefulset-db-".len() + 16);
         let a = report_name(&owner("Deployment", &"a".repeat(253)));
         let b = report_name(&owner("Deployment", &format!("{}b", "a".repeat(252))));
         assert!(a.len() <= MAX_NAME_BYTES && b.len() <= MAX_NAME_BYTES);
         assert_ne!(a, b);
         assert!(a.starts_with("nfguard-deployment-aaa"));
+        for n in [&a, &b, &name] {
+            assert!(crate::object_names::is_dns_subdomain(n), "{n}");
+        }
+    }
+
+    #[test]
+    fn owners_that_share_kind_and_name_never_share_a_report_name() {
+        let real = owner("DaemonSet", "kube-router");
+        // Owner references are whatever the pod's creator wrote.
+        let forged_uid = ObjectId {
+            uid: "forged".into(),
+            ..real.clone()
+        };
+        let other_group = ObjectId {
+            api_version: "evil.example/v1".into(),
+            ..real.clone()
+        };
+        let odd = |name: &str| ObjectId {
+            name: name.into(),
+            ..real.clone()
+        };
+        let names: Vec<String> = [
+            real.clone(),
+            forged_uid,
+            other_group,
+            odd("Kube-Router"),
+            odd("kube_router"),
+            odd("kube router"),
+            ObjectId {
+                kind: "DaemonSet-kube".into(),
+                name: "router".into(),
+                ..real.clone()
+            },
+        ]
+        .iter()
+        .map(report_name)
+        .collect();
+        let distinct: std::collections::BTreeSet<&String> = names.iter().collect();
+        assert_eq!(distinct.len(), names.len(), "{names:?}");
+        for n in &names {
+            assert!(crate::object_names::is_dns_subdomain(n), "{n}");
+            assert!(n.starts_with("nfguard-daemonset-kube"), "{n}");
+        }
+        assert_eq!(report_name(&real), names[0], "stable for one owner");
     }
 
     #[test]

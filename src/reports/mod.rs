@@ -13,7 +13,7 @@
 //!    the object in the API the cluster serves, with its content hash.
 //! 4. [`needs_write`]: only a changed content is written.
 
-mod build;
+pub(crate) mod build;
 mod discovery;
 #[cfg(test)]
 mod docs_example;
