@@ -13,6 +13,7 @@ use crate::judgement::pull_secrets::PullSecretReader;
 use crate::registry::DockerConfigFile;
 use crate::registry::ImageInspector;
 use crate::registry::cli::RegistryArgs;
+use crate::reports::NamespaceCaps;
 use crate::runtime::clock::{Clock, SystemClock};
 use crate::runtime::{admin, flag_raised};
 use kube::runtime::events::{Recorder, Reporter};
@@ -60,6 +61,16 @@ pub struct Args {
     #[arg(long, env = "NFGUARD_CONCURRENCY", default_value_t = super::run::CONCURRENCY,
           value_parser = clap::value_parser!(u16).range(1..=64))]
     pub concurrency: u16,
+    /// Policy reports nfguard keeps in one namespace; past it (or past
+    /// --max-report-bytes-per-namespace) a workload's report is not written
+    /// (nfguard_controller_reports_over_cap counts them).
+    #[arg(long, env = "NFGUARD_MAX_REPORTS_PER_NAMESPACE", default_value_t = NamespaceCaps::default().reports,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_reports_per_namespace: u32,
+    /// Bytes of policy reports (as JSON) nfguard keeps in one namespace.
+    #[arg(long, env = "NFGUARD_MAX_REPORT_BYTES_PER_NAMESPACE", default_value_t = NamespaceCaps::default().bytes,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_report_bytes_per_namespace: u64,
 }
 
 fn identity(args: &Args) -> String {
@@ -153,6 +164,10 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
             RunOptions {
                 concurrency: args.concurrency,
                 orphan_interval: Duration::from_secs(args.orphan_interval.max(10)),
+                report_caps: NamespaceCaps {
+                    reports: args.max_reports_per_namespace,
+                    bytes: args.max_report_bytes_per_namespace,
+                },
             },
             flag_raised(term_rx.clone()),
         );

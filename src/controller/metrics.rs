@@ -224,6 +224,9 @@ pub struct Metrics {
     pub report_writes: Family<ReportWriteLabel, Counter>,
     /// Policy reports nfguard holds in the API in use.
     pub reports: Gauge,
+    /// Workloads whose report the last pass did not write: their
+    /// namespace was at its cap.
+    pub reports_over_cap: Gauge,
     /// Per-node facts behind the gauges.
     nodes: Mutex<HashMap<String, NodeObservation>>,
 }
@@ -259,6 +262,7 @@ impl Metrics {
             reports_api: Family::default(),
             report_writes: Family::default(),
             reports: Gauge::default(),
+            reports_over_cap: Gauge::default(),
             nodes: Mutex::new(HashMap::new()),
             registry: Registry::default(),
         };
@@ -351,6 +355,11 @@ impl Metrics {
             "reports",
             "Policy reports nfguard holds in the API it writes",
             m.reports.clone(),
+        );
+        registry.register(
+            "reports_over_cap",
+            "Workloads whose policy report the last pass did not write because their namespace held its cap of reports or bytes (--max-reports-per-namespace, --max-report-bytes-per-namespace)",
+            m.reports_over_cap.clone(),
         );
         // Every series from the start (0 until discovery answers, and
         // counters at 0), so dashboards and rate() see them before a write.

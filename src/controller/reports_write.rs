@@ -21,7 +21,8 @@ use super::reports_judge::{Scope, Workload, gather, judge_entries, resolve};
 use super::stores::Caches;
 use crate::judgement::Bounded;
 use crate::reports::{
-    DesiredReport, LABEL_MANAGED_BY, MANAGED_BY, PolicyReport, Report, ReportApi, needs_write,
+    DesiredReport, LABEL_MANAGED_BY, MANAGED_BY, NamespaceBudget, NamespaceCaps, PolicyReport,
+    Report, ReportApi, needs_write,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
@@ -115,7 +116,9 @@ pub struct Writes {
 }
 
 /// The reports of `desired` that differ from the stored ones (or are not
-/// stored), to apply; every desired report's key is added to `wanted`.
+/// stored), to apply; every desired report's key that fits its namespace's
+/// caps (`budget`) is added to `wanted` and its size to `sizes`. One past
+/// the caps is neither applied nor wanted (a stored one is deleted).
 /// Called once per chunk of a pass, so that only a chunk's reports exist
 /// at once.
 pub fn plan_applies(
@@ -123,11 +126,20 @@ pub fn plan_applies(
     stored: &BTreeMap<ReportKey, StoredHash>,
     api: ReportApi,
     wanted: &mut BTreeSet<ReportKey>,
+    budget: &mut NamespaceBudget,
+    sizes: &mut BTreeMap<ReportKey, u64>,
 ) -> Vec<(ReportKey, ReportObject)> {
     let mut apply = Vec::new();
     for d in desired {
         let key = (d.namespace.clone(), d.name.clone());
         let object = ReportObject::of(&d, api);
+        let bytes = serde_json::to_vec(&object).map_or(u64::MAX, |b| b.len() as u64);
+        if !budget.admit(&key.0, bytes) {
+            tracing::debug!(namespace = %key.0, name = %key.1, bytes, "policy report over its namespace's caps: not written");
+            sizes.remove(&key);
+            continue;
+        }
+        sizes.insert(key.clone(), bytes);
         if needs_write(
             stored.get(&key).and_then(|h| h.as_deref()),
             object.metadata(),
@@ -158,6 +170,38 @@ pub fn deferred_keys(deferred: &BTreeSet<Workload>) -> BTreeSet<ReportKey> {
         .collect()
 }
 
+/// The report keys a pass over `scope` rebuilds (None: every one).
+fn rebuilt_keys(scope: &Scope) -> Option<BTreeSet<ReportKey>> {
+    match scope {
+        Scope::All => None,
+        Scope::Only(set) => Some(
+            set.iter()
+                .map(|(ns, owner)| (ns.clone(), crate::reports::report_name(owner)))
+                .collect(),
+        ),
+    }
+}
+
+/// A pass's budget: the stored reports it keeps without rebuilding them
+/// (the other workloads' in a partial pass, the `deferred` ones) count
+/// first, with the sizes last built (0 when not known yet).
+pub fn pass_budget(
+    caps: NamespaceCaps,
+    stored: &BTreeMap<ReportKey, StoredHash>,
+    sizes: &BTreeMap<ReportKey, u64>,
+    deferred: &BTreeSet<ReportKey>,
+    scope: &Scope,
+) -> NamespaceBudget {
+    let rebuilt = rebuilt_keys(scope);
+    let mut budget = NamespaceBudget::new(caps);
+    for key in stored.keys() {
+        if deferred.contains(key) || rebuilt.as_ref().is_some_and(|r| !r.contains(key)) {
+            budget.keep(&key.0, sizes.get(key).copied().unwrap_or(0));
+        }
+    }
+    budget
+}
+
 /// The stored reports to delete once a pass judged every workload in
 /// `scope`: those of a rebuilt workload (every one on a full pass) that no
 /// desired or deferred report (`wanted`) names.
@@ -166,14 +210,7 @@ pub fn plan_deletes(
     wanted: &BTreeSet<ReportKey>,
     scope: &Scope,
 ) -> Vec<ReportKey> {
-    let rebuilt: Option<BTreeSet<ReportKey>> = match scope {
-        Scope::All => None,
-        Scope::Only(set) => Some(
-            set.iter()
-                .map(|(ns, owner)| (ns.clone(), crate::reports::report_name(owner)))
-                .collect(),
-        ),
-    };
+    let rebuilt = rebuilt_keys(scope);
     stored
         .keys()
         .filter(|key| rebuilt.as_ref().is_none_or(|r| r.contains(*key)) && !wanted.contains(*key))
@@ -186,16 +223,20 @@ pub fn plan_deletes(
 /// report whose hash differs from the stored one's (or that is not stored)
 /// is applied; a stored one no desired report has is deleted when its
 /// workload was rebuilt (`scope`), or on a full pass, but not when its
-/// workload was `deferred` (judged later).
+/// workload was `deferred` (judged later). Reports past their namespace's
+/// `caps` are not written.
 pub fn plan_writes(
     desired: Vec<DesiredReport>,
     deferred: &BTreeSet<Workload>,
     scope: &Scope,
     stored: &BTreeMap<ReportKey, StoredHash>,
     api: ReportApi,
+    caps: NamespaceCaps,
 ) -> Writes {
     let mut wanted = deferred_keys(deferred);
-    let apply = plan_applies(desired, stored, api, &mut wanted);
+    let mut sizes = BTreeMap::new();
+    let mut budget = pass_budget(caps, stored, &sizes, &wanted, scope);
+    let apply = plan_applies(desired, stored, api, &mut wanted, &mut budget, &mut sizes);
     Writes {
         apply,
         delete: plan_deletes(stored, &wanted, scope),
@@ -260,6 +301,8 @@ pub struct ReportWriter {
     pub images: Arc<Bounded>,
     pub queue: Arc<ReportQueue>,
     pub metrics: Arc<Metrics>,
+    /// At most so many reports and bytes in a namespace.
+    pub caps: NamespaceCaps,
 }
 
 /// The writer's state between passes.
@@ -269,6 +312,8 @@ struct State {
     /// even when it is "none").
     discovered: bool,
     stored: BTreeMap<ReportKey, StoredHash>,
+    /// Bytes of each report as last built (the namespaces' caps).
+    sizes: BTreeMap<ReportKey, u64>,
     next_discovery: Instant,
     next_full: Instant,
     /// Since when the writer waits for every node's first round (None:
@@ -326,6 +371,23 @@ impl ReportWriter {
             .inc();
     }
 
+    /// Say which namespaces were at their caps in a pass (a warning per
+    /// namespace each pass while it is).
+    fn over_caps(&self, budget: &NamespaceBudget) {
+        let caps = budget.caps();
+        for (namespace, refused) in budget.refused() {
+            tracing::warn!(
+                %namespace,
+                refused,
+                max_reports = caps.reports,
+                max_bytes = caps.bytes,
+                "policy reports over the namespace's caps were not written (--max-reports-per-namespace, --max-report-bytes-per-namespace)"
+            );
+        }
+        let total: usize = budget.refused().values().sum();
+        self.metrics.reports_over_cap.set(total as i64);
+    }
+
     /// Run passes until `stop` completes.
     pub async fn run(self, stop: impl std::future::Future<Output = ()>) {
         tokio::pin!(stop);
@@ -334,6 +396,7 @@ impl ReportWriter {
             api: None,
             discovered: false,
             stored: BTreeMap::new(),
+            sizes: BTreeMap::new(),
             next_discovery: now,
             next_full: now,
             rounds_from: Some(now),
@@ -386,7 +449,10 @@ impl ReportWriter {
         let now = Instant::now();
         let scope = if now >= state.next_full {
             match list_stored(&self.client, api).await {
-                Ok(stored) => state.stored = stored,
+                Ok(stored) => {
+                    state.sizes.retain(|key, _| stored.contains_key(key));
+                    state.stored = stored;
+                }
                 Err(error) => {
                     self.failed(state, api, &error, "listing the policy reports failed");
                     return;
@@ -472,6 +538,7 @@ impl ReportWriter {
             state.api = chosen;
             state.discovered = true;
             state.stored.clear();
+            state.sizes.clear();
             // Rebuild everything in the new API now.
             state.next_full = Instant::now();
             for old in served.iter().skip(1) {
@@ -523,13 +590,22 @@ impl ReportWriter {
     async fn pass(&self, state: &mut State, api: ReportApi, scope: &Scope) {
         let gathered = gather(&self.caches, &self.parents, scope);
         let mut wanted = deferred_keys(&gathered.deferred);
+        let mut budget = pass_budget(self.caps, &state.stored, &state.sizes, &wanted, scope);
         let (mut reports, mut applied) = (0, 0);
         let params = PatchParams::apply(FIELD_MANAGER).force();
         for chunk in gathered.chunks(CHUNK_PODS) {
             let deadline = Instant::now() + IMAGE_DEADLINE;
             let desired = judge_entries(&self.caches, &self.images, chunk, deadline).await;
             reports += desired.len();
-            for ((ns, name), object) in plan_applies(desired, &state.stored, api, &mut wanted) {
+            let apply = plan_applies(
+                desired,
+                &state.stored,
+                api,
+                &mut wanted,
+                &mut budget,
+                &mut state.sizes,
+            );
+            for ((ns, name), object) in apply {
                 let stored_meta = slim(object.metadata());
                 let reports: Api<DynamicObject> =
                     Api::namespaced_with(self.client.clone(), &ns, &api.api_resource());
@@ -562,9 +638,11 @@ impl ReportWriter {
         );
         for key in delete {
             if self.delete(api, &key).await {
+                state.sizes.remove(&key);
                 state.stored.remove(&key);
             }
         }
+        self.over_caps(&budget);
         self.metrics.reports.set(state.stored.len() as i64);
     }
 }
@@ -622,7 +700,14 @@ mod tests {
         let api = ReportApi::OpenReports;
         let now = [desired("a", 1), desired("b", 0)];
         let stored = stored_from(&now, api);
-        let w = plan_writes(now.to_vec(), &BTreeSet::new(), &Scope::All, &stored, api);
+        let w = plan_writes(
+            now.to_vec(),
+            &BTreeSet::new(),
+            &Scope::All,
+            &stored,
+            api,
+            CAPS,
+        );
         assert_eq!(keys(&w), (vec![], vec![]));
     }
 
@@ -631,7 +716,14 @@ mod tests {
         let api = ReportApi::OpenReports;
         let stored = stored_from(&[desired("a", 1), desired("gone", 1)], api);
         let now = [desired("a", 2), desired("new", 1)];
-        let w = plan_writes(now.to_vec(), &BTreeSet::new(), &Scope::All, &stored, api);
+        let w = plan_writes(
+            now.to_vec(),
+            &BTreeSet::new(),
+            &Scope::All,
+            &stored,
+            api,
+            CAPS,
+        );
         assert_eq!(
             keys(&w),
             (
@@ -655,7 +747,7 @@ mod tests {
         let stored = stored_from(&[desired("a", 1), desired("b", 1)], api);
         // Only `a` was rebuilt and it gives no result now; `b` was not looked at.
         let scope = Scope::Only([("ns".to_string(), owner("a"))].into());
-        let w = plan_writes(Vec::new(), &BTreeSet::new(), &scope, &stored, api);
+        let w = plan_writes(Vec::new(), &BTreeSet::new(), &scope, &stored, api, CAPS);
         assert_eq!(keys(&w), (vec![], vec!["nfguard-daemonset-a"]));
     }
 
@@ -665,7 +757,7 @@ mod tests {
         let stored = stored_from(&[desired("a", 1), desired("b", 1)], api);
         // `a` waits for a node's first round; `b` gives no result any more.
         let deferred = [("ns".to_string(), owner("a"))].into();
-        let w = plan_writes(Vec::new(), &deferred, &Scope::All, &stored, api);
+        let w = plan_writes(Vec::new(), &deferred, &Scope::All, &stored, api, CAPS);
         assert_eq!(keys(&w), (vec![], vec!["nfguard-daemonset-b"]));
     }
 
@@ -679,6 +771,88 @@ mod tests {
             &Scope::All,
             &stored,
             ReportApi::OpenReports,
+            CAPS,
+        );
+        assert_eq!(keys(&w), (vec!["nfguard-daemonset-a"], vec![]));
+    }
+
+    const CAPS: NamespaceCaps = NamespaceCaps {
+        reports: 500,
+        bytes: 32 << 20,
+    };
+
+    #[test]
+    fn reports_past_a_namespaces_caps_are_not_written_and_a_stored_one_goes() {
+        let api = ReportApi::OpenReports;
+        let flood: Vec<DesiredReport> = ["a", "b", "c", "d"].map(|n| desired(n, 1)).to_vec();
+        // `d` was stored by a pass with room for it.
+        let stored = stored_from(&flood[3..], api);
+        let caps = NamespaceCaps {
+            reports: 2,
+            bytes: 1 << 20,
+        };
+        let w = plan_writes(
+            flood.clone(),
+            &BTreeSet::new(),
+            &Scope::All,
+            &stored,
+            api,
+            caps,
+        );
+        assert_eq!(
+            keys(&w),
+            (
+                vec!["nfguard-daemonset-a", "nfguard-daemonset-b"],
+                vec!["nfguard-daemonset-d"]
+            )
+        );
+        // The bytes cap: one report's JSON is a few hundred bytes.
+        let one = serde_json::to_vec(&ReportObject::of(&flood[0], api))
+            .unwrap()
+            .len() as u64;
+        let caps = NamespaceCaps {
+            reports: 500,
+            bytes: 3 * one - 1,
+        };
+        let w = plan_writes(
+            flood,
+            &BTreeSet::new(),
+            &Scope::All,
+            &BTreeMap::new(),
+            api,
+            caps,
+        );
+        assert_eq!(keys(&w).0, ["nfguard-daemonset-a", "nfguard-daemonset-b"]);
+    }
+
+    #[test]
+    fn a_partial_pass_counts_the_namespaces_other_reports_against_its_caps() {
+        let api = ReportApi::OpenReports;
+        let stored = stored_from(&[desired("a", 1), desired("b", 1)], api);
+        let caps = NamespaceCaps {
+            reports: 2,
+            bytes: 1 << 20,
+        };
+        // `c` is new; `a` and `b` were not rebuilt and fill the namespace.
+        let scope = Scope::Only([("ns".to_string(), owner("c"))].into());
+        let w = plan_writes(
+            vec![desired("c", 1)],
+            &BTreeSet::new(),
+            &scope,
+            &stored,
+            api,
+            caps,
+        );
+        assert_eq!(keys(&w), (vec![], vec![]));
+        // Rebuilding `a` keeps it within the caps.
+        let scope = Scope::Only([("ns".to_string(), owner("a"))].into());
+        let w = plan_writes(
+            vec![desired("a", 2)],
+            &BTreeSet::new(),
+            &scope,
+            &stored,
+            api,
+            caps,
         );
         assert_eq!(keys(&w), (vec!["nfguard-daemonset-a"], vec![]));
     }

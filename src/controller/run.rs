@@ -326,6 +326,8 @@ pub struct RunOptions {
     pub concurrency: u16,
     /// Time between orphan sweeps (the first once the caches are listed).
     pub orphan_interval: Duration,
+    /// At most so many policy reports and bytes in a namespace.
+    pub report_caps: crate::reports::NamespaceCaps,
 }
 
 /// Fill the caches from watches and run the node Controller on them until
@@ -356,6 +358,7 @@ pub async fn run_controller(
     let RunOptions {
         concurrency,
         orphan_interval,
+        report_caps,
     } = options;
     let (caches, feeds) = super::stores::caches();
     let (parents, parent_feeds) = super::report_owners::parents();
@@ -455,6 +458,7 @@ pub async fn run_controller(
         images: images.clone(),
         queue: queue.clone(),
         metrics: metrics.clone(),
+        caps: report_caps,
     };
     let ctx = Arc::new(Ctx {
         client,

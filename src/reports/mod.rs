@@ -12,7 +12,9 @@
 //! 3. [`DesiredReport::to_report`] / [`DesiredReport::to_policy_report`]:
 //!    the object in the API the cluster serves, with its content hash.
 //! 4. [`needs_write`]: only a changed content is written.
+//! 5. [`NamespaceBudget`]: at most so many reports and bytes a namespace.
 
+mod budget;
 pub(crate) mod build;
 mod discovery;
 #[cfg(test)]
@@ -25,6 +27,7 @@ mod size_tests;
 #[cfg(test)]
 mod test_support;
 
+pub use budget::{NamespaceBudget, NamespaceCaps};
 pub use build::{
     ANNOTATION_CONTENT_HASH, ANNOTATION_RESULTS_LEFT_OUT, DesiredReport, LABEL_MANAGED_BY,
     MANAGED_BY, MAX_RESULTS, build_reports, hash_annotation, needs_write, report_name,

@@ -1342,6 +1342,7 @@ fn start_controller(
         nfguard::controller::run::RunOptions {
             concurrency: nfguard::controller::run::CONCURRENCY,
             orphan_interval: Duration::from_secs(600),
+            report_caps: nfguard::reports::NamespaceCaps::default(),
         },
         async move {
             let _ = stop_rx.await;
@@ -1592,7 +1593,14 @@ async fn report_pass(
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     let judged = judge_reports(&ctx.caches, &parents, &ctx.images, &Scope::All, deadline).await;
     let api = ReportApi::OpenReports;
-    let writes = plan_writes(judged.reports, &judged.deferred, &Scope::All, stored, api);
+    let writes = plan_writes(
+        judged.reports,
+        &judged.deferred,
+        &Scope::All,
+        stored,
+        api,
+        nfguard::reports::NamespaceCaps::default(),
+    );
     assert!(writes.delete.is_empty(), "{:?}", writes.delete);
     writes
         .apply
