@@ -180,6 +180,10 @@
 #      RBAC (e2e/s33-write-fences.sh): no Secret created; of the gate only
 #      its caBundle; only nfguard's reports; only the controller's own
 #      profile status fields; their own writes pass
+#  34. (local provider) the opt-in manifests/require-image-digests: gated
+#      pods and templates by tag refused by its policy, by digest judged by
+#      nfguard (compatible admitted, incident denied), ordinary pods by tag
+#      admitted; admitted again once it is deleted (e2e/s34-image-digests.sh)
 #  30. policy reports (e2e/scenario-reports.sh): none without a report CRD
 #      (said once), PolicyReport with only the wgpolicyk8s.io CRD, Report
 #      once the openreports.io CRDs are applied (the PolicyReport removed);
@@ -200,7 +204,7 @@ NFT_SCENARIOS="19 20 21 22 23 24 26"
 NFT_NODE=${NFGUARD_E2E_NFTABLES_NODE:-}
 [ -z "$NFT_NODE" ] || ALL_SCENARIOS+=" $NFT_SCENARIOS"
 # Scenarios that change the cluster's own namespaces (local provider only).
-LOCAL_SCENARIOS="31 32"
+LOCAL_SCENARIOS="31 32 34"
 [ "$PROVIDER" != local ] || ALL_SCENARIOS+=" $LOCAL_SCENARIOS"
 # shellcheck source=e2e/monitoring.sh
 source "$REPO/e2e/monitoring.sh"
@@ -2772,6 +2776,8 @@ source "$REPO/e2e/s31-gate-without-pod-network.sh"
 source "$REPO/e2e/s32-cluster-restart.sh"
 # shellcheck source=e2e/s33-write-fences.sh
 source "$REPO/e2e/s33-write-fences.sh"
+# shellcheck source=e2e/s34-image-digests.sh
+source "$REPO/e2e/s34-image-digests.sh"
 
 # ---- main --------------------------------------------------------------------------------
 case "$PROVIDER" in
@@ -2818,6 +2824,7 @@ run_scenario 17 "a controller token may write only nfguard.io/ labels and NoSche
 run_scenario 18 "nfguard.io/exempt counts only in a namespace a NetfilterPolicy's exemptionNamespaceSelector selects" s18_exemptions
 run_scenario 30 "policy reports: none without a CRD, PolicyReport as the fallback, Report with the openreports CRDs; written only on change; the openreports CRDs removed without an error; removed with the workload" s30_policy_reports
 run_scenario 33 "the webhook's and the controller's own tokens: no Secret created, of the gate only its caBundle, only nfguard's reports, only the controller's profile status fields; their own writes pass" s33_write_fences
+run_scenario 34 "the opt-in require-image-digests: a gated pod or template by tag is refused by its policy, by digest judged by nfguard (compatible admitted, incident denied); an ordinary pod by tag admitted; admitted again once the policy is deleted" s34_image_digests
 run_scenario 31 "the gate without the pod network: the webhook on the node's network; routes to the pod ranges blackholed; under Ignore and Fail a compatible CNI repair pod is admitted and judged, the incident pod denied by nfguard's verdict, an ordinary pod created; look-ups and watches keep working" s31_gate_without_pod_network
 run_scenario 32 "a power cut of the whole cluster: under failurePolicy Fail the gate comes back by itself (nfguard denies the incident pod again, same caBundle), ordinary pods admitted meanwhile" s32_cluster_restart
 # 26 first among the node's scenarios: 19-22 then check that it left the

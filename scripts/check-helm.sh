@@ -6,8 +6,10 @@
 #              CRDs included) equals manifests/ object by object, field by
 #              field (scripts/check_helm.py same; the Namespace is Helm's);
 #              with webhook.hostNetwork=false it equals manifests/ with the
-#              component manifests/webhook-pod-network (kustomize), and
-#              scripts/check_manifests.py holds for that render too
+#              component manifests/webhook-pod-network (kustomize), with
+#              requireImageDigests.enabled=true manifests/ with the component
+#              manifests/require-image-digests, and scripts/check_manifests.py
+#              holds for those renders too
 #   monitoring the chart's copies of the rules and the dashboard are
 #              monitoring/'s (scripts/sync-monitoring.sh --check); with the
 #              three monitoring.*.enabled the render adds exactly the objects
@@ -91,27 +93,37 @@ step_same() {
   "$PY" scripts/kustomize_render.py manifests >"$work/manifests.yaml"
   "$PY" scripts/check_helm.py same "$work/chart.yaml" "$work/manifests.yaml" ||
     die "the chart's default render differs from manifests/ (above: object and field)"
-  # The webhook on the pod network: the value and the component agree.
+  # Each opt-in component of manifests/ and the value that renders it agree.
+  same_as_component webhook-pod-network --set webhook.hostNetwork=false
+  same_as_component require-image-digests --set requireImageDigests.enabled=true
+}
+
+# same_as_component COMPONENT HELM_ARGS...: the chart rendered with
+# HELM_ARGS equals manifests/ with the kustomize component COMPONENT, and
+# scripts/check_manifests.py holds for the latter.
+same_as_component() {
+  local component=$1 overlay
+  shift
   KUSTOMIZE=$(find_tool kustomize NFGUARD_KUSTOMIZE)
-  template nfguard-system "$work/chart-pod.yaml" --set webhook.hostNetwork=false
+  template nfguard-system "$work/chart-$component.yaml" "$@"
   mkdir -p target
-  local overlay
   overlay=$(mktemp -d target/check-helm-overlay.XXXXXX)
   printf '%s\n' 'apiVersion: kustomize.config.k8s.io/v1beta1' 'kind: Kustomization' \
-    'resources: [../../manifests]' 'components: [../../manifests/webhook-pod-network]' >"$overlay/kustomization.yaml"
-  "$KUSTOMIZE" build "$overlay" >"$work/manifests-pod.yaml" || { rm -rf "$overlay"; die "kustomize build of manifests/ with webhook-pod-network failed"; }
+    'resources: [../../manifests]' "components: [../../manifests/$component]" >"$overlay/kustomization.yaml"
+  "$KUSTOMIZE" build "$overlay" >"$work/manifests-$component.yaml" ||
+    { rm -rf "$overlay"; die "kustomize build of manifests/ with $component failed"; }
   rm -rf "$overlay"
-  "$PY" scripts/check_manifests.py "$work/manifests-pod.yaml" ||
-    die "scripts/check_manifests.py rejects manifests/ with the component webhook-pod-network"
+  "$PY" scripts/check_manifests.py "$work/manifests-$component.yaml" ||
+    die "scripts/check_manifests.py rejects manifests/ with the component $component"
   # kustomize re-serializes the CRDs (100.0 becomes 100): compared above already.
-  "$PY" - "$work/chart-pod.yaml" "$work/manifests-pod.yaml" <<'PYEOF'
+  "$PY" - "$work/chart-$component.yaml" "$work/manifests-$component.yaml" <<'PYEOF'
 import sys, yaml
 for path in sys.argv[1:]:
     objs = [o for o in yaml.safe_load_all(open(path, encoding="utf-8")) if o and o["kind"] != "CustomResourceDefinition"]
     yaml.safe_dump_all(objs, open(path, "w", encoding="utf-8"))
 PYEOF
-  "$PY" scripts/check_helm.py same "$work/chart-pod.yaml" "$work/manifests-pod.yaml" ||
-    die "webhook.hostNetwork=false differs from manifests/ with the component webhook-pod-network (above)"
+  "$PY" scripts/check_helm.py same "$work/chart-$component.yaml" "$work/manifests-$component.yaml" ||
+    die "$* differs from manifests/ with the component $component (above)"
 }
 
 step_monitoring() {

@@ -454,6 +454,19 @@ def check_values(chart_path, values_path, defaults_path):
     # `netpol` command checks them on a second render.
     checked.update({"webhook.networkPolicy.webhookFrom", "webhook.networkPolicy.metricsFrom"})
 
+    digests = by_key.get(("ValidatingAdmissionPolicyBinding", None, "nfguard-require-image-digests"))
+    check("requireImageDigests.enabled",
+          lambda v: expect("ValidatingAdmissionPolicy nfguard-require-image-digests rendered",
+                           digests is not None
+                           and ("ValidatingAdmissionPolicy", None, "nfguard-require-image-digests") in by_key, v))
+    check("requireImageDigests.validationActions",
+          lambda v: expect("nfguard-require-image-digests validationActions",
+                           (digests or {}).get("spec", {}).get("validationActions"), v))
+    digests_vap = by_key.get(("ValidatingAdmissionPolicy", None, "nfguard-require-image-digests"), {})
+    expect("nfguard-require-image-digests leaves the release namespace out",
+           digests_vap.get("spec", {}).get("matchConstraints", {}).get("namespaceSelector", {}).get("matchExpressions"),
+           [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": [ns]}])
+
     policy = by_key.get(("NetfilterPolicy", None, "default"))
     check("defaultPolicy.enabled",
           lambda v: expect("NetfilterPolicy default rendered", policy is not None, v))

@@ -858,6 +858,83 @@ def check_webhook_match_conditions_cel(objs):
             fail(f"webhook matchConditions CEL: {what} reaches the webhook: {got}, want {want}")
 
 
+DIGESTS_POLICY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "manifests",
+                              "require-image-digests", "policy.yaml")
+
+
+def check_require_digests_cel(objs):
+    """The opt-in policy nfguard-require-image-digests (from the render when
+    the component is in it, else from its file): gated pods and templates by
+    tag refused with a message naming the container, by digest admitted,
+    ordinary ones untouched. trim() and upperAscii() as in the webhook's
+    matchConditions check."""
+    import cel
+
+    vap = next((o for o in objs if o["kind"] == "ValidatingAdmissionPolicy"
+                and o["metadata"]["name"] == "nfguard-require-image-digests"), None)
+    if vap is None:
+        with open(DIGESTS_POLICY, encoding="utf-8") as f:
+            vap = next(o for o in yaml.safe_load_all(f) if o and o["kind"] == "ValidatingAdmissionPolicy")
+    digest = "reg.test/cni@sha256:" + "a" * 64
+
+    def evaluate(expr, req, obj, variables=None):
+        ctx = cel.Context()
+        ctx.add_function("trim", lambda t: t.strip())
+        ctx.add_function("upperAscii", lambda t: "".join(c.upper() if "a" <= c <= "z" else c for c in t))
+        ctx.add_variable("request", req)
+        ctx.add_variable("object", obj)
+        ctx.add_variable("variables", variables or {})
+        return cel.evaluate(expr, ctx)
+
+    def pod(*images, host=True, init=()):
+        spec = {"containers": [{"name": f"c{i}", "image": im} for i, im in enumerate(images)]}
+        if init:
+            spec["initContainers"] = [{"name": f"i{i}", "image": im} for i, im in enumerate(init)]
+        if host:
+            spec["hostNetwork"] = True
+        return spec
+
+    net_admin = {"containers": [{"name": "c", "image": "reg.test/cni:1",
+                                 "securityContext": {"capabilities": {"add": ["net_admin"]}}}]}
+    cases = [  # (what, kind, spec, applies, allowed, message part)
+        ("a hostNetwork pod by tag", "Pod", pod("reg.test/cni:1"), True, False, "container c0 names reg.test/cni:1"),
+        ("a hostNetwork pod by digest", "Pod", pod(digest), True, True, None),
+        ("a hostNetwork pod by tag and digest", "Pod", pod("reg.test/cni:1@sha256:" + "b" * 64), True, True, None),
+        ("an init container by tag", "Pod", pod(digest, init=("reg.test/init:1",)), True, False, "container i0"),
+        ("two containers by tag", "Pod", pod("a:1", "b:1"), True, False, "(and 1 more)"),
+        ("a NET_ADMIN (any case) DaemonSet template by tag", "DaemonSet", net_admin, True, False, "this DaemonSet"),
+        ("a CronJob's hostNetwork template by tag", "CronJob", pod("reg.test/cni:1"), True, False, None),
+        ("an ordinary pod by tag", "Pod", pod("reg.test/app:1", host=False), False, None, None),
+    ]
+    for what, kind, spec, applies, allowed, part in cases:
+        if kind == "Pod":
+            obj = {"spec": spec}
+        elif kind == "CronJob":
+            obj = {"spec": {"jobTemplate": {"spec": {"template": {"spec": spec}}}}}
+        else:
+            obj = {"spec": {"template": {"spec": spec}}}
+        req = {"kind": {"kind": kind}, "operation": "CREATE", "name": "x"}
+        try:
+            matched = all(evaluate(c["expression"], req, obj) is True for c in vap["spec"]["matchConditions"])
+            if matched != applies:
+                fail(f"require-image-digests CEL: {what}: matchConditions gave {matched}, want {applies}")
+                continue
+            if not applies:
+                continue
+            variables = {}
+            for v in vap["spec"]["variables"]:
+                variables[v["name"]] = evaluate(v["expression"], req, obj, variables)
+            results = [evaluate(v["expression"], req, obj, variables) for v in vap["spec"]["validations"]]
+            if all(r is True for r in results) != allowed:
+                fail(f"require-image-digests CEL: {what}: allowed={not allowed}, want {allowed}")
+            if not allowed:
+                msg = evaluate(vap["spec"]["validations"][0]["messageExpression"], req, obj, variables)
+                if not isinstance(msg, str) or (part and part not in msg):
+                    fail(f"require-image-digests CEL: {what}: message {msg!r} does not say {part!r}")
+        except Exception as e:  # the bindings raise their own error types on bad CEL
+            fail(f"require-image-digests CEL: {what}: {type(e).__name__}: {e}")
+
+
 def main():
     if len(sys.argv) not in (2, 3):
         print(__doc__, file=sys.stderr)
@@ -868,7 +945,8 @@ def main():
                   check_webhook, check_rbac, check_reporter_policy,
                   check_reporter_policy_cel, check_controller_node_policy_cel,
                   check_webhook_configuration_policy_cel, check_controller_report_policy_cel,
-                  check_controller_profile_policy_cel, check_webhook_match_conditions_cel):
+                  check_controller_profile_policy_cel, check_webhook_match_conditions_cel,
+                  check_require_digests_cel):
         try:
             check(objs)
         except (KeyError, TypeError, ValueError, IndexError) as e:

@@ -9,6 +9,7 @@ use base64::Engine;
 use http::{Method, Request, Response};
 use kube::client::Body;
 use nfguard::webhook::bootstrap::{self, Config, Material};
+use nfguard::webhook::tls::Loaded;
 use serde_json::{Value, json};
 use std::time::{Duration, SystemTime};
 use tower_test::mock::{self, Handle};
@@ -93,6 +94,25 @@ fn vwc_json(ca: Option<&str>) -> Value {
     ]})
 }
 
+type Bootstrap = tokio::task::JoinHandle<Result<(Material, Loaded), bootstrap::BootstrapError>>;
+
+/// One bootstrap against the mock API server, now.
+fn start() -> (H, Bootstrap) {
+    let (svc, h) = mock::pair::<Request<Body>, Response<Body>>();
+    let client = kube::Client::new(svc, "default");
+    let c = cfg();
+    let task =
+        tokio::spawn(
+            async move { bootstrap::bootstrap_once(&client, &c, SystemTime::now()).await },
+        );
+    (h, task)
+}
+
+async fn no_more_requests(h: &mut H) {
+    let next = tokio::time::timeout(Duration::from_millis(200), h.next_request()).await;
+    assert!(next.ok().flatten().is_none(), "no further request");
+}
+
 async fn expect(
     h: &mut H,
     method: Method,
@@ -137,13 +157,7 @@ fn leaf_dns_names(cert_pem: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn fills_the_installs_empty_secret_and_patches_ca_bundle() {
-    let (svc, mut h) = mock::pair::<Request<Body>, Response<Body>>();
-    let client = kube::Client::new(svc, "default");
-    let c = cfg();
-    let task =
-        tokio::spawn(
-            async move { bootstrap::bootstrap_once(&client, &c, SystemTime::now()).await },
-        );
+    let (mut h, task) = start();
 
     let (_, send) = expect(&mut h, Method::GET, VWC_PATH).await;
     send.send_response(ok(vwc_json(None)));
@@ -184,13 +198,7 @@ async fn fills_the_installs_empty_secret_and_patches_ca_bundle() {
 
 #[tokio::test]
 async fn a_missing_secret_is_an_error_naming_the_fix_and_none_is_created() {
-    let (svc, mut h) = mock::pair::<Request<Body>, Response<Body>>();
-    let client = kube::Client::new(svc, "default");
-    let c = cfg();
-    let task =
-        tokio::spawn(
-            async move { bootstrap::bootstrap_once(&client, &c, SystemTime::now()).await },
-        );
+    let (mut h, task) = start();
     let (_, send) = expect(&mut h, Method::GET, VWC_PATH).await;
     send.send_response(ok(vwc_json(None)));
     let (_, send) = expect(&mut h, Method::GET, SECRET_PATH).await;
@@ -203,13 +211,7 @@ async fn a_missing_secret_is_an_error_naming_the_fix_and_none_is_created() {
          `kubectl -n nfguard-system create secret generic nfguard-webhook-cert`"
     );
     // The task has ended: no POST was sent (the mock saw no other request).
-    assert!(
-        tokio::time::timeout(Duration::from_millis(200), h.next_request())
-            .await
-            .ok()
-            .flatten()
-            .is_none()
-    );
+    no_more_requests(&mut h).await;
 }
 
 #[tokio::test]
@@ -217,14 +219,8 @@ async fn filling_an_empty_secret_keeps_the_ca_the_bundle_trusts() {
     // An upgrade where the earlier nfguard's Secret cannot be read: its
     // replicas serve a certificate of the CA in the caBundle; the new
     // Secret is empty.
-    let (svc, mut h) = mock::pair::<Request<Body>, Response<Body>>();
-    let client = kube::Client::new(svc, "default");
-    let c = cfg();
     let earlier = bootstrap::generate(&cfg(), SystemTime::now(), None).unwrap();
-    let task =
-        tokio::spawn(
-            async move { bootstrap::bootstrap_once(&client, &c, SystemTime::now()).await },
-        );
+    let (mut h, task) = start();
     let (_, send) = expect(&mut h, Method::GET, VWC_PATH).await;
     send.send_response(ok(vwc_json(Some(&earlier.ca_pem))));
     let (_, send) = expect(&mut h, Method::GET, SECRET_PATH).await;
@@ -257,14 +253,8 @@ async fn an_empty_secret_takes_over_the_earlier_nfguards_certificate() {
     // An upgrade: the earlier webhook's own Secret holds the certificate its
     // replicas serve and the caBundle trusts; the new replicas serve the
     // same, so neither version's caBundle write shuts the other out.
-    let (svc, mut h) = mock::pair::<Request<Body>, Response<Body>>();
-    let client = kube::Client::new(svc, "default");
-    let c = cfg();
     let earlier = bootstrap::generate(&cfg(), SystemTime::now(), None).unwrap();
-    let task =
-        tokio::spawn(
-            async move { bootstrap::bootstrap_once(&client, &c, SystemTime::now()).await },
-        );
+    let (mut h, task) = start();
     let (_, send) = expect(&mut h, Method::GET, VWC_PATH).await;
     send.send_response(ok(vwc_json(Some(&earlier.ca_pem))));
     let (_, send) = expect(&mut h, Method::GET, SECRET_PATH).await;
@@ -283,25 +273,13 @@ async fn an_empty_secret_takes_over_the_earlier_nfguards_certificate() {
     let (m, _) = task.await.unwrap().unwrap();
     assert_eq!(m, earlier, "the same certificate as the earlier replicas");
     // The caBundle already trusts it: no PATCH.
-    assert!(
-        tokio::time::timeout(Duration::from_millis(200), h.next_request())
-            .await
-            .ok()
-            .flatten()
-            .is_none()
-    );
+    no_more_requests(&mut h).await;
 }
 
 #[tokio::test]
 async fn losing_the_fill_race_uses_the_winners_certificate() {
-    let (svc, mut h) = mock::pair::<Request<Body>, Response<Body>>();
-    let client = kube::Client::new(svc, "default");
-    let c = cfg();
     let winner = bootstrap::generate(&cfg(), SystemTime::now(), None).unwrap();
-    let task =
-        tokio::spawn(
-            async move { bootstrap::bootstrap_once(&client, &c, SystemTime::now()).await },
-        );
+    let (mut h, task) = start();
 
     let (_, send) = expect(&mut h, Method::GET, VWC_PATH).await;
     // The winner already patched webhook 0; only webhook 1 needs it.
@@ -333,14 +311,8 @@ async fn losing_the_fill_race_uses_the_winners_certificate() {
 
 #[tokio::test]
 async fn current_secret_and_bundle_send_no_writes() {
-    let (svc, mut h) = mock::pair::<Request<Body>, Response<Body>>();
-    let client = kube::Client::new(svc, "default");
-    let c = cfg();
     let existing = bootstrap::generate(&cfg(), SystemTime::now(), None).unwrap();
-    let task =
-        tokio::spawn(
-            async move { bootstrap::bootstrap_once(&client, &c, SystemTime::now()).await },
-        );
+    let (mut h, task) = start();
     let (_, send) = expect(&mut h, Method::GET, VWC_PATH).await;
     send.send_response(ok(vwc_json(Some(&existing.ca_pem))));
     let (_, send) = expect(&mut h, Method::GET, SECRET_PATH).await;
@@ -353,9 +325,6 @@ async fn current_secret_and_bundle_send_no_writes() {
 
 #[tokio::test]
 async fn rotates_before_expiry_keeping_the_old_ca_in_the_bundle() {
-    let (svc, mut h) = mock::pair::<Request<Body>, Response<Body>>();
-    let client = kube::Client::new(svc, "default");
-    let c = cfg();
     // Issued 70 days ago: 20 days left < rotate_before (30 days).
     let old = bootstrap::generate(
         &cfg(),
@@ -363,10 +332,7 @@ async fn rotates_before_expiry_keeping_the_old_ca_in_the_bundle() {
         None,
     )
     .unwrap();
-    let task =
-        tokio::spawn(
-            async move { bootstrap::bootstrap_once(&client, &c, SystemTime::now()).await },
-        );
+    let (mut h, task) = start();
     let (_, send) = expect(&mut h, Method::GET, VWC_PATH).await;
     send.send_response(ok(vwc_json(Some(&old.ca_pem))));
     let (_, send) = expect(&mut h, Method::GET, SECRET_PATH).await;
@@ -390,9 +356,6 @@ async fn rotates_before_expiry_keeping_the_old_ca_in_the_bundle() {
 
 #[tokio::test]
 async fn rotation_conflict_reads_the_other_replicas_rotation() {
-    let (svc, mut h) = mock::pair::<Request<Body>, Response<Body>>();
-    let client = kube::Client::new(svc, "default");
-    let c = cfg();
     let old = bootstrap::generate(
         &cfg(),
         SystemTime::now() - Duration::from_secs(80 * 86400),
@@ -400,10 +363,7 @@ async fn rotation_conflict_reads_the_other_replicas_rotation() {
     )
     .unwrap();
     let theirs = bootstrap::generate(&cfg(), SystemTime::now(), Some(&old.ca_pem)).unwrap();
-    let task =
-        tokio::spawn(
-            async move { bootstrap::bootstrap_once(&client, &c, SystemTime::now()).await },
-        );
+    let (mut h, task) = start();
     let (_, send) = expect(&mut h, Method::GET, VWC_PATH).await;
     send.send_response(ok(vwc_json(Some(&theirs.ca_pem))));
     let (_, send) = expect(&mut h, Method::GET, SECRET_PATH).await;
@@ -418,13 +378,7 @@ async fn rotation_conflict_reads_the_other_replicas_rotation() {
 
 #[tokio::test]
 async fn garbage_in_the_secret_is_replaced() {
-    let (svc, mut h) = mock::pair::<Request<Body>, Response<Body>>();
-    let client = kube::Client::new(svc, "default");
-    let c = cfg();
-    let task =
-        tokio::spawn(
-            async move { bootstrap::bootstrap_once(&client, &c, SystemTime::now()).await },
-        );
+    let (mut h, task) = start();
     let (_, send) = expect(&mut h, Method::GET, VWC_PATH).await;
     send.send_response(ok(vwc_json(None)));
     let (_, send) = expect(&mut h, Method::GET, SECRET_PATH).await;
