@@ -3,12 +3,19 @@
 //! (a self-signed certificate made at start, so a bearer token never crosses
 //! the node network in clear), a bearer token checked with a TokenReview,
 //! and a SubjectAccessReview for `get` on the non-resource URL `/metrics`.
-//! Answers are cached (`authz_cache`), reviews in flight are bounded, and a
-//! refusal says only 401, 403, 429 or 503 with a fixed body. The kubelet's
-//! probes go to a separate, data-free listener (`health_router`).
+//! Answers are cached (`authz_cache`), reviews in flight are bounded, a
+//! token that cannot be a ServiceAccount JWT is refused before any review
+//! (`token_shape`), each source address may cause only a few reviews a
+//! minute (`review_quota`), and a refusal says only 401, 403, 429 or 503
+//! with a fixed body. The kubelet's probes go to a separate, data-free
+//! listener (`health_router`).
 
 use super::authz_cache::{Decision, DecisionCache, Limits, token_key};
+use super::review_quota::ReviewQuota;
+use super::token_shape;
 use crate::runtime::admin::{Check, Exposition, METRICS_CONTENT_TYPE};
+use crate::webhook::intake::Peer;
+use axum::Extension;
 use axum::Router;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
@@ -181,6 +188,7 @@ impl Verdict {
 pub struct Guard {
     reviewer: Arc<dyn Reviewer>,
     cache: Mutex<DecisionCache>,
+    quota: Mutex<ReviewQuota>,
     slots: Semaphore,
     review_timeout: Duration,
 }
@@ -195,22 +203,45 @@ impl Guard {
         Self {
             reviewer,
             cache: Mutex::new(DecisionCache::new(limits)),
+            quota: Mutex::new(ReviewQuota::new_default()),
             slots: Semaphore::new(max_in_flight),
             review_timeout,
         }
     }
 
+    /// Another review quota per source address than the default.
+    pub fn with_quota(mut self, quota: ReviewQuota) -> Self {
+        self.quota = Mutex::new(quota);
+        self
+    }
+
     /// Reviews of the same token in a burst may each ask the API server
-    /// (bounded by the slots); the first answer is then cached.
-    pub async fn check(&self, headers: &HeaderMap) -> Verdict {
+    /// (bounded by the slots); the first answer is then cached. A token
+    /// that cannot be a ServiceAccount JWT is refused without a review, and
+    /// `peer` (the connection's remote address) may cause only so many.
+    pub async fn check(&self, headers: &HeaderMap, peer: Option<Peer>) -> Verdict {
         let Some(token) = bearer_token(headers) else {
             return Verdict::Unauthenticated;
         };
+        let now_unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        if let Err(why) = token_shape::check(token, now_unix) {
+            tracing::debug!(%why, "metrics token refused without a review");
+            return Verdict::Unauthenticated;
+        }
         let key = token_key(token);
         let cached = self.lock().get(&key, Instant::now().into_std());
         let decision = match cached {
             Some(d) => d,
             None => {
+                if let Some(Peer(ip)) = peer {
+                    let mut quota = self.quota.lock().unwrap_or_else(|p| p.into_inner());
+                    if !quota.take(ip, Instant::now().into_std()) {
+                        tracing::debug!(%ip, "metrics review quota of the address spent");
+                        return Verdict::Busy;
+                    }
+                }
                 let Ok(_slot) = self.slots.try_acquire() else {
                     return Verdict::Busy;
                 };
@@ -257,8 +288,12 @@ pub fn metrics_router(guard: Arc<Guard>, metrics: Arc<dyn Exposition>) -> Router
         .with_state(Arc::new(Secured { guard, metrics }))
 }
 
-async fn secured_scrape(State(s): State<Arc<Secured>>, headers: HeaderMap) -> Response {
-    match s.guard.check(&headers).await {
+async fn secured_scrape(
+    State(s): State<Arc<Secured>>,
+    peer: Option<Extension<Peer>>,
+    headers: HeaderMap,
+) -> Response {
+    match s.guard.check(&headers, peer.map(|Extension(p)| p)).await {
         Verdict::Allowed => (
             [(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)],
             s.metrics.encode(),
@@ -336,7 +371,7 @@ mod tests {
         async fn review(&self, token: &str) -> Result<Decision, ReviewError> {
             self.calls.fetch_add(1, Ordering::SeqCst);
             tokio::time::sleep(self.delay).await;
-            match token {
+            match name_of(token).as_str() {
                 "scraper" => Ok(Decision::Allowed),
                 "tenant" => Ok(Decision::Forbidden),
                 "broken" => Err(ReviewError::Api("connection refused".into())),
@@ -357,6 +392,34 @@ mod tests {
             Duration::from_secs(5),
         );
         (Arc::new(g), table)
+    }
+
+    /// A ServiceAccount-shaped JWT whose subject is `name` (what the
+    /// table answers by).
+    fn tok(name: &str) -> String {
+        use base64::Engine;
+        let b = |s: String| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
+        format!(
+            "{}.{}.{}",
+            b(r#"{"alg":"RS256"}"#.to_string()),
+            b(format!(r#"{{"sub":"{name}"}}"#)),
+            b("signature".to_string())
+        )
+    }
+
+    fn name_of(token: &str) -> String {
+        use base64::Engine;
+        let claims = token.split('.').nth(1).unwrap_or_default();
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(claims)
+            .unwrap_or_default();
+        let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+        v["sub"].as_str().unwrap_or_default().to_string()
+    }
+
+    /// The `Authorization` header of `name`'s token.
+    fn sa(name: &str) -> HeaderMap {
+        bearer(&tok(name))
     }
 
     fn bearer(token: &str) -> HeaderMap {
@@ -435,20 +498,20 @@ mod tests {
             (StatusCode::UNAUTHORIZED, "unauthorized\n")
         );
         assert_eq!(table.calls.load(Ordering::SeqCst), 0, "no token: no review");
-        let (code, body) = scrape(&app, bearer("stranger")).await;
+        let (code, body) = scrape(&app, sa("stranger")).await;
         assert_eq!(
             (code, body.as_str()),
             (StatusCode::UNAUTHORIZED, "unauthorized\n")
         );
-        let (code, body) = scrape(&app, bearer("tenant")).await;
+        let (code, body) = scrape(&app, sa("tenant")).await;
         assert_eq!(
             (code, body.as_str()),
             (StatusCode::FORBIDDEN, "forbidden\n")
         );
-        let (code, body) = scrape(&app, bearer("scraper")).await;
+        let (code, body) = scrape(&app, sa("scraper")).await;
         assert_eq!(code, StatusCode::OK);
         assert!(body.contains("nfguard_reporter_probes_total 1"), "{body}");
-        let (code, body) = scrape(&app, bearer("broken")).await;
+        let (code, body) = scrape(&app, sa("broken")).await;
         assert_eq!(
             (code, body.as_str()),
             (StatusCode::SERVICE_UNAVAILABLE, "unavailable\n")
@@ -464,11 +527,8 @@ mod tests {
         let (g, table) = guard(Duration::ZERO, 4);
         let app = app(g);
         for _ in 0..5 {
-            assert_eq!(scrape(&app, bearer("scraper")).await.0, StatusCode::OK);
-            assert_eq!(
-                scrape(&app, bearer("tenant")).await.0,
-                StatusCode::FORBIDDEN
-            );
+            assert_eq!(scrape(&app, sa("scraper")).await.0, StatusCode::OK);
+            assert_eq!(scrape(&app, sa("tenant")).await.0, StatusCode::FORBIDDEN);
         }
         assert_eq!(
             table.calls.load(Ordering::SeqCst),
@@ -477,7 +537,7 @@ mod tests {
         );
         for _ in 0..3 {
             assert_eq!(
-                scrape(&app, bearer("broken")).await.0,
+                scrape(&app, sa("broken")).await.0,
                 StatusCode::SERVICE_UNAVAILABLE
             );
         }
@@ -495,14 +555,14 @@ mod tests {
         let slow: Vec<_> = (0..2)
             .map(|i| {
                 let app = app.clone();
-                tokio::spawn(async move { scrape(&app, bearer(&format!("new-{i}"))).await.0 })
+                tokio::spawn(async move { scrape(&app, sa(&format!("new-{i}"))).await.0 })
             })
             .collect();
         tokio::task::yield_now().await;
         tokio::time::sleep(Duration::from_millis(10)).await;
         assert_eq!(table.calls.load(Ordering::SeqCst), 2);
         assert_eq!(
-            scrape(&app, bearer("third")).await.0,
+            scrape(&app, sa("third")).await.0,
             StatusCode::TOO_MANY_REQUESTS,
             "both slots busy: refused at once, the API server not asked"
         );
@@ -565,7 +625,12 @@ mod tests {
         let refused = https.get(&url).send().await.unwrap();
         assert_eq!(refused.status(), 401);
         assert_eq!(refused.headers()["www-authenticate"], "Bearer");
-        let ok = https.get(&url).bearer_auth("scraper").send().await.unwrap();
+        let ok = https
+            .get(&url)
+            .bearer_auth(tok("scraper"))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(ok.status(), 200);
         assert!(
             ok.text()
@@ -625,5 +690,56 @@ mod tests {
             (Some("/metrics"), Some("get"))
         );
         assert!(spec.resource_attributes.is_none());
+    }
+
+    #[tokio::test]
+    async fn made_up_tokens_are_refused_without_a_review() {
+        let (g, table) = guard(Duration::ZERO, 4);
+        let app = app(g);
+        for made_up in ["random", "a.b.c", "x.y", &format!("{}.", tok("scraper"))] {
+            assert_eq!(
+                scrape(&app, bearer(made_up)).await,
+                (StatusCode::UNAUTHORIZED, "unauthorized\n".to_string()),
+                "{made_up}"
+            );
+        }
+        assert_eq!(table.calls.load(Ordering::SeqCst), 0, "no review asked");
+        assert_eq!(scrape(&app, sa("scraper")).await.0, StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn one_address_causes_only_its_quota_of_reviews() {
+        let (g, table) = guard(Duration::ZERO, 4);
+        let g = Arc::new(
+            Arc::try_unwrap(g)
+                .ok()
+                .unwrap()
+                .with_quota(ReviewQuota::new(3, Duration::from_secs(3600))),
+        );
+        let flooder = Some(Peer("10.0.0.7".parse().unwrap()));
+        let scraper = Some(Peer("10.0.0.9".parse().unwrap()));
+        let mut verdicts = Vec::new();
+        for i in 0..10 {
+            verdicts.push(g.check(&sa(&format!("made-up-{i}")), flooder).await);
+        }
+        assert_eq!(verdicts[..3], [Verdict::Unauthenticated; 3]);
+        assert_eq!(
+            verdicts[3..],
+            [Verdict::Busy; 7],
+            "429 once its quota is spent"
+        );
+        assert_eq!(table.calls.load(Ordering::SeqCst), 3, "3 reviews, not 10");
+        // The scraper from another address is reviewed; its cached grant
+        // then needs no review, so its own quota is never touched again.
+        assert_eq!(g.check(&sa("scraper"), scraper).await, Verdict::Allowed);
+        for _ in 0..10 {
+            assert_eq!(g.check(&sa("scraper"), scraper).await, Verdict::Allowed);
+        }
+        assert_eq!(table.calls.load(Ordering::SeqCst), 4);
+        // A cached refusal is answered without taking from the quota either.
+        assert_eq!(
+            g.check(&sa("made-up-0"), flooder).await,
+            Verdict::Unauthenticated
+        );
     }
 }

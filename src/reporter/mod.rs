@@ -15,5 +15,7 @@ pub mod metrics_auth;
 pub mod nft_watch;
 pub mod prober;
 pub mod profile_api;
+pub mod review_quota;
 pub mod run;
 pub mod sink;
+pub mod token_shape;
