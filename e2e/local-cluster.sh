@@ -724,7 +724,9 @@ import_nfguard_image() {
 }
 
 # The README's install, with an overlay for the image (imported, never
-# pulled) and the test registry, which speaks plain HTTP.
+# pulled) and the test registry, which speaks plain HTTP and lives on a
+# private address (the in-cluster egress policy refuses those unless
+# allowed: its one address is).
 install_kustomize() {
   local overlay="$STATE/overlay" client_ca="" client_ca_patch=""
   rm -rf "$overlay"
@@ -766,6 +768,9 @@ patches:
       - op: add
         path: /spec/template/spec/containers/0/env/-
         value: {name: NFGUARD_INSECURE_REGISTRIES, value: "$REGISTRY_PULL,$PRIVATE_REGISTRY_PULL"}
+      - op: add
+        path: /spec/template/spec/containers/0/env/-
+        value: {name: NFGUARD_REGISTRY_ALLOW_CIDRS, value: "$CP_IP/32"}
 $client_ca_patch
 EOF
   kctl apply --server-side -k "$overlay/crds" >&2
@@ -786,9 +791,11 @@ install_helm() {
   cat >"$STATE/helm-values.yaml" <<EOF
 image: {repository: ${NFGUARD_IMAGE%:*}, tag: ${NFGUARD_IMAGE##*:}, pullPolicy: Never}
 controller:
-  extraEnv: [{name: NFGUARD_INSECURE_REGISTRIES, value: "$REGISTRY_PULL,$PRIVATE_REGISTRY_PULL"}]
+  extraEnv: [{name: NFGUARD_INSECURE_REGISTRIES, value: "$REGISTRY_PULL,$PRIVATE_REGISTRY_PULL"},
+    {name: NFGUARD_REGISTRY_ALLOW_CIDRS, value: "$CP_IP/32"}]
 webhook:
-  extraEnv: [{name: NFGUARD_INSECURE_REGISTRIES, value: "$REGISTRY_PULL,$PRIVATE_REGISTRY_PULL"}]
+  extraEnv: [{name: NFGUARD_INSECURE_REGISTRIES, value: "$REGISTRY_PULL,$PRIVATE_REGISTRY_PULL"},
+    {name: NFGUARD_REGISTRY_ALLOW_CIDRS, value: "$CP_IP/32"}]
 EOF
   # An earlier chart (e2e/upgrade.sh) may not know the client CA.
   if grep -q '^  clientCA:' "$SRC/charts/nfguard/values.yaml"; then

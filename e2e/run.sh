@@ -135,9 +135,12 @@ kubectl apply --server-side -k crds/
 kubectl wait --for=condition=Established --timeout=60s \
   crd/nodenetfilterprofiles.nfguard.io crd/netfilterpolicies.nfguard.io
 kubectl apply --server-side -k manifests/
-# The test registry speaks plain HTTP.
+# The test registry speaks plain HTTP, on the kind network's private
+# addresses: allowed by name (the in-cluster egress policy refuses private
+# addresses otherwise).
 for d in nfguard-webhook nfguard-controller; do
-  kubectl -n "$NS" set env "deployment/$d" "NFGUARD_INSECURE_REGISTRIES=${REGISTRY_NAME}:5000"
+  kubectl -n "$NS" set env "deployment/$d" "NFGUARD_INSECURE_REGISTRIES=${REGISTRY_NAME}:5000" \
+    "NFGUARD_REGISTRY_ALLOW_HOSTS=${REGISTRY_NAME}"
 done
 kubectl -n "$NS" rollout status daemonset/nfguard-reporter --timeout=180s
 kubectl -n "$NS" rollout status deployment/nfguard-controller --timeout=180s

@@ -184,6 +184,10 @@
 #      pods and templates by tag refused by its policy, by digest judged by
 #      nfguard (compatible admitted, incident denied), ordinary pods by tag
 #      admitted; admitted again once it is deleted (e2e/s34-image-digests.sh)
+#  35. the in-cluster egress policy: an image on the kubernetes Service's
+#      cluster IP or a node's kubelet port is refused (a warning under
+#      unresolvedImages: Warn), the allowed test registry read beside it
+#      (e2e/s35-private-egress.sh)
 #  30. policy reports (e2e/scenario-reports.sh): none without a report CRD
 #      (said once), PolicyReport with only the wgpolicyk8s.io CRD, Report
 #      once the openreports.io CRDs are applied (the PolicyReport removed);
@@ -199,7 +203,7 @@ REGISTRY=${NFGUARD_E2E_REGISTRY_PULL:-}
 IMG_INCIDENT=$REGISTRY/nfguard-e2e/incident:1.8.7-nft
 IMG_COMPATIBLE=$REGISTRY/nfguard-e2e/compatible:1.8.11-wrapper
 IMG_LEGACY=$REGISTRY/nfguard-e2e/legacy:1.8.9-legacy
-ALL_SCENARIOS="1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 25 30 33"
+ALL_SCENARIOS="1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 25 30 33 35"
 NFT_SCENARIOS="19 20 21 22 23 24 26"
 NFT_NODE=${NFGUARD_E2E_NFTABLES_NODE:-}
 [ -z "$NFT_NODE" ] || ALL_SCENARIOS+=" $NFT_SCENARIOS"
@@ -2778,6 +2782,8 @@ source "$REPO/e2e/s32-cluster-restart.sh"
 source "$REPO/e2e/s33-write-fences.sh"
 # shellcheck source=e2e/s34-image-digests.sh
 source "$REPO/e2e/s34-image-digests.sh"
+# shellcheck source=e2e/s35-private-egress.sh
+source "$REPO/e2e/s35-private-egress.sh"
 
 # ---- main --------------------------------------------------------------------------------
 case "$PROVIDER" in
@@ -2825,6 +2831,7 @@ run_scenario 18 "nfguard.io/exempt counts only in a namespace a NetfilterPolicy'
 run_scenario 30 "policy reports: none without a CRD, PolicyReport as the fallback, Report with the openreports CRDs; written only on change; the openreports CRDs removed without an error; removed with the workload" s30_policy_reports
 run_scenario 33 "the webhook's and the controller's own tokens: no Secret created, of the gate only its caBundle, only nfguard's reports, only the controller's profile status fields; their own writes pass" s33_write_fences
 run_scenario 34 "the opt-in require-image-digests: a gated pod or template by tag is refused by its policy, by digest judged by nfguard (compatible admitted, incident denied); an ordinary pod by tag admitted; admitted again once the policy is deleted" s34_image_digests
+run_scenario 35 "the in-cluster egress policy refuses the cluster's own private addresses: an image on the kubernetes Service's IP or a node's kubelet port is answered 'refused by the registry egress policy', the allowed test registry read in the same review" s35_private_egress
 run_scenario 31 "the gate without the pod network: the webhook on the node's network; routes to the pod ranges blackholed; under Ignore and Fail a compatible CNI repair pod is admitted and judged, the incident pod denied by nfguard's verdict, an ordinary pod created; look-ups and watches keep working" s31_gate_without_pod_network
 run_scenario 32 "a power cut of the whole cluster: under failurePolicy Fail the gate comes back by itself (nfguard denies the incident pod again, same caBundle), ordinary pods admitted meanwhile" s32_cluster_restart
 # 26 first among the node's scenarios: 19-22 then check that it left the

@@ -6,9 +6,13 @@
 //!
 //! Order of the rules: a denied host or CIDR always refuses; an allowed host
 //! or CIDR lifts a default refusal; with `Defaults::RefuseInternal` loopback,
-//! link-local, unspecified, multicast and broadcast addresses are refused
-//! (also in their IPv4-mapped, IPv4-compatible and NAT64 IPv6 forms).
-//! Private ranges are not refused by default: private registries live there.
+//! link-local, unspecified, multicast and broadcast addresses and the
+//! private ranges (RFC 1918, the shared 100.64.0.0/10, IPv6 ULA fc00::/7)
+//! are refused, also in their IPv4-mapped, IPv4-compatible and NAT64 IPv6
+//! forms. The private ranges hold the cluster itself (Service and pod
+//! ranges, node addresses: the kubelet's and etcd's ports, the API server),
+//! so a private registry is allowed by name or range
+//! (`--registry-allow-host`, `--registry-allow-cidr`).
 
 use ipnet::IpNet;
 use std::fmt;
@@ -22,7 +26,8 @@ pub enum Defaults {
     #[default]
     AllowAll,
     /// Loopback, link-local, unspecified, multicast and broadcast addresses
-    /// (the webhook and the controller, which fetch what tenants name).
+    /// and the private ranges (the webhook and the controller, which fetch
+    /// what tenants name).
     RefuseInternal,
 }
 
@@ -43,6 +48,8 @@ pub enum Refusal {
     Multicast,
     #[error("broadcast address")]
     Broadcast,
+    #[error("private address (allow a private registry with --registry-allow-host or --registry-allow-cidr)")]
+    Private,
     #[error("no address left after filtering")]
     NoAddress,
 }
@@ -228,6 +235,7 @@ fn embedded_v4(v6: Ipv6Addr) -> Option<Ipv4Addr> {
 fn internal(ip: IpAddr) -> Option<Refusal> {
     match ip {
         IpAddr::V4(v4) => {
+            let o = v4.octets();
             if v4.is_loopback() {
                 Some(Refusal::Loopback)
             } else if v4.is_link_local() {
@@ -239,6 +247,10 @@ fn internal(ip: IpAddr) -> Option<Refusal> {
                 Some(Refusal::Multicast)
             } else if v4.is_broadcast() {
                 Some(Refusal::Broadcast)
+            } else if v4.is_private() || (o[0] == 100 && (o[1] & 0xc0) == 64) {
+                // RFC 1918, and 100.64.0.0/10 (shared, carrier-grade NAT;
+                // some clusters' Service or pod ranges).
+                Some(Refusal::Private)
             } else {
                 None
             }
@@ -252,6 +264,8 @@ fn internal(ip: IpAddr) -> Option<Refusal> {
                 Some(Refusal::LinkLocal)
             } else if v6.is_multicast() {
                 Some(Refusal::Multicast)
+            } else if v6.is_unique_local() {
+                Some(Refusal::Private)
             } else {
                 None
             }
@@ -292,6 +306,14 @@ mod tests {
             ("239.255.255.250", Refusal::Multicast),
             ("ff02::1", Refusal::Multicast),
             ("255.255.255.255", Refusal::Broadcast),
+            ("10.96.0.1", Refusal::Private),
+            ("172.16.0.1", Refusal::Private),
+            ("172.31.255.254", Refusal::Private),
+            ("192.168.1.1", Refusal::Private),
+            ("100.64.0.1", Refusal::Private),
+            ("100.127.255.254", Refusal::Private),
+            ("fd00::1", Refusal::Private),
+            ("fc00::1", Refusal::Private),
         ] {
             assert_eq!(p.check_addr("h", ip(addr)), Err(why), "{addr}");
         }
@@ -311,24 +333,51 @@ mod tests {
         ] {
             assert_eq!(p.check_addr("h", ip(addr)), Err(why), "{addr}");
         }
-        // The mapped form of an ordinary address is as fine as the address.
-        assert_eq!(p.check_addr("h", ip("::ffff:10.77.0.1")), Ok(()));
+        // The mapped form of an address is judged as the address.
+        assert_eq!(p.check_addr("h", ip("::ffff:10.77.0.1")), Err(Refusal::Private));
+        assert_eq!(p.check_addr("h", ip("64:ff9b::192.168.0.1")), Err(Refusal::Private));
+        assert_eq!(p.check_addr("h", ip("::ffff:192.0.2.1")), Ok(()));
     }
 
     #[test]
-    fn private_and_public_ranges_stay_allowed_by_default() {
+    fn public_ranges_and_the_edges_of_the_private_ones_stay_allowed() {
         let p = EgressPolicy::refuse_internal();
         for addr in [
-            "10.77.0.1",
-            "172.16.0.1",
-            "192.168.1.1",
-            "fd00::1",
-            "100.64.0.1",
             "2001:db8::1",
             "192.0.2.1",
+            "8.8.8.8",
+            "172.15.255.255",
+            "172.32.0.1",
+            "100.63.255.255",
+            "100.128.0.1",
+            "11.0.0.1",
+            "fe00::1",
         ] {
             assert_eq!(p.check_addr("registry", ip(addr)), Ok(()), "{addr}");
         }
+    }
+
+    #[test]
+    fn a_private_registry_is_allowed_by_name_or_range_and_only_there() {
+        let by_range = EgressPolicy {
+            allow_cidrs: cidrs(&["10.77.0.1/32"]),
+            ..EgressPolicy::refuse_internal()
+        };
+        assert_eq!(by_range.check_addr("harbor", ip("10.77.0.1")), Ok(()));
+        assert_eq!(
+            by_range.check_addr("harbor", ip("10.77.0.2")),
+            Err(Refusal::Private),
+            "the next address is still the cluster's"
+        );
+        let by_name = EgressPolicy {
+            allow_hosts: hosts(&["harbor.corp.example"]),
+            ..EgressPolicy::refuse_internal()
+        };
+        assert_eq!(by_name.check_addr("harbor.corp.example", ip("10.0.0.9")), Ok(()));
+        assert_eq!(
+            by_name.check_addr("kubelet.corp.example", ip("10.0.0.9")),
+            Err(Refusal::Private)
+        );
     }
 
     #[test]
