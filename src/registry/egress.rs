@@ -48,7 +48,9 @@ pub enum Refusal {
     Multicast,
     #[error("broadcast address")]
     Broadcast,
-    #[error("private address (allow a private registry with --registry-allow-host or --registry-allow-cidr)")]
+    #[error(
+        "private address (allow a private registry with --registry-allow-host or --registry-allow-cidr)"
+    )]
     Private,
     #[error("no address left after filtering")]
     NoAddress,
@@ -334,8 +336,14 @@ mod tests {
             assert_eq!(p.check_addr("h", ip(addr)), Err(why), "{addr}");
         }
         // The mapped form of an address is judged as the address.
-        assert_eq!(p.check_addr("h", ip("::ffff:10.77.0.1")), Err(Refusal::Private));
-        assert_eq!(p.check_addr("h", ip("64:ff9b::192.168.0.1")), Err(Refusal::Private));
+        assert_eq!(
+            p.check_addr("h", ip("::ffff:10.77.0.1")),
+            Err(Refusal::Private)
+        );
+        assert_eq!(
+            p.check_addr("h", ip("64:ff9b::192.168.0.1")),
+            Err(Refusal::Private)
+        );
         assert_eq!(p.check_addr("h", ip("::ffff:192.0.2.1")), Ok(()));
     }
 
@@ -373,7 +381,10 @@ mod tests {
             allow_hosts: hosts(&["harbor.corp.example"]),
             ..EgressPolicy::refuse_internal()
         };
-        assert_eq!(by_name.check_addr("harbor.corp.example", ip("10.0.0.9")), Ok(()));
+        assert_eq!(
+            by_name.check_addr("harbor.corp.example", ip("10.0.0.9")),
+            Ok(())
+        );
         assert_eq!(
             by_name.check_addr("kubelet.corp.example", ip("10.0.0.9")),
             Err(Refusal::Private)

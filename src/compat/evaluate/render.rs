@@ -212,7 +212,11 @@ pub(super) fn reason(f: &Finding<'_>, nodes: Vec<&str>, containers: &[ContainerF
                 f.platform.map_or_else(|| "?".to_string(), Platform::to_string),
                 f.detail.unwrap_or("not resolved")
             ),
-            Some("make the image readable to nfguard (registry access, imagePullSecrets) or exempt it by policy".into()),
+            Some(
+                "make the image readable to nfguard (registry access; imagePullSecrets; a private \
+                 registry allowed by its egress policy, registryEgress.allowHosts) or exempt it by policy"
+                    .into(),
+            ),
         ),
         ReasonCode::ImageVersionUnknown => (
             format!("the image has iptables ({ib}) but its release could not be determined"),
