@@ -21,7 +21,7 @@
 #                                 and mount namespace: the node's view)
 #   e2e/local-cluster.sh cp CMD...  exec CMD in the control plane's network
 #                                 namespace (the e2e's live Prometheus,
-#                                 e2e/monitoring.sh: its pid is CMD's)
+#                                 e2e/lib/monitoring.sh: its pid is CMD's)
 #   e2e/local-cluster.sh diagnose print nodes, profiles, pods and component logs
 #   e2e/local-cluster.sh kube-proxy NODE stop|cont   freeze (SIGSTOP) or resume
 #                                 the node's kube-proxy (e2e scenario 6)

@@ -12,7 +12,7 @@
 # nfguard is installed and upgraded to this checkout, with kustomize and with
 # Helm (e2e/upgrade.sh), each uninstalled again. Last, the controller's
 # correctness on 200 hollow nodes (scripts/bench-cluster.sh --check).
-# The live Prometheus of the monitoring checks (e2e/monitoring.sh: scenario
+# The live Prometheus of the monitoring checks (e2e/lib/monitoring.sh: scenario
 # 27, scenario 6's alerts) is built from the Go module proxy while the
 # cluster comes up (scripts/go-tool.sh prometheus; cached afterwards).
 # Env: KEEP_CLUSTER=1 leaves the cluster up afterwards (no final check);

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Offline checks of nfguard's install artefacts (tests/it/install_check.rs runs it):
-#   1. render manifests/ with `kubectl kustomize` (or `kustomize build`) and
-#      with scripts/kustomize_render.py; both must agree when both exist;
+#   1. render manifests/ with kustomize (NFGUARD_KUSTOMIZE, the one the tests
+#      build; else `kubectl kustomize` or `kustomize build` on PATH) and with
+#      scripts/kustomize_render.py; both must agree (in CI a kustomize must
+#      exist);
 #   2. validate every built-in object with kubernetes-validate (strict) for
 #      the oldest (1.30: ValidatingAdmissionPolicy v1, node-name token claim)
 #      and newest Kubernetes release nfguard supports;
@@ -44,12 +46,22 @@ renderer=""
 if [ "${NFGUARD_RENDERER:-}" = fallback ]; then
   renderer="scripts/kustomize_render.py (forced by NFGUARD_RENDERER=fallback)"
   cp "$work/fallback.yaml" "$work/rendered.yaml"
+elif [ -n "${NFGUARD_KUSTOMIZE:-}" ]; then
+  # The kustomize the tests build (scripts/go-tools-env.sh): under
+  # scripts/test.sh the fallback is always compared with the real renderer.
+  "$NFGUARD_KUSTOMIZE" build manifests >"$work/kubectl.yaml" 2>"$work/kubectl.err" ||
+    { cat "$work/kubectl.err" >&2; echo "check-install: NFGUARD_KUSTOMIZE=$NFGUARD_KUSTOMIZE build failed" >&2; exit 1; }
+  renderer="$NFGUARD_KUSTOMIZE build"
+  cp "$work/kubectl.yaml" "$work/rendered.yaml"
 elif command -v kubectl >/dev/null && kubectl kustomize manifests >"$work/kubectl.yaml" 2>"$work/kubectl.err"; then
   renderer="kubectl kustomize"
   cp "$work/kubectl.yaml" "$work/rendered.yaml"
 elif command -v kustomize >/dev/null && kustomize build manifests >"$work/kubectl.yaml" 2>"$work/kubectl.err"; then
   renderer="kustomize build"
   cp "$work/kubectl.yaml" "$work/rendered.yaml"
+elif [ "${NFGUARD_REQUIRE_PRIVILEGED:-}" = 1 ] || [ "${NFGUARD_REQUIRE_INSTALL_TOOLS:-}" = 1 ]; then
+  echo "check-install: no kustomize to compare scripts/kustomize_render.py with (NFGUARD_KUSTOMIZE, kubectl or kustomize; required in CI)" >&2
+  exit 1
 else
   renderer="scripts/kustomize_render.py (no kubectl or kustomize here)"
   cp "$work/fallback.yaml" "$work/rendered.yaml"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What the Prometheus Operator would give a Prometheus for nfguard's
 monitoring/, for a Prometheus run without the operator (the e2e's live
-Prometheus, e2e/monitoring.sh; tests/it/monitoring_live.rs tests this script).
+Prometheus, e2e/lib/monitoring.sh; tests/it/monitoring_live.rs tests this script).
 
   prometheus_config.py scrape PODMONITORS.yaml --api-server URL --ca-file F
         --token-file F --secrets-dir DIR [--interval D] [--rule-file F]...

@@ -375,7 +375,7 @@ mod tests {
         let h = s.hazards.as_ref().unwrap();
         assert_eq!((h.len(), h[0].severity), (1, Severity::Critical));
         assert_eq!(s, s.reporter_fields(), "only reporter-owned fields");
-        let labels = nfguard::controller::labels::desired_labels(Some(&s));
+        let labels = nfguard::controller::plan::labels::desired_labels(Some(&s));
         assert_eq!(labels.len(), 3);
     }
 }

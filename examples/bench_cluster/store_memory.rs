@@ -7,7 +7,7 @@
 use crate::heap;
 use crate::shape;
 use k8s_openapi::api::core::v1::Pod;
-use nfguard::controller::stores::{caches, listed};
+use nfguard::controller::cache::stores::{caches, listed};
 use nfguard::projection::SlimNode;
 use serde_json::json;
 

@@ -2,12 +2,12 @@
 //! NetfilterPolicy status controller and the periodic orphan sweep while
 //! leading; metrics and probes always.
 
-use super::EVENT_REPORTER;
-use super::http::{self, HttpState};
-use super::lease::{LeaderElector, LeaseConfig};
-use super::metrics::Metrics;
-use super::policy_status::run_policy_status;
-use super::run::{RunOptions, run_controller};
+use crate::controller::EVENT_REPORTER;
+use crate::controller::apply::policy_status::run_policy_status;
+use crate::controller::http::{self, HttpState};
+use crate::controller::lease::{LeaderElector, LeaseConfig};
+use crate::controller::metrics::Metrics;
+use crate::controller::run::{RunOptions, run_controller};
 use crate::judgement::Bounded;
 use crate::judgement::pull_secrets::PullSecretReader;
 use crate::registry::DockerConfigFile;
@@ -58,7 +58,7 @@ pub struct Args {
     pub orphan_interval: u64,
     /// Nodes reconciled at once (one node is never reconciled twice at
     /// once; the taint brake holds across them).
-    #[arg(long, env = "NFGUARD_CONCURRENCY", default_value_t = super::run::CONCURRENCY,
+    #[arg(long, env = "NFGUARD_CONCURRENCY", default_value_t = crate::controller::run::CONCURRENCY,
           value_parser = clap::value_parser!(u16).range(1..=64))]
     pub concurrency: u16,
     /// Policy reports nfguard keeps in one namespace; past it (or past

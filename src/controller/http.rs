@@ -1,7 +1,7 @@
 //! The controller's admin surface on `--metrics-listen`: always live, ready
 //! once the first leader-election round has finished (leading or standby).
 
-use super::metrics::Metrics;
+use crate::controller::metrics::Metrics;
 use crate::runtime::admin::{self, Admin, health};
 use axum::Router;
 use std::sync::Arc;

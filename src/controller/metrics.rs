@@ -7,9 +7,9 @@
 //! series live with too): `node_condition` (9 per node with a profile) and
 //! `node_last_probe_timestamp_seconds` (1 per node with a heartbeat).
 
-use super::conditions::{ConditionStatus, ConditionType};
-use super::plan::NodePlan;
 use crate::api::{ActiveBackend, NodeNetfilterProfile};
+use crate::controller::plan::NodePlan;
+use crate::controller::plan::conditions::{ConditionStatus, ConditionType};
 use crate::facts::HazardCode;
 use crate::runtime::admin::Exposition;
 use k8s_openapi::jiff::Timestamp;

@@ -5,36 +5,26 @@
 //!
 //! Every reconcile is a pipeline: gather (the Node, its profile, its
 //! running writer pods, the policies and namespace labels from the caches
-//! the watches fill ([`stores`]); image look-ups) -> [`plan::plan_node`]
-//! (pure, clock passed in) -> apply (node labels, taints, status, events). Only the
-//! holder of a `coordination.k8s.io/v1` Lease reconciles ([`lease`]); it
-//! also writes each NetfilterPolicy's status ([`policy_status`]).
+//! the watches fill ([`cache`]); image look-ups) -> [`plan::plan_node`]
+//! (pure, clock passed in) -> apply (node labels, taints, status, events:
+//! [`apply`]). Only the holder of a `coordination.k8s.io/v1` Lease
+//! reconciles ([`lease`]); it also writes each NetfilterPolicy's status
+//! ([`apply::policy_status`]) and the policy reports ([`reports`]).
+//!
+//! The rooms, lowest first (each may call only those before it):
+//! [`timing`] and [`plan`] (pure) <- [`cache`] <- [`metrics`] <- [`apply`],
+//! [`reports`] <- [`lease`], [`run`] <- [`http`] <- [`cli`].
 
 pub mod apply;
+pub mod cache;
 pub mod cli;
-pub mod conditions;
-pub mod first_rounds;
-pub mod gather;
 pub mod http;
-pub mod in_flight;
-pub mod index;
-pub mod inventory;
-pub mod labels;
 pub mod lease;
 pub mod metrics;
-pub mod namespaces;
-pub mod orphans;
 pub mod plan;
-pub mod pod_store;
-pub mod policy_status;
-pub mod predicates;
-pub mod report_errors;
-pub mod report_owners;
-pub mod reports_judge;
-pub mod reports_write;
+pub mod reports;
 pub mod run;
-pub mod stores;
-pub mod taints;
+pub mod timing;
 
 /// Field manager for the controller's part of the profile status.
 pub const FIELD_MANAGER: &str = "nfguard-controller";

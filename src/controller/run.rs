@@ -2,17 +2,17 @@
 //! apply), the watches that fill the caches and trigger reconciles, the
 //! kube-runtime Controller that drives it all, and the orphan sweep.
 
-use super::apply::{Applier, ApplyError, Versions};
-use super::gather::plan_from_caches;
-use super::in_flight::Written;
-use super::metrics::{Metrics, NodeLabel, Stage, StageLabel};
-use super::orphans::orphans;
-use super::plan::NodePlan;
-use super::report_owners::{JobMeta, ReplicaSetMeta};
-use super::reports_judge::raw_workload;
-use super::reports_write::{ReportQueue, ReportWriter};
-use super::stores::{Caches, Feeds, Unlisted, keep_pod};
 use crate::api::{NetfilterPolicy, NodeNetfilterProfile};
+use crate::controller::apply::gather::plan_from_caches;
+use crate::controller::apply::node::{Applier, ApplyError, Versions};
+use crate::controller::apply::orphans::orphans;
+use crate::controller::cache::in_flight::Written;
+use crate::controller::cache::stores::{Caches, Feeds, Unlisted, keep_pod};
+use crate::controller::metrics::{Metrics, NodeLabel, Stage, StageLabel};
+use crate::controller::plan::NodePlan;
+use crate::controller::reports::judge::raw_workload;
+use crate::controller::reports::owners::{JobMeta, ReplicaSetMeta};
+use crate::controller::reports::write::{ReportQueue, ReportWriter};
 use crate::judgement::Bounded;
 use crate::projection::{PodFacts, SlimNode};
 use crate::runtime::clock::Clock;
@@ -28,19 +28,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Reconcile every node at least this often (catches missed events).
-pub const RESYNC: Duration = Duration::from_secs(300);
-/// Retry a failed reconcile after this long.
-pub const RETRY: Duration = Duration::from_secs(30);
-/// How long a reconcile waits for its image look-ups (each is also bounded
-/// by the registry timeout); what is not in by then counts as unresolved.
-pub const IMAGE_DEADLINE: Duration = Duration::from_secs(60);
-/// How long a reconcile waits for the caches' first lists. No reconcile
-/// can do anything useful before them, and at 5,000 nodes x 20 the first
-/// list of 100,000 pods took over 20 s: with 10 s, the first reconciles
-/// failed with the RBAC hint below and waited out `RETRY`. A list that is
-/// refused shows at once anyway, as the watch's own "watch failed" warning.
-pub const LIST_WAIT: Duration = Duration::from_secs(120);
+pub use crate::controller::timing::{IMAGE_DEADLINE, LIST_WAIT, RESYNC, RETRY};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
@@ -166,8 +154,10 @@ async fn labels_first(
 ) -> Result<NodePlan, ReconcileError> {
     let name = node.name().to_string();
     let profile = ctx.caches.profile(&name);
-    let (label_patch, event) =
-        super::plan::plan_labels(node, profile.as_ref().and_then(|p| p.status.as_ref()));
+    let (label_patch, event) = crate::controller::plan::plan_labels(
+        node,
+        profile.as_ref().and_then(|p| p.status.as_ref()),
+    );
     let plan = NodePlan {
         node: name,
         label_patch,
@@ -296,7 +286,7 @@ fn follow_heartbeat(metrics: &Metrics, event: &watcher::Event<NodeNetfilterProfi
     let (watcher::Event::Apply(p) | watcher::Event::InitApply(p)) = event else {
         return;
     };
-    let Some(node) = super::plan::profile_node(p) else {
+    let Some(node) = crate::controller::plan::profile_node(p) else {
         return;
     };
     let probed = p
@@ -360,8 +350,8 @@ pub async fn run_controller(
         orphan_interval,
         report_caps,
     } = options;
-    let (caches, feeds) = super::stores::caches();
-    let (parents, parent_feeds) = super::report_owners::parents();
+    let (caches, feeds) = crate::controller::cache::stores::caches();
+    let (parents, parent_feeds) = crate::controller::reports::owners::parents();
     let queue = Arc::new(ReportQueue::default());
     let stop = stop.shared();
     let Feeds {
@@ -417,7 +407,7 @@ pub async fn run_controller(
     });
     // An Api of PartialObjectMeta asks for metadata only.
     let relabelled = watch(
-        Api::<super::namespaces::NamespaceMeta>::all(client.clone()),
+        Api::<crate::controller::cache::namespaces::NamespaceMeta>::all(client.clone()),
         move |e| namespaces.feed(e).then_some(()).into_iter().collect(),
     );
     let node_store = caches.nodes.clone();

@@ -1,5 +1,5 @@
 //! What nfguard knows about one iptables installation (in an image or on a
-//! host) and about one image. Shared by the CLI output, the CRD status, the
+//! host). Shared by the CLI output, the CRD status, the
 //! webhook and the controller, so the JSON names here are a contract.
 
 use super::version::Version;
@@ -65,20 +65,4 @@ pub struct IptablesFacts {
     /// Disagreements between sources (e.g. dpkg says 1.8.9, the binary says 1.8.7: the binary wins).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conflicts: Vec<String>,
-}
-
-/// `nfguard inspect image` output and the webhook's per-image cache entry.
-#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ImageProfile {
-    /// The reference as given.
-    pub image: String,
-    /// `sha256:<manifest digest>` of the platform manifest that was inspected.
-    pub digest: String,
-    /// `os/arch[/variant]`.
-    pub platform: String,
-    pub iptables: Option<IptablesFacts>,
-    /// The nftables userspace it bundles (libnftables, `nft`); absent when none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nftables: Option<super::nftables::NftablesFacts>,
 }

@@ -5,13 +5,15 @@
 //! none of them, so the dependencies go one way: facts <- api <- compat.
 
 pub mod hazard;
+pub mod image;
 pub mod iptables;
 pub mod nftables;
 pub mod platform;
 pub mod version;
 
 pub use hazard::{Hazard, HazardCode, Severity};
-pub use iptables::{Backend, Evidence, EvidenceSource, ImageProfile, IptablesFacts};
+pub use image::ImageProfile;
+pub use iptables::{Backend, Evidence, EvidenceSource, IptablesFacts};
 pub use nftables::{NftVersion, NftablesFacts, UserdataReader};
 pub use platform::{Platform, PlatformError};
 pub use version::Version;

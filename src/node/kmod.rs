@@ -9,6 +9,7 @@
 //! (`/proc/config.gz`), then "a kernel without module support cannot load it
 //! later". Nothing is ever loaded to find out.
 
+use super::module_lists::{config_value, installed_state, state};
 use crate::api::{KernelModules, ModuleState};
 use crate::rootfs::{HostRoot, Lookup, RootFs};
 use std::io::Read;
@@ -101,24 +102,6 @@ fn index(m: Module) -> usize {
     Module::ALL.iter().position(|x| *x == m).unwrap_or(0)
 }
 
-pub(super) fn state(
-    loaded: Option<bool>,
-    from_files: Option<ModuleState>,
-    modules_supported: Option<bool>,
-) -> ModuleState {
-    if loaded == Some(true) {
-        return ModuleState::Loaded;
-    }
-    if let Some(s) = from_files {
-        return s;
-    }
-    // A kernel that cannot load modules has everything it will ever have.
-    if modules_supported == Some(false) && loaded == Some(false) {
-        return ModuleState::Absent;
-    }
-    ModuleState::Unknown
-}
-
 /// Pure: what the module lists (both needed: a module in neither is absent)
 /// or else the config say of each module.
 pub fn installed_from(
@@ -148,57 +131,6 @@ pub fn installed_from(
 
 /// Linux 6.17's switch for every legacy xtables table (off by default).
 const LEGACY_GATE: &str = "CONFIG_NETFILTER_XTABLES_LEGACY";
-
-/// One module's state from the module lists (both needed: a module in
-/// neither is absent), else from the first of `symbols` the config names
-/// (a kernel config that does not name it was built without it). None:
-/// nothing to read.
-pub(super) fn installed_state(
-    builtin: Option<&str>,
-    dep: Option<&str>,
-    config: Option<&str>,
-    stem: &str,
-    symbols: &[&str],
-) -> Option<ModuleState> {
-    if let (Some(builtin), Some(dep)) = (builtin, dep) {
-        return Some(if lists(builtin, stem) {
-            ModuleState::Builtin
-        } else if lists(dep, stem) {
-            ModuleState::Module
-        } else {
-            ModuleState::Absent
-        });
-    }
-    let cfg = config?;
-    Some(match symbols.iter().find_map(|s| config_value(cfg, s)) {
-        Some('y') => ModuleState::Builtin,
-        Some('m') => ModuleState::Module,
-        _ => ModuleState::Absent,
-    })
-}
-
-/// Whether a modules.builtin / modules.dep text names `stem` (`-` and `_`
-/// are the same in module names; `.ko` may carry a compression suffix).
-fn lists(text: &str, stem: &str) -> bool {
-    text.lines().any(|line| {
-        let path = line.split(':').next().unwrap_or("").trim();
-        let file = path.rsplit('/').next().unwrap_or("");
-        let Some((name, _)) = file.split_once(".ko") else {
-            return false;
-        };
-        name.replace('-', "_") == stem
-    })
-}
-
-/// `y`, `m`, or `n` ("is not set") for a symbol the config mentions.
-fn config_value(cfg: &str, symbol: &str) -> Option<char> {
-    cfg.lines().find_map(|line| {
-        if let Some(v) = line.strip_prefix(symbol).and_then(|r| r.strip_prefix('=')) {
-            return v.chars().next();
-        }
-        (line.strip_prefix("# ")?.strip_prefix(symbol)? == " is not set").then_some('n')
-    })
-}
 
 /// The loaded signs of the calling thread's network namespace;
 /// `ip_tables_loaded` and `nf_tables_loaded` are what the caller already
@@ -253,6 +185,7 @@ fn read_config(path: &Path) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::node::module_lists::lists;
 
     const BUILTIN: &str =
         "kernel/net/netfilter/nf_tables.ko\nkernel/net/ipv4/netfilter/ip_tables.ko\n";

@@ -12,6 +12,7 @@ pub mod hazards;
 pub mod kmod;
 pub mod kube_proxy;
 pub mod min_reader;
+mod module_lists;
 pub mod native;
 pub mod nft_skew;
 pub mod system;

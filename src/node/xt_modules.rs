@@ -8,7 +8,7 @@
 //! (`kmod`): loaded now, the running kernel's module lists, its config.
 //! Pure, but for `loaded`.
 
-use super::kmod;
+use super::module_lists;
 use crate::api::{ModuleState, XtModule};
 use std::path::Path;
 
@@ -100,7 +100,7 @@ pub fn from_files(
 ) -> Vec<Option<ModuleState>> {
     EXTENSIONS
         .iter()
-        .map(|e| kmod::installed_state(builtin, dep, config, e.module, &[e.config]))
+        .map(|e| module_lists::installed_state(builtin, dep, config, e.module, &[e.config]))
         .collect()
 }
 
@@ -130,7 +130,7 @@ pub fn assess(
         .enumerate()
         .map(|(i, e)| XtModule {
             name: e.module.into(),
-            state: kmod::state(
+            state: module_lists::state(
                 loaded.get(i).copied().flatten(),
                 files.get(i).copied().flatten(),
                 modules_supported,

@@ -11,14 +11,11 @@ use std::path::Path;
 /// Assumed when no limit is known (no cgroup limit, not a container): the
 /// webhook's and controller's default limit.
 pub const ASSUMED_LIMIT: u64 = 512 << 20;
-/// zstd windows above this are refused (`zstd --long`/`--ultra` levels); every
-/// ordinary level, and the registries' and build tools' defaults, stay below.
-pub const MAX_ZSTD_WINDOW_LOG: u32 = 24;
 /// Transient bytes one streaming inspection holds outside the budget: the
-/// decompressor's window (at most 2^MAX_ZSTD_WINDOW_LOG), the network channel
+/// decompressor's window (at most 2^`stream::MAX_ZSTD_WINDOW_LOG`), the network channel
 /// (`stream::CHANNEL_CHUNKS` batches of `stream::BATCH_BYTES`), a manifest and
 /// a config being parsed. Used to size `inspections`.
-const TRANSIENT_PER_INSPECTION: u64 = (1 << MAX_ZSTD_WINDOW_LOG)
+const TRANSIENT_PER_INSPECTION: u64 = (1 << super::stream::MAX_ZSTD_WINDOW_LOG)
     + (super::stream::CHANNEL_CHUNKS * super::stream::BATCH_BYTES) as u64
     + super::MAX_MANIFEST_BYTES
     + (8 << 20);

@@ -13,6 +13,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::mpsc;
 
+/// zstd windows above this are refused (`zstd --long`/`--ultra` levels); every
+/// ordinary level, and the registries' and build tools' defaults, stay below.
+pub const MAX_ZSTD_WINDOW_LOG: u32 = 24;
 /// Batches in flight between the pump and the parser (bounds memory:
 /// `memory::TRANSIENT_PER_INSPECTION` counts them).
 pub const CHANNEL_CHUNKS: usize = 4;
@@ -261,7 +264,7 @@ pub fn decompress_into<T, E>(
                 zstd::stream::read::Decoder::with_buffer(buffered).map_err(decompress_err)?;
             // A frame may ask for a window of up to 2 GiB, allocated before any
             // output: refuse windows no ordinary compression level uses.
-            d.window_log_max(super::memory::MAX_ZSTD_WINDOW_LOG)
+            d.window_log_max(MAX_ZSTD_WINDOW_LOG)
                 .map_err(decompress_err)?;
             Box::new(d)
         }

@@ -10,8 +10,8 @@ pub mod table;
 pub mod whatif;
 
 use crate::api::{ActiveBackend, NodeNetfilterProfile, Writer};
-use crate::controller::conditions::fresh_until;
-use crate::controller::taints::is_nfguard_taint;
+use crate::controller::plan::conditions::fresh_until;
+use crate::controller::plan::taints::is_nfguard_taint;
 use crate::facts::{Backend, HazardCode, Severity, Version};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;

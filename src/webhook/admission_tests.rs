@@ -12,7 +12,7 @@ use crate::judgement::{FixedImages, PolicyBook};
 use crate::runtime::admin::Exposition;
 use crate::webhook::facts::Snapshot;
 use crate::webhook::images::{CacheTtl, ImageCache};
-use crate::webhook::server::ETCD_MAX_OBJECT_BYTES;
+use crate::webhook::intake::ETCD_MAX_OBJECT_BYTES;
 use k8s_openapi::api::core::v1::Node;
 use serde_json::{Value, json};
 

@@ -23,7 +23,6 @@ pub use pace::{RATE_FLOOR, RateFloor};
 pub use peers::{Peer, PeerHold, PeerTally};
 
 use super::metrics::{Metrics, Refusal};
-use super::server::MAX_BODY_BYTES;
 use axum::body::{Body, HttpBody};
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, Version, header};
@@ -31,6 +30,21 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// The largest object etcd stores (its default `--max-request-bytes`).
+pub const ETCD_MAX_OBJECT_BYTES: usize = 3 << 19;
+
+/// How much longer JSON can be than the stored object: a byte the API
+/// server's encoder escapes (`<`, `>`, `&`, control characters, invalid
+/// UTF-8) becomes six (`\u003c`).
+pub const JSON_ESCAPE_FACTOR: usize = 6;
+
+/// Bodies above this are refused with 413. It fits the largest review the
+/// API server can send: an UPDATE carries `object` and `oldObject`, each up
+/// to etcd's limit and fully escaped, plus 1 MiB for the envelope
+/// (userInfo, options). A smaller cap would leave the biggest legitimate
+/// updates to the failure policy. 19 MiB.
+pub const MAX_BODY_BYTES: usize = 2 * ETCD_MAX_OBJECT_BYTES * JSON_ESCAPE_FACTOR + (1 << 20);
 
 /// How long a request waits for body budget before 429: long enough for a
 /// burst to drain, short against the API server's 10 s.

@@ -28,21 +28,6 @@ use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
-/// The largest object etcd stores (its default `--max-request-bytes`).
-pub const ETCD_MAX_OBJECT_BYTES: usize = 3 << 19;
-
-/// How much longer JSON can be than the stored object: a byte the API
-/// server's encoder escapes (`<`, `>`, `&`, control characters, invalid
-/// UTF-8) becomes six (`\u003c`).
-pub const JSON_ESCAPE_FACTOR: usize = 6;
-
-/// Bodies above this are refused with 413. It fits the largest review the
-/// API server can send: an UPDATE carries `object` and `oldObject`, each up
-/// to etcd's limit and fully escaped, plus 1 MiB for the envelope
-/// (userInfo, options). A smaller cap would leave the biggest legitimate
-/// updates to the failure policy. 19 MiB.
-pub const MAX_BODY_BYTES: usize = 2 * ETCD_MAX_OBJECT_BYTES * JSON_ESCAPE_FACTOR + (1 << 20);
-
 #[derive(Clone)]
 pub struct AppState {
     pub judge: Arc<Judge>,
@@ -72,7 +57,7 @@ pub fn router(state: AppState) -> Router {
         .route("/validate", post(validate).layer(gate))
         .with_state(Arc::new(state))
         .merge(admin)
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(DefaultBodyLimit::max(intake::MAX_BODY_BYTES))
         // The last word on a slow request: the intake's rate floor cuts a
         // trickled body sooner, this cuts anything past the budget.
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(

@@ -20,13 +20,13 @@ use kube_mock::{Captured, capture};
 use nfguard::api::NodeNetfilterProfile;
 use nfguard::compat::evaluate::ImageResolutions;
 use nfguard::compat::evaluate::{Decision, ReasonCode, Verdict, Workload};
+use nfguard::controller::cache::stores::{self, FirstLists};
 use nfguard::controller::metrics::Metrics;
 use nfguard::controller::plan::NodePlan;
-use nfguard::controller::report_owners::parents;
-use nfguard::controller::reports_judge::{Scope, judge_reports};
-use nfguard::controller::reports_write::plan_writes;
+use nfguard::controller::reports::judge::{Scope, judge_reports};
+use nfguard::controller::reports::owners::parents;
+use nfguard::controller::reports::write::plan_writes;
 use nfguard::controller::run::{Ctx, LIST_WAIT, reconcile_node, run_controller, sweep_orphans};
-use nfguard::controller::stores::{self, FirstLists};
 use nfguard::facts::Platform;
 use nfguard::facts::{Backend, ImageProfile, IptablesFacts};
 use nfguard::judgement::{Bounded, FixedImages, ImageLookup, LookupError, PolicyBook};
@@ -1190,9 +1190,11 @@ async fn while_the_pods_are_listed_a_node_gets_its_labels_then_its_whole_plan() 
     stores::listed(Vec::<nfguard::api::NetfilterPolicy>::new()).for_each(|e| {
         let _ = feeds.policies.feed(e);
     });
-    stores::listed(Vec::<nfguard::controller::namespaces::NamespaceMeta>::new()).for_each(|e| {
-        let _ = feeds.namespaces.feed(e);
-    });
+    stores::listed(Vec::<nfguard::controller::cache::namespaces::NamespaceMeta>::new()).for_each(
+        |e| {
+            let _ = feeds.namespaces.feed(e);
+        },
+    );
     let cached = ctx.caches.nodes.get(&ObjectRef::new("n1")).unwrap();
     let plan = reconcile_node(&cached, &ctx).await.unwrap();
     assert!(

@@ -50,7 +50,14 @@ fn install_manifests_with_fallback_renderer() {
 
 fn shell_scripts() -> Vec<PathBuf> {
     let mut scripts = Vec::new();
-    for dir in ["scripts", "e2e", "e2e/images", "plugins"] {
+    for dir in [
+        "scripts",
+        "e2e",
+        "e2e/lib",
+        "e2e/scenarios",
+        "e2e/images",
+        "plugins",
+    ] {
         let Ok(entries) = std::fs::read_dir(repo().join(dir)) else {
             continue;
         };

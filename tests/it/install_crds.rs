@@ -280,7 +280,7 @@ fn documented_policy_defaults_are_the_codes() {
     let effective = |field: &str| -> Option<String> {
         match field {
             "maxTaintedNodesPercent" => {
-                Some(nfguard::controller::taints::DEFAULT_MAX_TAINTED_PERCENT.to_string())
+                Some(nfguard::controller::plan::taints::DEFAULT_MAX_TAINTED_PERCENT.to_string())
             }
             "registryTimeoutSeconds" => nfguard::compat::evaluate::EffectivePolicy::default()
                 .registry_timeout_seconds
@@ -751,7 +751,7 @@ fn the_biggest_status_nfguard_writes_fits_the_schema() {
         KernelModules, ModuleState, NodeNetfilterProfile, NodeNetfilterProfileSpec, XtModule,
     };
     use nfguard::compat::evaluate::ImageResolutions;
-    use nfguard::controller::{conditions, inventory};
+    use nfguard::controller::plan::{conditions, inventory};
     use nfguard::facts::{ImageProfile, IptablesFacts, NftVersion, Platform, Version};
 
     let host = capped_host_root();
@@ -952,7 +952,7 @@ fn the_biggest_policy_status_nfguard_writes_fits_the_schema() {
         }))
         .unwrap();
         assert_fits("NetfilterPolicy", &serde_json::to_value(&policy).unwrap());
-        let plan = nfguard::controller::policy_status::plan(&policy, now);
+        let plan = nfguard::controller::apply::policy_status::plan(&policy, now);
         assert!(!plan.valid);
         let status = plan.status.unwrap();
         assert_eq!(status.conditions.as_ref().unwrap()[0].reason, reason);

@@ -31,11 +31,11 @@ use nfguard::check::{CheckError, Inputs, ResolveOptions, check};
 use nfguard::compat::evaluate::{
     Decision, ImageResolutions, ReasonCode, Verdict, Workload, pod_spec_can_write, validate_policy,
 };
-use nfguard::controller::gather::plan_from_caches;
-use nfguard::controller::namespaces::NamespaceMeta;
-use nfguard::controller::report_owners::parents;
-use nfguard::controller::reports_judge::{Scope, judge_reports};
-use nfguard::controller::stores::{FirstLists, caches};
+use nfguard::controller::apply::gather::plan_from_caches;
+use nfguard::controller::cache::namespaces::NamespaceMeta;
+use nfguard::controller::cache::stores::{FirstLists, caches};
+use nfguard::controller::reports::judge::{Scope, judge_reports};
+use nfguard::controller::reports::owners::parents;
 use nfguard::facts::{Backend, ImageProfile, IptablesFacts, Platform};
 use nfguard::judgement::pull_secrets::PullSecretReader;
 use nfguard::judgement::{
@@ -586,7 +586,7 @@ async fn by_webhook(f: &Facts3, lookup: Arc<dyn ImageLookup>) -> Decision {
 }
 
 /// The controller's caches holding the cluster, fed as its watches feed them.
-fn controller_caches(f: &Facts3) -> nfguard::controller::stores::Caches {
+fn controller_caches(f: &Facts3) -> nfguard::controller::cache::stores::Caches {
     let pod: Pod = serde_json::from_value(f.pod.clone()).unwrap();
     let namespace: NamespaceMeta = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Namespace",

@@ -16,6 +16,7 @@ mod monitoring_support;
 mod support;
 mod webhook_support;
 
+mod architecture;
 mod check_ci_examples;
 mod check_ci_output;
 mod check_cli;

@@ -1,5 +1,5 @@
 //! scripts/prometheus_config.py, which gives the e2e's live Prometheus
-//! (e2e/monitoring.sh) what the Prometheus Operator would: scrape jobs
+//! (e2e/lib/monitoring.sh) what the Prometheus Operator would: scrape jobs
 //! translated from monitoring/podmonitors.yaml, the PrometheusRule's spec as
 //! a rule file, the dashboard's queries. Its output must be what promtool
 //! accepts, carry the shipped selectors, port name, job relabelings and the

@@ -108,7 +108,7 @@ fn padded_update(escaped: usize, plain: usize) -> Vec<u8> {
 
 #[tokio::test]
 async fn the_largest_update_review_is_judged_and_one_byte_more_is_refused() {
-    use nfguard::webhook::server::{ETCD_MAX_OBJECT_BYTES, JSON_ESCAPE_FACTOR, MAX_BODY_BYTES};
+    use nfguard::webhook::intake::{ETCD_MAX_OBJECT_BYTES, JSON_ESCAPE_FACTOR, MAX_BODY_BYTES};
     let fx = Fixture::new();
     let app = app_with(&fx, Duration::from_secs(5), Duration::ZERO);
     // Two objects at etcd's limit, every byte escaped, and the envelope.

@@ -16,8 +16,9 @@ use crate::webhook_support as support;
 
 use nfguard::runtime::admin::Exposition;
 use nfguard::webhook::client_auth::{self, ClientAuth};
+use nfguard::webhook::intake::MAX_BODY_BYTES;
 use nfguard::webhook::intake::{BodyBudget, Intake, RATE_FLOOR, SMALL_LANE_MIN};
-use nfguard::webhook::server::{MAX_BODY_BYTES, serve_tls};
+use nfguard::webhook::server::serve_tls;
 use nfguard::webhook::tls::{self, CertStore};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,

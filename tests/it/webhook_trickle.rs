@@ -16,8 +16,8 @@
 use crate::webhook_intake::{server_files, tls_client, tls_from};
 use crate::webhook_support as support;
 
+use nfguard::webhook::intake::MAX_BODY_BYTES;
 use nfguard::webhook::intake::MAX_CONNECTIONS_PER_PEER;
-use nfguard::webhook::server::MAX_BODY_BYTES;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;

@@ -31,7 +31,7 @@ use crate::api::{
     ActiveBackend, KernelFacts, KubeProxyMode, KubeletMarkers, MarkerState, ModuleState,
     NodeNetfilterProfileStatus,
 };
-use crate::controller::inventory::nft_writer_range;
+use crate::controller::plan::inventory::nft_writer_range;
 use crate::facts::{Backend, HazardCode, NftVersion, NftablesFacts, Version};
 use crate::node::hazards::{host_tool_hazards, nft_sets_crash_host_nft};
 

@@ -1,6 +1,7 @@
 //! The nodes a workload's pods can land on, as the scheduler (or the
 //! DaemonSet controller) would see them, and each node's platform.
 
+use super::candidate::{Candidate, node_platform, profile_node_name, tolerated};
 use super::node_index::NodeIndex;
 use super::selector::{node_selector_requirement_matches, requirement_matches_value};
 use super::workload::{Workload, WorkloadKind};
@@ -8,46 +9,10 @@ use crate::api::NodeNetfilterProfile;
 use crate::facts::Platform;
 use foldhash::HashMap;
 use k8s_openapi::api::core::v1::{Node, NodeSelectorTerm, Taint, Toleration};
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 /// Used when neither a Node's labels nor the pod's nodeSelector name a platform.
 pub const DEFAULT_PLATFORM: &str = "linux/amd64";
-
-/// One node the workload can run on.
-#[derive(Clone, Debug)]
-pub struct Candidate<'a> {
-    pub name: &'a str,
-    /// The platform to resolve images for (borrowed from a [`NodeIndex`]).
-    pub platform: Cow<'a, Platform>,
-    /// None: a Node with no NodeNetfilterProfile (reported as NodeProfileMissing).
-    pub profile: Option<&'a NodeNetfilterProfile>,
-    /// The node's class in the scene's [`NodeIndex`], if it has one.
-    pub class: Option<u32>,
-}
-
-impl<'a> Candidate<'a> {
-    pub fn new(
-        name: &'a str,
-        platform: Platform,
-        profile: Option<&'a NodeNetfilterProfile>,
-    ) -> Self {
-        Candidate {
-            name,
-            platform: Cow::Owned(platform),
-            profile,
-            class: None,
-        }
-    }
-}
-
-/// The node a profile describes: its metadata.name, never spec.nodeName. The
-/// reporter's admission policy binds a node's token to the profile of that
-/// name only, so a profile whose spec.nodeName names another node must not
-/// speak for that node (the CRD also keeps spec.nodeName equal to the name).
-pub fn profile_node_name(p: &NodeNetfilterProfile) -> Option<&str> {
-    p.metadata.name.as_deref()
-}
 
 /// Candidates in the order given (`nodes` order when Nodes are at hand,
 /// else `profiles` order).
@@ -175,17 +140,6 @@ pub fn select_candidates_within<'a>(
     )
 }
 
-/// A Node's platform from its well-known labels (none: `default_platform`).
-pub fn node_platform(
-    labels: Option<&BTreeMap<String, String>>,
-    default_platform: &Platform,
-) -> Platform {
-    labels.map_or_else(
-        || default_platform.clone(),
-        |l| Platform::from_labels(l, default_platform),
-    )
-}
-
 fn pod_platform(workload: &Workload, default_platform: &Platform) -> Platform {
     node_platform(workload.pod_spec.node_selector.as_ref(), default_platform)
 }
@@ -281,58 +235,4 @@ fn taints_tolerated(node: &Node, tolerations: &[Toleration], no_execute_only: bo
     let taints: &[Taint] = spec.and_then(|s| s.taints.as_deref()).unwrap_or(&[]);
     let unschedulable = spec.and_then(|s| s.unschedulable).unwrap_or(false);
     tolerated(taints, unschedulable, tolerations, no_execute_only)
-}
-
-/// Whether `tolerations` tolerate a node's `taints` (and `unschedulable`).
-pub(super) fn tolerated(
-    taints: &[Taint],
-    unschedulable: bool,
-    tolerations: &[Toleration],
-    no_execute_only: bool,
-) -> bool {
-    const UNSCHEDULABLE: &str = "node.kubernetes.io/unschedulable";
-    let relevant = |t: &&Taint| match t.effect.as_str() {
-        "NoExecute" => true,
-        "NoSchedule" => !no_execute_only,
-        _ => false,
-    };
-    if !taints
-        .iter()
-        .filter(relevant)
-        .all(|t| tolerations.iter().any(|tol| tolerates(tol, t)))
-    {
-        return false;
-    }
-    // spec.unschedulable acts as this taint (rare: built only when needed).
-    if !no_execute_only && unschedulable && !taints.iter().any(|t| t.key == UNSCHEDULABLE) {
-        let t = Taint {
-            key: UNSCHEDULABLE.into(),
-            effect: "NoSchedule".into(),
-            ..Default::default()
-        };
-        return tolerations.iter().any(|tol| tolerates(tol, &t));
-    }
-    true
-}
-
-/// Kubernetes' Toleration.ToleratesTaint.
-pub fn tolerates(tol: &Toleration, taint: &Taint) -> bool {
-    if let Some(e) = tol.effect.as_deref().filter(|e| !e.is_empty())
-        && e != taint.effect
-    {
-        return false;
-    }
-    let key = tol.key.as_deref().unwrap_or("");
-    if !key.is_empty() && key != taint.key {
-        return false;
-    }
-    match tol.operator.as_deref().unwrap_or("Equal") {
-        "Exists" => true,
-        "Equal" | "" => {
-            // An empty key with Equal is invalid; it tolerates nothing.
-            !key.is_empty()
-                && tol.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or("")
-        }
-        _ => false,
-    }
 }

@@ -1,7 +1,7 @@
 //! Which images must be inspected for which platforms, and the table of
 //! answers the caller fills in (within its own time budget) for `evaluate`.
 
-use super::candidates::Candidate;
+use super::candidate::Candidate;
 use super::policy::EffectivePolicy;
 use super::workload::ContainerFacts;
 use crate::facts::{ImageProfile, Platform};

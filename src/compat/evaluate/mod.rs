@@ -12,7 +12,9 @@
 //!    within its own time budget into [`ImageResolutions`].
 //! 5. [`evaluate`]: the [`Decision`].
 
+mod candidate;
 mod candidates;
+mod finding;
 mod images;
 mod nft;
 mod node_index;
@@ -29,10 +31,8 @@ mod nft_tests;
 #[cfg(test)]
 mod tests;
 
-pub use candidates::{
-    Candidate, DEFAULT_PLATFORM, node_platform, profile_node_name, select_candidates,
-    select_candidates_within,
-};
+pub use candidate::{Candidate, node_platform, profile_node_name};
+pub use candidates::{DEFAULT_PLATFORM, select_candidates, select_candidates_within};
 pub use images::{ImageKey, ImageResolution, ImageResolutions, images_to_resolve};
 pub use node_index::NodeIndex;
 pub use policy::{EffectivePolicy, InvalidPolicy, PolicyError, validate_policy};

@@ -6,8 +6,8 @@
 //! here beside the rules that make them.
 
 use super::ReasonCode;
+use super::finding::{Acc, Ctx, Finding, Other, warning};
 use super::nodeview::{NftParty, NodeView, Party};
-use super::rules::{Acc, Ctx, Finding, Other, warning};
 use crate::facts::{NftVersion, NftablesFacts, Platform, UserdataReader};
 use crate::node::nft_skew::crashes;
 

@@ -5,8 +5,8 @@
 //! name, parse its platform labels and hash its view again (profiled: most
 //! of a request's judging time).
 
-use super::candidates::{Candidate, node_platform, profile_node_name, tolerated};
-use super::rules::{NodeState, node_state};
+use super::candidate::{Candidate, node_platform, profile_node_name, tolerated};
+use super::nodeview::{NodeState, node_state};
 use crate::api::NodeNetfilterProfile;
 use crate::facts::Platform;
 use foldhash::HashMap;

@@ -2,6 +2,7 @@
 //! the node's rules live in, the newest writer and the oldest reader of its
 //! nft rules (host tools + writer pods), and the live minimum reader.
 
+use crate::api::NodeNetfilterProfile;
 use crate::api::{ActiveBackend, KubeProxyMode, MarkerState, NodeNetfilterProfileStatus};
 use crate::facts::{Backend, HazardCode, NftVersion, Severity, UserdataReader, Version};
 
@@ -339,5 +340,28 @@ impl NodeView<'_> {
             (_, Some(true)) => (Backend::Legacy, true),
             _ => (Backend::Nft, !self.markers_expected),
         }
+    }
+}
+
+// `Known` is the common case (every profiled node) and lives on the stack
+// for one candidate at a time: boxing it would allocate per candidate.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub(super) enum NodeState<'a> {
+    /// A Node with no NodeNetfilterProfile.
+    Missing,
+    /// A profile without usable status; the probe's error, if any.
+    Incomplete(Option<&'a str>),
+    Known(NodeView<'a>),
+}
+
+/// What a node's profile says, for judging (its class, platform aside).
+pub(super) fn node_state(profile: Option<&NodeNetfilterProfile>) -> NodeState<'_> {
+    match profile {
+        None => NodeState::Missing,
+        Some(p) => match p.status.as_ref().and_then(view) {
+            Some(v) => NodeState::Known(v),
+            None => NodeState::Incomplete(p.status.as_ref().and_then(|s| s.probe_error.as_deref())),
+        },
     }
 }

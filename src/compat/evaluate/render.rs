@@ -1,7 +1,7 @@
 //! Findings -> human messages and remedies (built once per aggregated group).
 
+use super::finding::{Finding, Other};
 use super::nodeview::{Party, RulesBackend};
-use super::rules::{Finding, Other};
 use super::workload::{ContainerFacts, ContainerKind};
 use super::{Reason, ReasonCode};
 use crate::facts::version::FIRST_NATIVE_WRITER;

@@ -8,189 +8,24 @@
 //! - an image's iptables is both a reader (save/restore of what is there) and
 //!   a writer (what it adds is read by everyone else).
 
-use super::candidates::Candidate;
+use super::candidate::Candidate;
+use super::finding::{Acc, Ctx, Finding, LINEAR_MAX, Other, info, warning};
 use super::images::ImageResolution;
-use super::nodeview::{LiveSets, NftParty, NodeView, Party, RulesBackend, Versioned, view};
+use super::nodeview::{NodeState, NodeView, Party, RulesBackend, Versioned, node_state};
 use super::policy::EffectivePolicy;
 use super::render;
-use super::workload::{ContainerFacts, Scope};
+use super::workload::Scope;
 use super::{Bounds, Decision, Listed, Reason, ReasonClass, ReasonCode, SubjectInput, Verdict};
-use crate::api::{NodeNetfilterProfile, PolicyAction, UnresolvedAction};
+use crate::api::UnresolvedAction;
 use crate::facts::version::{FIRST_NATIVE_WRITER, is_known_bad};
-use crate::facts::{Backend, HazardCode, IptablesFacts, NftVersion, Platform, Severity, Version};
+use crate::facts::{Backend, IptablesFacts, Platform, Severity};
 use foldhash::HashMap;
-
-/// The other party of a finding.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-pub(super) enum Other<'a> {
-    Node(Versioned<'a>),
-    /// Another container of the same workload (index into the containers).
-    Container {
-        index: usize,
-        version: Option<Version>,
-        backend: Option<Backend>,
-    },
-    /// A reader or writer of the node's nft sets (nft reasons).
-    Nft(NftParty<'a>),
-}
-
-/// One finding before aggregation: everything that goes into the message,
-/// so identical findings on many nodes collapse into one reason.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-pub(super) struct Finding<'a> {
-    pub code: ReasonCode,
-    pub severity: Severity,
-    pub effect: Verdict,
-    pub container: Option<usize>,
-    pub platform: Option<&'a Platform>,
-    pub image_version: Option<Version>,
-    pub image_backend: Option<Backend>,
-    /// The platform manifest's digest that was judged (the image as read).
-    pub image_digest: Option<&'a str>,
-    /// The backend the image actually uses on this node (wrapper resolved).
-    pub effective_backend: Option<Backend>,
-    pub node_backend: Option<RulesBackend>,
-    pub other: Option<Other<'a>>,
-    pub min_reader: Option<Version>,
-    pub hazard: Option<HazardCode>,
-    pub detail: Option<&'a str>,
-    /// The image's libnftables release (nft reasons).
-    pub image_nft: Option<NftVersion>,
-    /// The node's live sets that crash readers (nft reasons).
-    pub nft_live: Option<LiveSets<'a>>,
-}
-
-impl<'a> Finding<'a> {
-    fn new(code: ReasonCode, severity: Severity, effect: Verdict) -> Self {
-        Finding {
-            code,
-            severity,
-            effect,
-            container: None,
-            platform: None,
-            image_version: None,
-            image_backend: None,
-            image_digest: None,
-            effective_backend: None,
-            node_backend: None,
-            other: None,
-            min_reader: None,
-            hazard: None,
-            detail: None,
-            image_nft: None,
-            nft_live: None,
-        }
-    }
-}
-
-/// Lists up to this long are searched by comparing: cheaper than hashing.
-/// Longer ones get a hash index, built when they pass it.
-const LINEAR_MAX: usize = 16;
-
-/// Groups identical findings, each with the node classes it holds on
-/// (repeats kept): a node's name is stored once, with its class, however
-/// many findings hold on it (see [`Members`]).
-pub(super) struct Acc<'a> {
-    /// Empty while `groups` is short (see [`LINEAR_MAX`]).
-    index: HashMap<Finding<'a>, usize>,
-    groups: Vec<(Finding<'a>, Vec<u32>)>,
-    last: Option<usize>,
-    /// The groups a node was added to, in push order (see `judge_nodes`).
-    trace: Vec<usize>,
-}
-
-impl<'a> Acc<'a> {
-    fn new() -> Self {
-        Acc {
-            index: HashMap::default(),
-            groups: Vec::new(),
-            last: None,
-            trace: Vec::new(),
-        }
-    }
-
-    fn find(&self, f: &Finding<'a>) -> Option<usize> {
-        // Consecutive nodes usually repeat the previous finding.
-        if let Some(i) = self.last
-            && self.groups[i].0 == *f
-        {
-            return Some(i);
-        }
-        if self.groups.len() <= LINEAR_MAX {
-            self.groups.iter().position(|g| g.0 == *f)
-        } else {
-            self.index.get(f).copied()
-        }
-    }
-
-    /// `node`: the finding holds on the node being judged (its class is
-    /// recorded by `judge_nodes`); None: not node-specific.
-    pub(super) fn push(&mut self, f: Finding<'a>, node: Option<&'a str>) {
-        let idx = match self.find(&f) {
-            Some(i) => i,
-            None => {
-                self.groups.push((f, Vec::new()));
-                let i = self.groups.len() - 1;
-                if self.groups.len() > LINEAR_MAX {
-                    if self.index.is_empty() {
-                        let all = self.groups.iter().enumerate().map(|(j, g)| (g.0, j));
-                        self.index.extend(all);
-                    } else {
-                        self.index.insert(f, i);
-                    }
-                }
-                i
-            }
-        };
-        self.last = Some(idx);
-        if node.is_some() {
-            self.trace.push(idx);
-        }
-    }
-}
 
 /// Each node class's candidates: (position among the candidates, name).
 type Members<'a> = Vec<Vec<(u32, &'a str)>>;
 
 /// The judgement was stopped (see [`Bounds::stop`]).
 pub(super) struct Stopped;
-
-pub(super) struct Ctx<'a> {
-    action: PolicyAction,
-    unresolved: UnresolvedAction,
-    containers: &'a [ContainerFacts],
-}
-
-impl Ctx<'_> {
-    pub(super) fn unsafe_effect(&self) -> Verdict {
-        match self.action {
-            PolicyAction::Deny => Verdict::Deny,
-            PolicyAction::Warn | PolicyAction::Taint => Verdict::Warn,
-        }
-    }
-
-    /// "Cannot evaluate" findings follow `unresolvedImages`.
-    fn unknown(&self, code: ReasonCode) -> Finding<'static> {
-        let (sev, eff) = match self.unresolved {
-            UnresolvedAction::Allow => (Severity::Info, Verdict::Allow),
-            UnresolvedAction::Warn => (Severity::Warning, Verdict::Warn),
-            UnresolvedAction::Deny => (Severity::Warning, Verdict::Deny),
-        };
-        Finding::new(code, sev, eff)
-    }
-
-    pub(super) fn critical(&self, code: ReasonCode) -> Finding<'static> {
-        Finding::new(code, Severity::Critical, self.unsafe_effect())
-    }
-}
-
-pub(super) fn warning(code: ReasonCode) -> Finding<'static> {
-    Finding::new(code, Severity::Warning, Verdict::Warn)
-}
-
-fn info(code: ReasonCode) -> Finding<'static> {
-    Finding::new(code, Severity::Info, Verdict::Allow)
-}
 
 /// One in-scope container's image on one node's platform.
 #[derive(Clone, Copy)]
@@ -373,18 +208,6 @@ struct NodeClass<'a> {
     node: NodeState<'a>,
 }
 
-// `Known` is the common case (every profiled node) and lives on the stack
-// for one candidate at a time: boxing it would allocate per candidate.
-#[allow(clippy::large_enum_variant)]
-#[derive(Clone, PartialEq, Eq, Hash, Debug)]
-pub(super) enum NodeState<'a> {
-    /// A Node with no NodeNetfilterProfile.
-    Missing,
-    /// A profile without usable status; the probe's error, if any.
-    Incomplete(Option<&'a str>),
-    Known(NodeView<'a>),
-}
-
 /// The classes seen so far, and each one's candidates.
 struct Classes<'a> {
     /// Empty while `list` is short (see [`LINEAR_MAX`]).
@@ -487,17 +310,6 @@ fn judge_nodes<'a>(
         }
     }
     Ok(classes.members)
-}
-
-/// What a node's profile says, for judging (its class, platform aside).
-pub(super) fn node_state(profile: Option<&NodeNetfilterProfile>) -> NodeState<'_> {
-    match profile {
-        None => NodeState::Missing,
-        Some(p) => match p.status.as_ref().and_then(view) {
-            Some(v) => NodeState::Known(v),
-            None => NodeState::Incomplete(p.status.as_ref().and_then(|s| s.probe_error.as_deref())),
-        },
-    }
 }
 
 /// All findings for one candidate.

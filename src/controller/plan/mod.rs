@@ -2,21 +2,30 @@
 //! should change on that node out (labels, profile status, taints, events).
 //! No I/O, no clock (`now` is an argument), so it is unit-tested directly and
 //! benchmarked for a whole cluster through the caches
-//! ([`super::gather::plan_from_caches`], as every reconcile runs it).
+//! ([`crate::controller::apply::gather::plan_from_caches`], as every reconcile runs it).
+//! Here too the pure parts the plan is made of: profile conditions, node
+//! labels, taints and the brake, the writer inventory.
+//!
+//! May call: the crate's API types and `crate::compat` (pure). Nothing of
+//! the controller's I/O.
 
+pub mod conditions;
+pub mod inventory;
+pub mod labels;
 mod node_labels;
 pub use node_labels::plan_labels;
 mod node_taints;
 mod profile_status;
+pub mod taints;
 
-use super::inventory::{self, node_platform};
-use super::taints::{TaintPlan, TaintSettings};
 use crate::api::{ActiveBackend, NodeNetfilterProfile, NodeNetfilterProfileStatus, PolicyAction};
 use crate::compat::evaluate::{Candidate, ImageKey, ImageResolutions, ReasonCode};
+use crate::controller::plan::taints::{TaintPlan, TaintSettings};
 use crate::facts::HazardCode;
 use crate::judgement::{PolicyBook, Scene, Subject};
 use crate::projection::PodFacts;
 use crate::projection::SlimNode;
+use inventory::node_platform;
 use k8s_openapi::jiff::Timestamp;
 use profile_status::StatusPlan;
 use serde_json::Value;

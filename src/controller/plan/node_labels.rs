@@ -3,7 +3,7 @@
 
 use super::{EventTarget, PlannedEvent};
 use crate::api::NodeNetfilterProfileStatus;
-use crate::controller::labels::{desired_labels, label_patch, relabels};
+use crate::controller::plan::labels::{desired_labels, label_patch, relabels};
 use crate::projection::SlimNode;
 use serde_json::Value;
 

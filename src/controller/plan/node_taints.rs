@@ -4,7 +4,7 @@
 
 use super::{EventTarget, NodeFacts, PlannedEvent, Violation};
 use crate::api::NodeNetfilterProfileStatus;
-use crate::controller::taints::{Brake, TaintChange, TaintPlan, WantedTaints, plan_taints};
+use crate::controller::plan::taints::{Brake, TaintChange, TaintPlan, WantedTaints, plan_taints};
 use crate::facts::{HazardCode, Severity};
 
 /// Plan the node's taints; `violations` are the status step's.

@@ -5,8 +5,8 @@
 use super::{EventTarget, NodeFacts, PlannedEvent, Violation, running_scene, taint_subjects};
 use crate::api::{NodeNetfilterProfile, NodeNetfilterProfileStatus};
 use crate::compat::evaluate::{Candidate, Reason};
-use crate::controller::conditions::{self, ConditionStatus, ConditionType, fresh_until};
-use crate::controller::inventory::{self, Inventory};
+use crate::controller::plan::conditions::{self, ConditionStatus, ConditionType, fresh_until};
+use crate::controller::plan::inventory::{self, Inventory};
 use crate::facts::{Platform, Severity};
 use crate::judgement::Subject;
 use crate::projection::PodFacts;

@@ -17,8 +17,8 @@
 //!
 //! The two lanes add up to the budget: the memory bound is unchanged.
 
+use super::MAX_BODY_BYTES;
 use super::peers::{Peer, PeerHold, PeerTally};
-use crate::webhook::server::MAX_BODY_BYTES;
 use prometheus_client::metrics::gauge::Gauge;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

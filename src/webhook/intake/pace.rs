@@ -107,7 +107,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::webhook::server::MAX_BODY_BYTES;
+    use crate::webhook::intake::MAX_BODY_BYTES;
     use axum::body::Body as AxumBody;
 
     const MIB: u64 = 1 << 20;

@@ -13,8 +13,8 @@ use nfguard::controller::metrics::{
     Change, Metrics as ControllerMetrics, NodeObservation, Stage, StageLabel, TaintChangeLabel,
     TaintLabel,
 };
+use nfguard::controller::plan::taints::TaintSettings;
 use nfguard::controller::plan::{NodeFacts, plan_node};
-use nfguard::controller::taints::TaintSettings;
 use nfguard::judgement::PolicyBook;
 use nfguard::wellknown::{TAINT_DEGRADED, TAINT_INCOMPATIBLE};
 use serde_json::json;
