@@ -4,7 +4,8 @@
 # first on PATH), then checks through kubectl itself: `kubectl plugin list`
 # finds it; `kubectl nfguard status` and `-o json` list every Ready node with
 # the host iptables backend its NodeNetfilterProfile states ("-" / null on a
-# node without iptables); `-o wide` works; `kubectl nfguard check` reads the
+# node without iptables); `-o wide` works; `--all-contexts` beside a hung API
+# server is one table, the hung cluster a row, exit 2; `kubectl nfguard check` reads the
 # cluster of the current context by default: a pod that writes no rules is
 # allowed, and the incident DaemonSet (iptables-nft 1.8.7, hostNetwork +
 # NET_ADMIN; e2e scenario 2) is denied with exit status 1 and
@@ -116,6 +117,34 @@ for pair in $expected; do
   [ "$got" = "$want" ] || fail "$node should show active backend $want, -o json shows '$got'"
 done
 log "every Ready node (${ready[*]}) shows its profile's backend${expected:+; active backends $expected}"
+# Several clusters in one table: this cluster's context beside one whose
+# API server (a loopback listener that accepts and never answers) hangs;
+# the hung one is cut at the request timeout and shown as a row, exit 2.
+kubectl config view --raw >"$work/kubeconfig"
+here=$(kubectl config current-context)
+python3 -c 'import socket, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(16)
+print(s.getsockname()[1], flush=True)
+held = []
+while True: held.append(s.accept())' >"$work/silent.port" &
+silent=$!
+trap 'kill "$silent" 2>/dev/null; rm -rf "$plugins" "$work"' EXIT
+for _ in $(seq 50); do [ -s "$work/silent.port" ] && break; sleep 0.1; done
+port=$(cat "$work/silent.port")
+kubectl config --kubeconfig "$work/kubeconfig" set-cluster silent --server "http://127.0.0.1:$port" >/dev/null
+kubectl config --kubeconfig "$work/kubeconfig" set-context silent --cluster silent --user "$(kubectl config view --minify -o jsonpath='{.contexts[0].context.user}')" >/dev/null
+rc=0
+kubectl nfguard status --kubeconfig "$work/kubeconfig" --all-contexts --request-timeout 3s >"$work/clusters" 2>&1 || rc=$?
+log "kubectl nfguard status --all-contexts (exit $rc):"
+sed 's/^/  /' "$work/clusters" >&2
+[ "$rc" = 2 ] || fail "status over a hung cluster exited $rc, want 2"
+listed=$(awk -v c="$here" '$1 == c' "$work/clusters")
+[ "$(grep -c . <<<"$listed")" = "$total" ] || fail "the table lists $(grep -c . <<<"$listed") rows of $here, the cluster has $total nodes"
+silent_row=$(awk '$1 == "silent"' "$work/clusters")
+[[ "$silent_row" == *"no status: no answer within 3s" ]] || fail "no row saying the hung cluster did not answer: $silent_row"
+clusters_tail=$(tail -n1 "$work/clusters")
+[[ "$clusters_tail" == "2 clusters (1 answered, 1 without status): $total node"* ]] || fail "unexpected summary: $clusters_tail"
+log "two contexts, one hung: one table, $total rows of $here, the hung one a row, exit 2"
 
 # check, in plugin mode, reads the current context's cluster by default: a
 # pod that writes no netfilter rules is allowed against the live profiles.

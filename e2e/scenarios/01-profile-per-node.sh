@@ -15,7 +15,7 @@ SCENARIO_NEEDS=""
 SCENARIO_MAY_SKIP_ON="kind"
 SCENARIO_RUN=s1_profiles
 
-profile_rules() { # NODE BACKEND: the rules the profile counts in BACKEND
+s1_profile_rules() { # NODE BACKEND: the rules the profile counts in BACKEND
   local rules
   rules=$(nnp "$1" "{.status.backends.$2.rules}")
   if [ "${rules:-0}" = 0 ] && [ "$2" = nft ]; then
@@ -26,7 +26,7 @@ profile_rules() { # NODE BACKEND: the rules the profile counts in BACKEND
   echo "${rules:-0}"
 }
 
-profile_complete() { # NODE
+s1_profile_complete() { # NODE
   local n=$1 uid owner backend label want rules
   uid=$(get node "$n" '{.metadata.uid}')
   [ -n "$(nnp "$n" '{.status.lastProbeTime}')" ] || { WHY="$n: no profile with lastProbeTime"; return 1; }
@@ -43,16 +43,16 @@ profile_complete() { # NODE
     WHY="$n: activeBackend $backend, NFGUARD_E2E_EXPECT_BACKENDS says $want"
     return 1
   fi
-  rules=$(profile_rules "$n" "$backend")
+  rules=$(s1_profile_rules "$n" "$backend")
   [ "$rules" -gt 0 ] || { WHY="$n: backends.$backend.rules (or its nativeTables' rules) is ${rules:-absent}"; return 1; }
   label=$(get node "$n" '{.metadata.labels.nfguard\.io/iptables-backend}')
   [ "$label" = "$backend" ] || { WHY="$n: label nfguard.io/iptables-backend='$label', profile says $backend"; return 1; }
   [ "$(condition "$n" Fresh status)" = True ] || { WHY="$n: condition Fresh is not True"; return 1; }
   [ "$(condition "$n" Consistent status)" = True ] || { WHY="$n: condition Consistent is not True"; return 1; }
 }
-all_profiles_complete() {
+s1_all_profiles_complete() {
   local n
-  for n in "${NODES[@]}"; do profile_complete "$n" || return 1; done
+  for n in "${NODES[@]}"; do s1_profile_complete "$n" || return 1; done
 }
 
 s1_profiles() {
@@ -60,11 +60,11 @@ s1_profiles() {
   for n in "${!EXPECT[@]}"; do
     [[ " ${NODES[*]} " == *" $n "* ]] || fail "NFGUARD_E2E_EXPECT_BACKENDS names $n, which is not a node"
   done
-  wait_for 180 "a complete profile for each of ${#NODES[@]} nodes" all_profiles_complete
+  wait_for 180 "a complete profile for each of ${#NODES[@]} nodes" s1_all_profiles_complete
   for n in "${NODES[@]}"; do
     uid=$(get node "$n" '{.metadata.uid}')
     b=$(nnp "$n" '{.status.activeBackend}')
-    ok "$n: NodeNetfilterProfile owned by Node $n (uid $uid), lastProbeTime $(nnp "$n" '{.status.lastProbeTime}'), activeBackend $b ($(profile_rules "$n" "$b") rules), label nfguard.io/iptables-backend=$b${EXPECT[$n]:+ (expected $b)}, Fresh and Consistent"
+    ok "$n: NodeNetfilterProfile owned by Node $n (uid $uid), lastProbeTime $(nnp "$n" '{.status.lastProbeTime}'), activeBackend $b ($(s1_profile_rules "$n" "$b") rules), label nfguard.io/iptables-backend=$b${EXPECT[$n]:+ (expected $b)}, Fresh and Consistent"
   done
   [ "${#EXPECT[@]}" -gt 0 ] || skip "NFGUARD_E2E_EXPECT_BACKENDS is not set: each backend was checked against its label only"
   kubectl get nodenetfilterprofiles | show

@@ -17,7 +17,7 @@ SCENARIO_NEEDS=""
 SCENARIO_MAY_SKIP_ON=""
 SCENARIO_RUN=s3_compatible_runs
 
-writer_listed() { # NODE POD: the profile's writer inventory lists POD with iptables 1.8.11
+s3_writer_listed() { # NODE POD: the profile's writer inventory lists POD with iptables 1.8.11
   local v
   v=$(nnp "$1" "{.status.writers[?(@.pod==\"$2\")].version}")
   WHY="$1: writer $2 has version '${v}'"
@@ -52,7 +52,7 @@ s3_compatible_runs() {
     if [ -z "$line" ] || [ "$ready" != True ]; then
       fail "no Ready compatible pod on node $node: $(pods_by_node "$ns" compatible | tr '\n' ' ')"
     fi
-    wait_for 120 "$node's writer inventory to list $ns/$pod with iptables 1.8.11" writer_listed "$node" "$ns/$pod"
+    wait_for 120 "$node's writer inventory to list $ns/$pod with iptables 1.8.11" s3_writer_listed "$node" "$ns/$pod"
     ok "$node: pod $pod Ready; writer inventory: $ns/$pod iptables $(nnp "$node" "{.status.writers[?(@.pod==\"$ns/$pod\")].version}") $(nnp "$node" "{.status.writers[?(@.pod==\"$ns/$pod\")].backend}")"
   done
 }

@@ -12,6 +12,8 @@
 # Undoes (defer: also when it fails, last first):
 #   - namespace "$ns" (scenario_ns)
 #   - kubectl -n "$ns" delete pod router --ignore-not-found --grace-period=0 --force --wait=false
+#   - kubectl delete netfilterpolicy nfguard-e2e-s12 --ignore-not-found
+#   - namespace nfguard-e2e-s12-exempt (scenario_ns) and its pod exempt-router
 
 SCENARIO_TITLE="kubectl set image swapping iptables-nft 1.8.7 into a running hostNetwork + NET_ADMIN pod is denied"
 SCENARIO_PROVIDERS="kind local"

@@ -88,17 +88,17 @@ YAML
   expect_alert gone NfguardPolicyInvalid
 }
 
-firing_alerts() {
+s27_firing_alerts() {
   local out
   out=$(prom_api /api/v1/alerts) || return 1
   jq -r '[.data.alerts[] | select(.state == "firing") | .labels.alertname] | unique | join(" ")' <<<"$out"
 }
-deny_count() {
+s27_deny_count() {
   prom_query 'sum(nfguard_webhook_verdicts_total{verdict="deny"})' | jq -r '.[0].value[1] // "0"'
 }
-deny_counted() { # BEFORE
+s27_deny_counted() { # BEFORE
   local now
-  now=$(deny_count)
+  now=$(s27_deny_count)
   WHY="denials counted: $now (before: $1)"
   [ "${now%.*}" -gt "${1%.*}" ]
 }
@@ -106,15 +106,15 @@ deny_counted() { # BEFORE
 s27_denied_rollout() {
   local ns=nfguard-e2e-s27 before_alerts before after_alerts a
   scenario_ns "$ns"
-  before_alerts=$(firing_alerts)
-  before=$(deny_count)
+  before_alerts=$(s27_firing_alerts)
+  before=$(s27_deny_count)
   incident_denied "$ns"
-  wait_for 60 "the webhook's denial to reach Prometheus" deny_counted "$before"
-  ok "the incident DaemonSet denied; Prometheus counts $(deny_count) denial(s) (before: $before)"
+  wait_for 60 "the webhook's denial to reach Prometheus" s27_deny_counted "$before"
+  ok "the incident DaemonSet denied; Prometheus counts $(s27_deny_count) denial(s) (before: $before)"
   # Two evaluation cycles past every (shortened) `for:`: nothing new fires
   # (what fired before may resolve meanwhile: windows of earlier scenarios).
   sleep 10
-  after_alerts=$(firing_alerts)
+  after_alerts=$(s27_firing_alerts)
   for a in $after_alerts; do
     [[ " $before_alerts " == *" $a "* ]] ||
       fail "the denied rollout made $a fire (firing before: ${before_alerts:-none}): a denial is not an alert"
@@ -123,14 +123,14 @@ s27_denied_rollout() {
 }
 
 # A value of the live Prometheus: EXPR's first sample ("0" when empty).
-prom_value() {
+s27_prom_value() {
   local r
   r=$(prom_query "$1") || { echo 0; return 0; }
   jq -r '.[0].value[1] // "0"' <<<"$r"
 }
-prom_above() { # EXPR MIN: EXPR's value is above MIN
+s27_prom_above() { # EXPR MIN: EXPR's value is above MIN
   local v
-  v=$(prom_value "$1")
+  v=$(s27_prom_value "$1")
   WHY="$1 is $v"
   awk -v v="$v" -v m="$2" 'BEGIN { exit !(v + 0 > m + 0) }'
 }
@@ -176,7 +176,7 @@ s27_refuse_writes() {
   S27_NODE=${NODES[0]}
   defer kubectl delete netfilterpolicy "$S27_REFUSED" --ignore-not-found
   defer kubectl delete validatingadmissionpolicybinding,validatingadmissionpolicy "$S27_VAP" --ignore-not-found
-  before=$(prom_value 'sum(nfguard_controller_reconcile_errors_total{stage="policy_status"})')
+  before=$(s27_prom_value 'sum(nfguard_controller_reconcile_errors_total{stage="policy_status"})')
   kubectl apply -f - >/dev/null <<YAML
 apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicy
@@ -222,15 +222,15 @@ YAML
   [ -n "$old" ] || fail "no reporter pod on $S27_NODE"
   deleted_pod "$old"
   kubectl -n "$NS" delete pod "$old" --wait=false >/dev/null
-  wait_for 60 "the controller's refused status write to reach Prometheus" prom_above \
+  wait_for 60 "the controller's refused status write to reach Prometheus" s27_prom_above \
     'sum(nfguard_controller_reconcile_errors_total{stage="policy_status"})' "$before"
   caused_alert NfguardControllerReconcileErrors stage=policy_status
-  ok "a ValidatingAdmissionPolicy refuses the status of NetfilterPolicy $S27_REFUSED: the controller counts reconcile_errors_total{stage=\"policy_status\"} $before -> $(prom_value 'sum(nfguard_controller_reconcile_errors_total{stage="policy_status"})') ($((SECONDS - t)) s)"
+  ok "a ValidatingAdmissionPolicy refuses the status of NetfilterPolicy $S27_REFUSED: the controller counts reconcile_errors_total{stage=\"policy_status\"} $before -> $(s27_prom_value 'sum(nfguard_controller_reconcile_errors_total{stage="policy_status"})') ($((SECONDS - t)) s)"
   # The panel's own expression: a rise Prometheus saw in the new process.
-  wait_for 90 "the reporter on $S27_NODE to fail its refused writes, as Prometheus sees it" prom_above \
+  wait_for 90 "the reporter on $S27_NODE to fail its refused writes, as Prometheus sees it" s27_prom_above \
     "sum(increase(nfguard_reporter_status_write_failures_total{node=\"$S27_NODE\"}[1m]))" 0
   expect_alert firing NfguardReporterWriteFailures "node=$S27_NODE"
-  ok "the reporter on $S27_NODE (new pod $(s27_reporter_pod | tr '\n' ' ')) counts its refused status writes: status_write_failures_total{node=\"$S27_NODE\"} $(prom_value "sum(nfguard_reporter_status_write_failures_total{node=\"$S27_NODE\"})") ($((SECONDS - t)) s)"
+  ok "the reporter on $S27_NODE (new pod $(s27_reporter_pod | tr '\n' ' ')) counts its refused status writes: status_write_failures_total{node=\"$S27_NODE\"} $(s27_prom_value "sum(nfguard_reporter_status_write_failures_total{node=\"$S27_NODE\"})") ($((SECONDS - t)) s)"
   S27_OLD_REPORTER=$old
 }
 s27_writes_recover() {
@@ -260,7 +260,7 @@ s27_webhook_unjudged() {
   addr=${addr% *}
   if [ -z "$addr" ] || [ -z "$port" ]; then fail "the Service nfguard-webhook has no endpoint"; fi
   get validatingwebhookconfiguration nfguard '{.webhooks[0].clientConfig.caBundle}' | base64 -d >"$PROM_DIR/webhook-ca.crt"
-  before=$(prom_value 'sum(nfguard_webhook_rejected_requests_total{cause="malformed"})')
+  before=$(s27_prom_value 'sum(nfguard_webhook_rejected_requests_total{cause="malformed"})')
   # Two rounds a scrape apart: the counter's series appears with the first,
   # the second is an increase that rate() and the alert can see.
   for i in 1 2; do
@@ -270,11 +270,11 @@ s27_webhook_unjudged() {
       -w '\nHTTP %{http_code}\n' "https://$host:$port/validate" </dev/null 2>&1) || fail "sending the malformed review failed: $out"
     grep -qxF 'HTTP 400' <<<"$out" || fail "the malformed review was not answered 400: $out"
     if grep -qF '"allowed"' <<<"$out"; then fail "the malformed review was judged: $out"; fi
-    wait_for 30 "the webhook's rejected request to reach Prometheus" prom_above \
+    wait_for 30 "the webhook's rejected request to reach Prometheus" s27_prom_above \
       'sum(nfguard_webhook_rejected_requests_total{cause="malformed"})' "$((${before%.*} + i - 1))"
   done
   caused_alert NfguardWebhookErrors
-  ok "a truncated AdmissionReview from the control plane with the API server's client certificate is answered 400 and counted: rejected_requests_total{cause=\"malformed\"} $before -> $(prom_value 'sum(nfguard_webhook_rejected_requests_total{cause="malformed"})'):"
+  ok "a truncated AdmissionReview from the control plane with the API server's client certificate is answered 400 and counted: rejected_requests_total{cause=\"malformed\"} $before -> $(s27_prom_value 'sum(nfguard_webhook_rejected_requests_total{cause="malformed"})'):"
   show <<<"$out"
 }
 

@@ -1,15 +1,25 @@
 //! `nfguard status [-o wide|json|yaml] [--kubeconfig PATH] [--context NAME]
 //! [--assume-nodes SELECTOR --assume PATCH...]`. Exit 0 with the report (a
 //! predicted deny too); any failure is an Err (exit 2, one line).
+//!
+//! With `--context` repeated or `--all-contexts`, one table over several
+//! clusters, read in parallel, each within `--request-timeout`; a cluster
+//! without status is a row saying why, and makes the exit status 2.
 
+use super::clusters::{ClusterStatus, ClustersReport};
 use super::{build_report, fetch, table};
 use crate::check::cli::{AssumeArgs, LookupArgs, predict_running};
 use crate::judgement::ImageLookup;
 use crate::output::{Format, render_structured, terminal_safe};
-use crate::runtime::client::{ClusterArgs, connect};
+use crate::runtime::client::connect;
 use anyhow::Context;
+use futures::StreamExt;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// Clusters read at once with several contexts.
+const PARALLEL_CLUSTERS: usize = 8;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum StatusFormat {
@@ -21,8 +31,16 @@ pub enum StatusFormat {
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct Args {
-    #[command(flatten)]
-    pub cluster: ClusterArgs,
+    /// Path to the kubeconfig file (default: KUBECONFIG, then ~/.kube/config, then in-cluster).
+    #[arg(long, env = "NFGUARD_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (default: its current context).
+    /// Repeated (or comma-separated): one table over those clusters.
+    #[arg(long = "context", env = "NFGUARD_CONTEXT", value_delimiter = ',')]
+    pub contexts: Vec<String>,
+    /// One table over every context of the kubeconfig.
+    #[arg(long, conflicts_with = "contexts")]
+    pub all_contexts: bool,
     /// Output format (default: a table).
     #[arg(short = 'o', long, env = "NFGUARD_STATUS_OUTPUT", value_enum)]
     pub output: Option<StatusFormat>,
@@ -130,16 +148,104 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
     // A bad selector or patch is refused before anything is read.
     args.what_if.parse()?;
     args.lookup.default_platform()?;
+    let limit = Some(args.request_timeout).filter(|t| !t.is_zero());
+    if args.all_contexts || args.contexts.len() > 1 {
+        return run_clusters(&args, limit).await;
+    }
     let conn = connect(
-        args.cluster.kubeconfig.as_deref(),
-        args.cluster.context.as_deref(),
+        args.kubeconfig.as_deref(),
+        args.contexts.first().map(String::as_str),
     )
     .await?;
-    let limit = Some(args.request_timeout).filter(|t| !t.is_zero());
     let mut report = report_from(&conn.client, &conn.server, limit).await?;
     add_what_if(&mut report, &conn.client, &args, limit, None).await?;
     print!("{}", render(&report, args.output)?);
     Ok(0)
+}
+
+/// Several clusters: the table, then exit 2 if any gave no status.
+async fn run_clusters(args: &Args, limit: Option<Duration>) -> anyhow::Result<u8> {
+    if !args.what_if.assume.is_empty() {
+        anyhow::bail!(
+            "the what-if (--assume-nodes, --assume) reads one cluster: give one --context"
+        );
+    }
+    let contexts = if args.all_contexts {
+        context_names(args.kubeconfig.as_deref())?
+    } else {
+        args.contexts.clone()
+    };
+    let report = clusters_report(args.kubeconfig.as_deref(), contexts, limit).await;
+    let text = match args.output {
+        None => terminal_safe(super::clusters::render(&report, false)),
+        Some(StatusFormat::Wide) => terminal_safe(super::clusters::render(&report, true)),
+        Some(StatusFormat::Json) => {
+            render_structured(&report, Format::Json)?.context("rendering the status report")?
+        }
+        Some(StatusFormat::Yaml) => {
+            render_structured(&report, Format::Yaml)?.context("rendering the status report")?
+        }
+    };
+    print!("{text}");
+    Ok(if report.failed == 0 { 0 } else { 2 })
+}
+
+/// Every context of the kubeconfig (`--kubeconfig`, else KUBECONFIG's files
+/// merged, else ~/.kube/config), in its order.
+pub fn context_names(kubeconfig: Option<&Path>) -> anyhow::Result<Vec<String>> {
+    let kc = match kubeconfig {
+        Some(path) => kube::config::Kubeconfig::read_from(path)
+            .with_context(|| format!("reading kubeconfig {}", path.display()))?,
+        None => kube::config::Kubeconfig::read()
+            .context("reading the kubeconfig (KUBECONFIG or ~/.kube/config)")?,
+    };
+    let names: Vec<String> = kc.contexts.into_iter().map(|c| c.name).collect();
+    if names.is_empty() {
+        anyhow::bail!("--all-contexts: the kubeconfig has no context");
+    }
+    Ok(names)
+}
+
+/// Each context's status, read in parallel ([`PARALLEL_CLUSTERS`] at
+/// once), each within `limit` (connecting, credentials and the lists
+/// together): a cluster that does not answer is an error in its row, never
+/// a hang. In the order given.
+pub async fn clusters_report(
+    kubeconfig: Option<&Path>,
+    contexts: Vec<String>,
+    limit: Option<Duration>,
+) -> ClustersReport {
+    let one = |context: String| async move {
+        let mut server = None;
+        let reading = async {
+            let conn = connect(kubeconfig, Some(&context)).await?;
+            server = Some(conn.server.clone());
+            report_from(&conn.client, &conn.server, None).await
+        };
+        let result = match limit {
+            None => reading.await,
+            Some(limit) => match tokio::time::timeout(limit, reading).await {
+                Ok(r) => r,
+                Err(_) => Err(anyhow::anyhow!("no answer within {}s", limit.as_secs())),
+            },
+        };
+        let (status, error) = match result {
+            Ok(s) => (Some(s), None),
+            Err(e) => (None, Some(format!("{e:#}"))),
+        };
+        ClusterStatus {
+            context,
+            server,
+            status,
+            error,
+        }
+    };
+    let clusters = futures::stream::iter(contexts)
+        .map(one)
+        .buffered(PARALLEL_CLUSTERS)
+        .collect()
+        .await;
+    ClustersReport::new(clusters)
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! and a clock in, a report out); `fetch` lists, `table` renders, `cli` wires.
 
 pub mod cli;
+pub mod clusters;
 pub mod fetch;
 pub mod reports;
 pub mod table;

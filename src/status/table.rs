@@ -157,7 +157,7 @@ fn writer_version(w: &Writer) -> String {
     }
 }
 
-fn cells(n: &NodeStatus, wide: bool) -> Vec<String> {
+pub(super) fn cells(n: &NodeStatus, wide: bool) -> Vec<String> {
     let mut row = vec![
         n.name.clone(),
         or_dash(n.backend),

@@ -30,6 +30,7 @@ mod controller_credentials;
 mod controller_lease;
 mod controller_policy_status;
 mod controller_reconcile;
+mod e2e_layout;
 mod gate_match;
 mod image_cache;
 mod image_hostile;

@@ -362,3 +362,127 @@ fn plugin_check_reads_the_current_context_unless_given_profiles() {
         "{seen:?}"
     );
 }
+
+/// A loopback listener that accepts connections and never answers: an API
+/// server that hangs. Its connections are kept open until the test ends.
+fn silent_api() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    url
+}
+
+#[test]
+fn status_over_several_contexts_is_one_table_and_a_silent_cluster_is_a_row() {
+    let api = fake_api(cluster_routes());
+    let silent = silent_api();
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = install(dir.path(), true);
+    let kc = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kc,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: live\n\
+             clusters:\n- name: live\n  cluster: {{server: '{}'}}\n\
+             - name: silent\n  cluster: {{server: '{silent}'}}\n\
+             - name: dead\n  cluster: {{server: 'http://127.0.0.1:1'}}\n\
+             users:\n- name: u\n  user: {{token: t}}\n\
+             contexts:\n- name: live\n  context: {{cluster: live, user: u}}\n\
+             - name: silent\n  context: {{cluster: silent, user: u}}\n\
+             - name: dead\n  context: {{cluster: dead, user: u}}\n",
+            api.url
+        ),
+    )
+    .unwrap();
+
+    // --all-contexts: every context, in the kubeconfig's order; the silent
+    // one is cut at the request timeout and shown, exit 2.
+    let out = run(cmd(&plugin)
+        .args([
+            "status",
+            "--all-contexts",
+            "--request-timeout",
+            "2s",
+            "--kubeconfig",
+        ])
+        .arg(&kc));
+    let table = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{table}{}", text(&out.stderr));
+    let rows: Vec<Vec<&str>> = table
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows[0][..3], ["CLUSTER", "NODE", "BACKEND"]);
+    assert_eq!(rows[1][..3], ["live", "e2e-legacy", "legacy"]);
+    assert_eq!(rows[2][..3], ["live", "e2e-nft", "nft"]);
+    assert_eq!(rows[3][..2], ["silent", "-"]);
+    assert!(
+        table
+            .lines()
+            .nth(3)
+            .unwrap()
+            .ends_with("no status: no answer within 2s"),
+        "{table}"
+    );
+    assert_eq!(rows[4][..2], ["dead", "-"]);
+    assert!(
+        table
+            .lines()
+            .nth(4)
+            .unwrap()
+            .contains("no status: cannot reach the API server http://127.0.0.1:1"),
+        "{table}"
+    );
+    assert_eq!(
+        table.lines().last(),
+        Some(
+            "3 clusters (1 answered, 2 without status): 2 nodes, 0 degraded, 2 stale, 0 without profile"
+        )
+    );
+
+    // --context repeated, as JSON: the clusters asked for, in that order.
+    let out = run(cmd(&plugin)
+        .args([
+            "status",
+            "--context",
+            "dead",
+            "--context",
+            "live",
+            "-o",
+            "json",
+        ])
+        .env("KUBECONFIG", &kc));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let clusters = doc["clusters"].as_array().unwrap();
+    assert_eq!(clusters[0]["context"], "dead");
+    assert!(clusters[0]["status"].is_null() && clusters[0]["error"].is_string());
+    assert_eq!(clusters[1]["context"], "live");
+    assert_eq!(clusters[1]["status"]["summary"]["nodes"], 2);
+    assert_eq!(
+        (doc["summary"]["nodes"].clone(), doc["failed"].clone()),
+        (2.into(), 1.into())
+    );
+
+    // The what-if reads one cluster.
+    let out = run(cmd(&plugin)
+        .args([
+            "status",
+            "--context",
+            "dead,live",
+            "--assume",
+            "iptables=1.8.11/nft",
+        ])
+        .env("KUBECONFIG", &kc));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("the what-if (--assume-nodes, --assume) reads one cluster"),
+        "{}",
+        text(&out.stderr)
+    );
+}
