@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The nfguard binary of an earlier commit, for e2e/upgrade.sh: built once from
 # COMMIT's tree (git archive: no worktree entry in a repository other
-# checkouts share) in release mode and cached in
-# $NFGUARD_E2E_CACHE/nfguard-<commit>/nfguard (rebuilt only when missing).
-# The build starts from a copy of this checkout's target/release when there
-# is one, so only what the commit changed compiles (the dependencies are
-# already built). Prints the binary's path on stdout.
+# checkouts share) and cached in $NFGUARD_E2E_CACHE/nfguard-<commit>/nfguard
+# (rebuilt only when missing). Built as the tests build the current one (the
+# dev profile: dependencies optimized, nfguard's own code not; its debug
+# information stripped for the image), starting from a copy of this
+# checkout's built dependencies in target/debug, so only what the commit
+# changed compiles. Prints the binary's path on stdout.
 #   e2e/build-old-nfguard.sh COMMIT
 # A clone without COMMIT (a shallow one) fails with what to fetch: the
 # upgrade test never skips.
@@ -32,14 +33,22 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/src"
 git -C "$REPO" archive "$commit" | tar -x -C "$work/src"
 # A target directory of its own, seeded from ours: the old build never
-# overwrites this checkout's binaries.
-mkdir -p "$work/target"
-if [ -d target/release ]; then cp -a target/release "$work/target/release"; fi
+# overwrites this checkout's binaries. Only the dependencies' artefacts are
+# copied (libraries, dep-info, build scripts' output, fingerprints), not
+# the test executables beside them.
+mkdir -p "$work/target/debug/deps"
+if [ -d target/debug/deps ]; then
+  find target/debug/deps -maxdepth 1 -type f \( -name '*.rlib' -o -name '*.rmeta' -o -name '*.so' -o -name '*.d' \) \
+    -exec cp -p -t "$work/target/debug/deps/" {} +
+  for d in build .fingerprint; do
+    [ ! -d "target/debug/$d" ] || cp -a "target/debug/$d" "$work/target/debug/$d"
+  done
+fi
 start=$SECONDS
 (cd "$work/src" && CARGO_TARGET_DIR="$work/target" CARGO_INCREMENTAL=0 \
-  cargo build --release --locked --bin nfguard) >&2
+  cargo build --locked --bin nfguard) >&2
 mkdir -p "$out"
-cp "$work/target/release/nfguard" "$out/nfguard.tmp"
+objcopy --strip-debug "$work/target/debug/nfguard" "$out/nfguard.tmp"
 mv "$out/nfguard.tmp" "$out/nfguard"
 log "built nfguard at ${commit:0:7} in $((SECONDS - start)) s: $out/nfguard"
 echo "$out/nfguard"

@@ -97,9 +97,10 @@ prom_build=""
 NFGUARD_E2E_PROMETHEUS="$(cat "$prom_out")/prometheus"
 export NFGUARD_E2E_PROMETHEUS
 log "prometheus ready ($(grep -o 'built in [0-9]* s' "$prom_out.err" || echo cached); waited $((SECONDS - t)) s for it after the image pushes)"
-# The earlier nfguard of e2e/upgrade.sh: cold, a release build of minutes of
-# CPU. Built beside the scenarios, at the lowest CPU priority so they keep
-# the cores they ask for, instead of after them; cached afterwards.
+# The earlier nfguard of e2e/upgrade.sh: cold, a dev-profile build of the
+# commit's crate on this checkout's built dependencies (~45 s here). Built
+# beside the scenarios, at the lowest CPU priority so they keep the cores
+# they ask for, instead of after them; cached afterwards.
 if [ -z "${NFGUARD_E2E_ONLY:-}" ]; then
   nice -n 19 e2e/upgrade.sh prebuild >"$old_out" 2>"$old_out.err" &
   old_build=$!

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The controller and the reporters on a real API server, at scale
 # (docs/benchmarks.md, "Scale on a real API server"). From a clean checkout:
-# builds the release binary and the hollow-node generator
+# builds the release binary and the hollow-node generator (--check: the
+# dev-profile ones the tests build)
 # (examples/bench_cluster), brings up the local cluster in bench mode
 # (e2e/local-cluster.sh with NFGUARD_E2E_BENCH=1: no node-lifecycle and
 # ttl controllers, which would taint and annotate the kubelet-less hollow
@@ -50,10 +51,20 @@ WINDOW=${BENCH_REPORTER_WINDOW:-120}
 STATE=${NFGUARD_E2E_STATE:-/var/lib/nfguard-e2e}
 
 started=$SECONDS
-log "building the release binary and the generator"
-cargo build --release --locked --bin nfguard --example bench_cluster >&2
-NFGUARD=$PWD/target/release/nfguard
-GEN=$PWD/target/release/examples/bench_cluster
+if [ "$mode" = check ]; then
+  # Correctness only: the binaries the tests build (dev profile), also in
+  # the cluster's image unless NFGUARD_E2E_BINARY names one.
+  log "building the binary and the generator (dev profile)"
+  cargo build --locked --bin nfguard --example bench_cluster >&2
+  NFGUARD=$PWD/target/debug/nfguard
+  GEN=$PWD/target/debug/examples/bench_cluster
+  export NFGUARD_E2E_BINARY=${NFGUARD_E2E_BINARY:-$NFGUARD}
+else
+  log "building the release binary and the generator"
+  cargo build --release --locked --bin nfguard --example bench_cluster >&2
+  NFGUARD=$PWD/target/release/nfguard
+  GEN=$PWD/target/release/examples/bench_cluster
+fi
 WORK=$(mktemp -d)
 controller_pid=""
 

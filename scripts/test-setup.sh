@@ -16,6 +16,7 @@ APT_PACKAGES=(
   # the local Kubernetes cluster of the e2e scenarios (e2e/local-cluster.sh)
   containerd runc containernetworking-plugins conntrack util-linux socat openssl
   busybox-static gcc libc6-dev
+  binutils                          # objcopy: the e2e's binary without its debug information
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -59,7 +59,13 @@ e2e_rc=0
 if [ "${NFGUARD_E2E:-1}" = 0 ]; then
   echo "skipped: the local-cluster e2e scenarios (NFGUARD_E2E=0)"
 else
-  cargo build --release --locked --bin nfguard
+  # The e2e runs the binary the tests built (the dev profile: dependencies
+  # optimized, nfguard's own code not), its debug information stripped for
+  # the image: no second build of the crate (a release build cost 12.5 min
+  # on a new machine; docs/ci.md, "Build time").
+  mkdir -p target/e2e
+  objcopy --strip-debug target/debug/nfguard target/e2e/nfguard
+  export NFGUARD_E2E_BINARY="$PWD/target/e2e/nfguard" NFGUARD_BIN="$PWD/target/e2e/nfguard"
   # Kept whole so its failure can be repeated last (below): the diagnostics
   # and the test suite's output follow it. A process substitution, not a
   # pipe: a straggler that kept the output open could not hold up the run.

@@ -6,7 +6,7 @@
 # `--assume iptables=1.8.11/nft` (what installing Debian trixie's
 # iptables there would bring) predicts its denial as [OldReaderNewRules]
 # naming the node, labelled as a prediction, exit status 1
-# (NFGUARD_BIN: the CLI, default target/release/nfguard; the pod's image
+# (NFGUARD_BIN: the CLI, default target/release/nfguard, scripts/test.sh sets the dev build; the pod's image
 # is named by NFGUARD_E2E_REGISTRY, the registry as this machine
 # reaches it on loopback)
 #

@@ -216,6 +216,10 @@ s30_policy_reports() {
   sleep 10 # the passes the switch started are over
   rv=$(get reports.openreports.io "$S30_REPORT" '{.metadata.resourceVersion}' -n "$S30_NS")
   writes=$(s30_writes apply openreports.io/v1alpha1)
+  # The Report above was applied: a counter that reads 0 now is not the
+  # one the controller counts with (renamed, relabelled), and "nothing
+  # written" below could not fail.
+  [ "$writes" -ge 1 ] || fail "the report apply counter reads $writes after the Report was applied"
   kubectl label namespace "$S30_NS" nfguard-e2e/touched=yes >/dev/null
   sleep 20 # a relabel re-judges every node; a pass follows within 5 s
   rv2=$(get reports.openreports.io "$S30_REPORT" '{.metadata.resourceVersion}' -n "$S30_NS")
