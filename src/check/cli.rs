@@ -183,6 +183,16 @@ impl Args {
 
 /// Load manifests and facts from files and/or the cluster.
 pub async fn gather(args: &Args, client: Option<kube::Client>) -> anyhow::Result<Inputs> {
+    gather_around(args, client, None).await
+}
+
+/// `gather`, with the cluster's profiles and nodes already `listed` (the
+/// rest of the cluster's facts are read).
+async fn gather_around(
+    args: &Args,
+    client: Option<kube::Client>,
+    listed: Option<cluster::Listed>,
+) -> anyhow::Result<Inputs> {
     let default_platform = args.lookup.default_platform()?;
     let cluster_mode = args.cluster_mode() || client.is_some();
     if args.what_if.running && !cluster_mode {
@@ -216,8 +226,14 @@ pub async fn gather(args: &Args, client: Option<kube::Client>) -> anyhow::Result
             Some(c) => c,
             None => crate::runtime::client::client(args.kubeconfig.as_deref()).await?,
         };
-        let facts =
-            cluster::load(client.clone(), args.nodes.is_none(), args.policy.is_none()).await?;
+        let facts = match listed {
+            Some(listed) => {
+                cluster::load_around(client.clone(), listed, args.policy.is_none()).await?
+            }
+            None => {
+                cluster::load(client.clone(), args.nodes.is_none(), args.policy.is_none()).await?
+            }
+        };
         if args.profiles.is_none() {
             inputs.profiles = facts.profiles;
         }
@@ -265,6 +281,7 @@ pub async fn predict_running(
     lookup: &LookupArgs,
     change: &AssumeArgs,
     image_lookup: Option<Arc<dyn ImageLookup>>,
+    listed: Option<cluster::Listed>,
 ) -> anyhow::Result<Option<whatif::predict::Prediction>> {
     let Some((selector, patches)) = change.parse()? else {
         return Ok(None);
@@ -284,7 +301,7 @@ pub async fn predict_running(
             change: change.clone(),
         },
     };
-    let inputs = gather(&args, Some(client)).await?;
+    let inputs = gather_around(&args, Some(client), listed).await?;
     let opts = lookup.options(image_lookup, true);
     Ok(Some(
         whatif::predict::predict(inputs, &selector, &patches, opts).await?,

@@ -46,6 +46,24 @@ pub async fn load(
     } else {
         Vec::new()
     };
+    load_around(client, Listed { profiles, nodes }, with_policies).await
+}
+
+/// Profiles and Nodes a caller already listed (`status` before its
+/// what-if: one snapshot, not two).
+#[derive(Debug, Default)]
+pub struct Listed {
+    pub profiles: Vec<NodeNetfilterProfile>,
+    pub nodes: Vec<Node>,
+}
+
+/// `load` around profiles and nodes already listed: policies (unless
+/// `with_policies` is false) and namespaces.
+pub async fn load_around(
+    client: kube::Client,
+    listed: Listed,
+    with_policies: bool,
+) -> Result<ClusterFacts, ClusterError> {
     let policies = if with_policies {
         list_all::<NetfilterPolicy>(&client, "netfilterpolicies").await?
     } else {
@@ -58,8 +76,8 @@ pub async fn load(
         .filter_map(|n| Some((n.metadata.name?, n.metadata.labels.unwrap_or_default())))
         .collect();
     Ok(ClusterFacts {
-        profiles,
-        nodes,
+        profiles: listed.profiles,
+        nodes: listed.nodes,
         policies,
         namespace_labels,
     })

@@ -97,6 +97,16 @@ pub async fn report_from(
     server: &str,
     timeout: Option<Duration>,
 ) -> anyhow::Result<super::StatusReport> {
+    Ok(listed_report_from(client, server, timeout).await?.0)
+}
+
+/// `report_from`, with the profiles and nodes it listed (the what-if then
+/// judges the same snapshot instead of listing them again).
+pub async fn listed_report_from(
+    client: &kube::Client,
+    server: &str,
+    timeout: Option<Duration>,
+) -> anyhow::Result<(super::StatusReport, crate::check::cluster::Listed)> {
     let listing = async {
         let listed = fetch::list(client, server).await?;
         let reports = fetch::reports(client).await;
@@ -114,21 +124,28 @@ pub async fn report_from(
     let now = k8s_openapi::jiff::Timestamp::now();
     let mut report = build_report(&listed.profiles, &listed.nodes, now);
     report.reports = super::reports::reports_status(api, &reports, error);
-    Ok(report)
+    let listed = crate::check::cluster::Listed {
+        profiles: listed.profiles,
+        nodes: listed.nodes,
+    };
+    Ok((report, listed))
 }
 
 /// `report` with the what-if section `check --running` predicts for
 /// `args`' assumed change (nothing read or looked up without `--assume`).
 /// Bounded by the request timeout plus the look-ups' own `--timeout`.
 /// `images`: a fixed image lookup (tests); None: the registry inspector.
+/// `listed`: the profiles and nodes the report was built from (None: the
+/// what-if lists them).
 pub async fn add_what_if(
     report: &mut super::StatusReport,
     client: &kube::Client,
     args: &Args,
     limit: Option<Duration>,
     images: Option<Arc<dyn ImageLookup>>,
+    listed: Option<crate::check::cluster::Listed>,
 ) -> anyhow::Result<()> {
-    let predicting = predict_running(client.clone(), &args.lookup, &args.what_if, images);
+    let predicting = predict_running(client.clone(), &args.lookup, &args.what_if, images, listed);
     let prediction = match limit {
         None => predicting.await?,
         Some(limit) => {
@@ -157,8 +174,8 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
         args.contexts.first().map(String::as_str),
     )
     .await?;
-    let mut report = report_from(&conn.client, &conn.server, limit).await?;
-    add_what_if(&mut report, &conn.client, &args, limit, None).await?;
+    let (mut report, listed) = listed_report_from(&conn.client, &conn.server, limit).await?;
+    add_what_if(&mut report, &conn.client, &args, limit, None, Some(listed)).await?;
     print!("{}", render(&report, args.output)?);
     Ok(0)
 }

@@ -250,7 +250,7 @@ async fn without_assume_the_what_if_sends_no_request() {
     let mut report = empty_report();
     let args = status_args(&[]);
     // A request would wait for an answer no one sends: the timeout fails it.
-    let adding = nfguard::status::cli::add_what_if(&mut report, &client, &args, None, None);
+    let adding = nfguard::status::cli::add_what_if(&mut report, &client, &args, None, None, None);
     tokio::time::timeout(Duration::from_secs(5), adding)
         .await
         .expect("no request waits for an answer")
@@ -354,6 +354,7 @@ async fn assume_reads_what_check_running_reads_and_adds_the_section() {
         &args,
         Some(Duration::from_secs(10)),
         Some(images),
+        None,
     )
     .await
     .unwrap();
@@ -369,4 +370,74 @@ async fn assume_reads_what_check_running_reads_and_adds_the_section() {
         "{v}"
     );
     assert_eq!(v["whatIf"]["selector"], "pool=old");
+}
+
+/// `status --assume`: the table and the what-if judge one snapshot, so
+/// profiles and nodes are listed once (then the reports' discovery, then
+/// what only the what-if reads), and nothing after that.
+#[tokio::test]
+async fn status_with_assume_lists_profiles_and_nodes_once() {
+    let images = std::sync::Arc::new(nfguard::judgement::FixedImages(
+        nfguard::compat::evaluate::ImageResolutions::new(),
+    ));
+    let (client, mut handle) = mock();
+    let server = tokio::spawn(async move {
+        let answers: Vec<(&str, serde_json::Value)> = vec![
+            (
+                PROFILES,
+                page(
+                    "NodeNetfilterProfile",
+                    "nfguard.io/v1alpha1",
+                    json!([host_187("node-a")]),
+                    None,
+                ),
+            ),
+            (NODES, page("Node", "v1", json!([node("node-a")]), None)),
+            (OPENREPORTS, not_found()),
+            (WGPOLICY, not_found()),
+            (
+                "/apis/nfguard.io/v1alpha1/netfilterpolicies",
+                page("NetfilterPolicy", "nfguard.io/v1alpha1", json!([]), None),
+            ),
+            (
+                "/api/v1/namespaces",
+                page("Namespace", "v1", json!([]), None),
+            ),
+            (
+                "/apis/apps/v1/daemonsets",
+                page("DaemonSet", "apps/v1", json!([]), None),
+            ),
+            ("/api/v1/pods", page("Pod", "v1", json!([]), None)),
+        ];
+        for (path, body) in answers {
+            let (req, send) = handle.next_request().await.expect("request expected");
+            assert_eq!(req.uri().path(), path, "requests out of order or repeated");
+            let status = if body["code"] == 404 { 404 } else { 200 };
+            respond(send, status, &body);
+        }
+        handle
+    });
+    let args = status_args(&["--assume", "os=debian-13"]);
+    let (mut report, listed) =
+        nfguard::status::cli::listed_report_from(&client, SERVER, Some(Duration::from_secs(10)))
+            .await
+            .unwrap();
+    nfguard::status::cli::add_what_if(
+        &mut report,
+        &client,
+        &args,
+        Some(Duration::from_secs(10)),
+        Some(images),
+        Some(listed),
+    )
+    .await
+    .unwrap();
+    let mut handle = server.await.unwrap();
+    drop(client);
+    assert!(
+        handle.next_request().await.is_none(),
+        "a request after the what-if's own lists"
+    );
+    assert_eq!(report.summary.nodes, 1);
+    assert!(report.what_if.is_some());
 }
