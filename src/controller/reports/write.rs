@@ -592,7 +592,12 @@ impl ReportWriter {
         let mut wanted = deferred_keys(&gathered.deferred);
         let mut budget = pass_budget(self.caps, &state.stored, &state.sizes, &wanted, scope);
         let (mut reports, mut applied) = (0, 0);
-        let params = PatchParams::apply(FIELD_MANAGER).force();
+        // Strict: the API server refuses a field the installed report CRD's
+        // schema lacks instead of dropping it, so the e2e's writes through the
+        // upstream CRDs prove nfguard's reports keep to their schemas.
+        let params = PatchParams::apply(FIELD_MANAGER)
+            .force()
+            .validation_strict();
         for chunk in gathered.chunks(CHUNK_PODS) {
             let deadline = Instant::now() + IMAGE_DEADLINE;
             let desired = judge_entries(&self.caches, &self.images, chunk, deadline).await;
