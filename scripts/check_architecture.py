@@ -18,7 +18,7 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
 # Lowest first: a room may use the rooms before it, never those after it.
 CONTROLLER_ROOMS = ["timing", "plan", "cache", "metrics", "apply", "reports", "lease", "run", "http", "cli"]
 MAX_FILES = 10
-IDENT = re.compile(r"\b(crate|super(?:::super)*|self)::((?:[a-z_][a-z0-9_]*::)*)(\{[^}]*\}|[A-Za-z_][A-Za-z0-9_]*)?")
+IDENT = re.compile(r"\b(crate|super(?:::super)*|self)::((?:[a-z_][a-z0-9_]*::)*)(\{|[A-Za-z_][A-Za-z0-9_]*)?")
 
 
 def modules():
@@ -53,10 +53,33 @@ def target(mods, path):
     return ()
 
 
+def group(text, start):
+    """The paths of a `{...}` use group opening at `start`, nested groups
+    flattened (`{a::{B, C}, d}` -> a::B, a::C, d)."""
+    paths, stack, item, i = [], [[]], "", start + 1
+    while i < len(text) and stack:
+        c = text[i]
+        if c == "{":
+            stack.append(stack[-1] + [p for p in item.strip().split("::") if p])
+            item = ""
+        elif c in ",}":
+            name = item.strip().split(" as ")[0]
+            if name:
+                paths.append(stack[-1] + [p for p in name.split("::") if p])
+            item = ""
+            if c == "}":
+                stack.pop()
+        else:
+            item += c
+        i += 1
+    return paths
+
+
 def edges(mods):
     out = {m: set() for m in mods}
     for mod, path in mods.items():
-        for m in IDENT.finditer(code_of(path)):
+        code = code_of(path)
+        for m in IDENT.finditer(code):
             head, mid, last = m.group(1), m.group(2), m.group(3) or ""
             if head == "crate":
                 base = []
@@ -65,9 +88,9 @@ def edges(mods):
             else:
                 base = list(mod[: len(mod) - head.count("super")])
             prefix = base + [p for p in mid.split("::") if p]
-            names = [x.strip().split(" as ")[0] for x in last.strip("{}").split(",")] if last.startswith("{") else [last]
+            names = group(code, m.end() - 1) if last == "{" else [[last]]
             for name in names:
-                t = target(mods, prefix + [p for p in name.split("::") if p])
+                t = target(mods, prefix + name)
                 related = t == mod or mod[: len(t)] == t or t[: len(mod)] == mod
                 if t and not related:
                     out[mod].add(t)

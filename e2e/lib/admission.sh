@@ -129,6 +129,27 @@ webhook_restore() { # FAILURE_POLICY REPLICAS
   return "$rc"
 }
 
+# e2e_policy NAME ACTION NS_LABELS [EXEMPT_LABELS]: a NetfilterPolicy for
+# the scenario (unresolvedImages: Warn) selecting the namespaces whose labels
+# match NS_LABELS (a YAML flow map), letting nfguard.io/exempt count where
+# EXEMPT_LABELS match; deleted at the end, Valid before it returns.
+e2e_policy() {
+  local name=$1 action=$2 labels=$3 exempt=""
+  [ -z "${4:-}" ] || exempt="exemptionNamespaceSelector: {matchLabels: $4}"
+  defer kubectl delete netfilterpolicy "$name" --ignore-not-found
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: nfguard.io/v1alpha1
+kind: NetfilterPolicy
+metadata: {name: $name, labels: {app.kubernetes.io/part-of: nfguard-e2e}}
+spec:
+  action: $action
+  unresolvedImages: Warn
+  namespaceSelector: {matchLabels: $labels}
+  $exempt
+YAML
+  wait_for 60 "$name to be Valid=True" policy_is "$name" True
+}
+
 policy_condition() { # POLICY TYPE FIELD
   get netfilterpolicy "$1" "{.status.conditions[?(@.type==\"$2\")].$3}"
 }

@@ -55,18 +55,7 @@ s12_set_image() {
 s12_relabel_not_judged() { # NODE
   local ns=nfguard-e2e-s12-exempt out
   S12_NODE=$1
-  defer kubectl delete netfilterpolicy nfguard-e2e-s12 --ignore-not-found
-  kubectl apply -f - >/dev/null <<YAML
-apiVersion: nfguard.io/v1alpha1
-kind: NetfilterPolicy
-metadata: {name: nfguard-e2e-s12, labels: {app.kubernetes.io/part-of: nfguard-e2e}}
-spec:
-  action: Deny
-  unresolvedImages: Warn
-  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: $ns}}
-  exemptionNamespaceSelector: {matchLabels: {nfguard.io/exemptions: allowed}}
-YAML
-  wait_for 60 "nfguard-e2e-s12 to be Valid=True" policy_is nfguard-e2e-s12 True
+  e2e_policy nfguard-e2e-s12 Deny "{kubernetes.io/metadata.name: $ns}" "{nfguard.io/exemptions: allowed}"
   scenario_ns "$ns"
   kubectl label namespace "$ns" nfguard.io/exemptions=allowed >/dev/null
   wait_for 60 "the webhook to honour nfguard.io/exempt in $ns" exempt_honoured "$ns" s12_pod

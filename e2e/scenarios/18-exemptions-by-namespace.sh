@@ -38,19 +38,8 @@ s18_exemptions() {
   new_rules_node
   S18_NODE=$RULES_NODE
   say "the node: $S18_NODE (minReaderVersion $(nnp "$S18_NODE" '{.status.minReaderVersion}'))"
-  defer kubectl delete netfilterpolicy nfguard-e2e-exemptions --ignore-not-found
-  kubectl apply -f - >/dev/null <<YAML
-apiVersion: nfguard.io/v1alpha1
-kind: NetfilterPolicy
-metadata: {name: nfguard-e2e-exemptions, labels: {app.kubernetes.io/part-of: nfguard-e2e}}
-spec:
-  action: Deny
-  unresolvedImages: Warn
-  namespaceSelector: {matchLabels: {app.kubernetes.io/part-of: nfguard-e2e}}
-  exemptionNamespaceSelector: {matchLabels: {nfguard.io/exemptions: allowed}}
-YAML
   on_dump kubectl get netfilterpolicies -o wide
-  wait_for 60 "nfguard-e2e-exemptions to be Valid=True" policy_is nfguard-e2e-exemptions True
+  e2e_policy nfguard-e2e-exemptions Deny "{app.kubernetes.io/part-of: nfguard-e2e}" "{nfguard.io/exemptions: allowed}"
   ok "NetfilterPolicy nfguard-e2e-exemptions: exemptionNamespaceSelector nfguard.io/exemptions=allowed"
   scenario_ns "$plain"
   scenario_ns "$allowed"

@@ -137,6 +137,17 @@ $(cat "$work/diff-$src")"
 # finding on a changed node, or another verdict), with the same verdicts
 # today and as assumed and the same reason codes: its count equals check's,
 # and each line it lists is one of check's (it lists at most 10).
+# s24_profile_lists FROM N: the audit log, after its first FROM lines, shows
+# exactly N completed lists of the profiles by someone other than nfguard.
+s24_profile_lists() {
+  local lists
+  lists=$(tail -n "+$(($1 + 1))" "$NFGUARD_E2E_AUDIT_LOG" | jq -r 'select(.stage == "ResponseComplete" and .verb == "list"
+    and (.requestURI | startswith("/apis/nfguard.io/v1alpha1/nodenetfilterprofiles"))
+    and (.user.username | startswith("system:serviceaccount:nfguard-system:") | not)) | .requestURI')
+  WHY="$(grep -c . <<<"$lists" || true) lists of the profiles, want $2"
+  [ "$(grep -c . <<<"$lists" || true)" = "$2" ]
+}
+
 s24_status_agrees() {
   local from_check from_status
   from_check=$(jq -r --slurpfile today "$1" '
@@ -187,7 +198,7 @@ s24_restore() { # NODE VERSION_BEFORE
 }
 
 s24_real_node_change() {
-  local ns=$S24_NS work rc n sel pod src changed=0 t0 crd hint o fmt
+  local ns=$S24_NS work rc n sel pod src changed=0 t0 crd hint o fmt audit_from
   S23_BIN=${NFGUARD_BIN:-$REPO/target/release/nfguard}
   [ -x "$S23_BIN" ] || fail "NFGUARD_BIN=$S23_BIN is not an executable nfguard"
   nftables_node
@@ -212,16 +223,7 @@ s24_real_node_change() {
   kubectl wait --for=condition=Established --timeout=60s crd/reports.openreports.io >/dev/null
 
   # Warn, not the install's Deny: the writers must run where they are unsafe.
-  defer kubectl delete netfilterpolicy nfguard-e2e-s24 --ignore-not-found
-  kubectl apply -f - >/dev/null <<YAML
-apiVersion: nfguard.io/v1alpha1
-kind: NetfilterPolicy
-metadata: {name: nfguard-e2e-s24, labels: {app.kubernetes.io/part-of: nfguard-e2e}}
-spec:
-  action: Warn
-  unresolvedImages: Warn
-  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: $ns}}
-YAML
+  e2e_policy nfguard-e2e-s24 Warn "{kubernetes.io/metadata.name: $ns}"
   keep_out_of_namespace "$ns" nfguard-e2e-s24
   for n in "${S24_NODES[@]}"; do
     defer kubectl -n "$ns" delete pod "writer-187-$n" --ignore-not-found --grace-period=0 --force --wait=true --timeout=60s
@@ -248,6 +250,7 @@ YAML
   show <"$work/predicted"
   # `status` with the same flags: the same prediction, in its section.
   t0=$SECONDS
+  audit_from=$(wc -l <"${NFGUARD_E2E_AUDIT_LOG:?the local cluster exports NFGUARD_E2E_AUDIT_LOG}")
   for o in json table; do
     fmt=()
     [ "$o" = table ] || fmt=(-o "$o")
@@ -257,6 +260,12 @@ YAML
       fail "nfguard status with the what-if's flags failed: $(cat "$work/status.$o.err")"
   done
   s24_status_agrees "$work/today.json" "$work/predicted.json" "$work/status.json"
+  # The table and the what-if judge one snapshot: each run lists the
+  # profiles once, as the API server's audit log counts.
+  wait_for 10 "the two status runs' lists of profiles in the audit log" s24_profile_lists "$audit_from" 2
+  sleep 2
+  s24_profile_lists "$audit_from" 2 || fail "$WHY"
+  ok "the API server's audit log: 2 lists of the profiles for the 2 status runs (the what-if reuses the table's)"
   ok "status --assume-nodes ... --assume $S24_PATCH predicts what check does ($(jq -r .whatIf.changed "$work/status.json") changed workloads; two runs in $((SECONDS - t0)) s):"
   show <"$work/status.table"
   jq .whatIf "$work/status.json" | show

@@ -261,18 +261,7 @@ s26_nft_skew() {
   ok "before the set: Service before ($ip_before:80 -> $podip:8080) programmed in table ip kube-proxy and answering from $NFT_NODE"
 
   # ---- (b) with nfguard's gate: denied at admission.
-  defer kubectl delete netfilterpolicy "$S26_POLICY" --ignore-not-found
-  kubectl apply -f - >/dev/null <<YAML
-apiVersion: nfguard.io/v1alpha1
-kind: NetfilterPolicy
-metadata: {name: $S26_POLICY, labels: {app.kubernetes.io/part-of: nfguard-e2e}}
-spec:
-  action: Deny
-  unresolvedImages: Warn
-  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: $S26_EXEMPT_NS}}
-  exemptionNamespaceSelector: {matchLabels: {kubernetes.io/metadata.name: $S26_EXEMPT_NS}}
-YAML
-  wait_for 60 "$S26_POLICY to be Valid=True" policy_is "$S26_POLICY" True
+  e2e_policy "$S26_POLICY" Deny "{kubernetes.io/metadata.name: $S26_EXEMPT_NS}" "{kubernetes.io/metadata.name: $S26_EXEMPT_NS}"
   scenario_ns "$S26_EXEMPT_NS"
   defer kubectl -n "$S26_NS" delete pod "$S26_POD" --ignore-not-found --grace-period=0 --force --wait=false
   if out=$(s26_pod "$S26_POD" | kubectl -n "$S26_NS" create -f - 2>&1); then

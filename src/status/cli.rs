@@ -106,7 +106,7 @@ pub async fn listed_report_from(
     client: &kube::Client,
     server: &str,
     timeout: Option<Duration>,
-) -> anyhow::Result<(super::StatusReport, crate::check::cluster::Listed)> {
+) -> anyhow::Result<(super::StatusReport, fetch::Listed)> {
     let listing = async {
         let listed = fetch::list(client, server).await?;
         let reports = fetch::reports(client).await;
@@ -124,10 +124,6 @@ pub async fn listed_report_from(
     let now = k8s_openapi::jiff::Timestamp::now();
     let mut report = build_report(&listed.profiles, &listed.nodes, now);
     report.reports = super::reports::reports_status(api, &reports, error);
-    let listed = crate::check::cluster::Listed {
-        profiles: listed.profiles,
-        nodes: listed.nodes,
-    };
     Ok((report, listed))
 }
 
@@ -143,7 +139,7 @@ pub async fn add_what_if(
     args: &Args,
     limit: Option<Duration>,
     images: Option<Arc<dyn ImageLookup>>,
-    listed: Option<crate::check::cluster::Listed>,
+    listed: Option<fetch::Listed>,
 ) -> anyhow::Result<()> {
     let predicting = predict_running(client.clone(), &args.lookup, &args.what_if, images, listed);
     let prediction = match limit {

@@ -1,10 +1,8 @@
 //! The I/O of `status`: paged `list` calls for profiles and nodes. Errors
 //! name the API server, and say which kind of failure it was.
 
-use crate::api::NodeNetfilterProfile;
 use crate::reports::{LABEL_MANAGED_BY, MANAGED_BY, ReportApi, ReportSummary};
 use crate::runtime::list::ClusterKind;
-use k8s_openapi::api::core::v1::Node;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
@@ -24,12 +22,9 @@ pub enum FetchError {
     },
 }
 
-/// Profiles and Nodes, as listed.
-#[derive(Debug, Default)]
-pub struct Listed {
-    pub profiles: Vec<NodeNetfilterProfile>,
-    pub nodes: Vec<Node>,
-}
+/// Profiles and Nodes, as listed (the what-if of `status --assume` judges
+/// the same snapshot).
+pub use crate::check::cluster::Listed;
 
 /// The error and its sources on one line ("client error (Connect): tcp
 /// connect error: Connection refused (os error 111)"), repeats dropped.
