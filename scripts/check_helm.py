@@ -178,6 +178,11 @@ def check_monitoring(on_path, default_path, kustomize_path):
 
 # ---- namespace: every reference follows the release namespace --------------
 
+# Bindings whose subject is not nfguard's but another install's (the value's
+# default): Prometheus's ServiceAccount, monitoring.podMonitors.prometheusServiceAccount.
+FOREIGN_SUBJECTS = {("ClusterRoleBinding", "nfguard-metrics-scraper"): ("prometheus-k8s", "monitoring")}
+
+
 def check_namespace(chart_path, ns):
     objs = load(chart_path)
     for o in objs:
@@ -188,7 +193,10 @@ def check_namespace(chart_path, ns):
         elif k[1] != ns:
             fail(f"{ident(k)}: namespace {k[1]!r}, not the release namespace {ns}")
         if o["kind"] in ("ClusterRoleBinding", "RoleBinding"):
+            outside = FOREIGN_SUBJECTS.get((o["kind"], o["metadata"]["name"]))
             for s in o.get("subjects", []):
+                if outside and (s.get("name"), s.get("namespace")) == outside:
+                    continue
                 if s.get("kind") == "ServiceAccount" and s.get("namespace") != ns:
                     fail(f"{ident(k)}: subject {s['name']} in {s.get('namespace')!r}, not {ns}")
     by_key = {key(o): o for o in objs}
@@ -532,6 +540,16 @@ def check_monitoring_values(by_key, objs, ns, values, check):
     check("monitoring.podMonitors.labels",
           lambda v: expect("PodMonitors labelled with monitoring.podMonitors.labels",
                            [has_labels(m, v) for m in monitors], [True] * 3))
+    reporter_monitor = by_key.get(("PodMonitor", ns, "nfguard-reporter"))
+    check("monitoring.podMonitors.reporterScrapeClass",
+          lambda v: expect("the reporter PodMonitor's scrapeClass",
+                           reporter_monitor and reporter_monitor["spec"].get("scrapeClass"), v))
+    binding = by_key.get(("ClusterRoleBinding", None, "nfguard-metrics-scraper"))
+    subject = (binding or {}).get("subjects", [{}])[0]
+    check("monitoring.podMonitors.prometheusServiceAccount.name",
+          lambda v: expect("nfguard-metrics-scraper's subject", subject.get("name"), v))
+    check("monitoring.podMonitors.prometheusServiceAccount.namespace",
+          lambda v: expect("nfguard-metrics-scraper's subject namespace", subject.get("namespace"), v))
     if monitors:
         check_pod_monitors(by_key, objs, ns)
 

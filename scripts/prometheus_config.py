@@ -15,6 +15,14 @@ Prometheus, e2e/lib/monitoring.sh; tests/it/monitoring_live.rs tests this script
       file DIR/NAMESPACE/SECRET/KEY, which the caller fills from the Secret as
       the operator would. --interval replaces every scrape interval and sets
       the evaluation interval (a test's short cycle).
+      A PodMonitor's spec.scrapeClass is looked up in --prometheus F (a
+      Prometheus resource, monitoring/prometheus-scrape-class.yaml): its
+      authorization.credentialsFile, a path inside Prometheus's pod, must lie
+      in a volumeMount of a projected serviceAccountToken, and becomes the
+      local file that --pod-file POD_PATH=LOCAL names (the caller writes a
+      token for that audience there, as the kubelet would).
+  prometheus_config.py token-audience PROMETHEUS.yaml CLASS
+      the audience of the projected token that scrape class CLASS uses.
   prometheus_config.py rules PROMETHEUSRULE.yaml [--max-for D]
       a rule file holding the PrometheusRule's spec; --max-for shortens every
       longer `for:` to D (a test's copy; the shipped file is never changed).
@@ -43,7 +51,8 @@ UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800
 
 # What the operator writes for these PodMonitorSpec / PodMetricsEndpoint
 # fields; anything else is refused.
-MONITOR_FIELDS = {"selector", "podMetricsEndpoints", "namespaceSelector"}
+MONITOR_FIELDS = {"selector", "podMetricsEndpoints", "namespaceSelector", "scrapeClass"}
+SCRAPE_CLASS_FIELDS = {"name", "authorization"}
 ENDPOINT_FIELDS = {"port", "path", "interval", "scrapeTimeout", "scheme", "tlsConfig",
                    "authorization", "relabelings"}
 RELABEL_FIELDS = {"sourceLabels": "source_labels", "separator": "separator",
@@ -139,6 +148,44 @@ def user_relabelings(where, relabelings):
     return out
 
 
+def prometheus_spec(path):
+    docs = read_docs(path)
+    if len(docs) != 1 or not isinstance(docs[0], dict) or docs[0].get("kind") != "Prometheus":
+        raise Refused(f"{path}: not one Prometheus")
+    spec = docs[0].get("spec")
+    if not isinstance(spec, dict):
+        raise Refused(f"{path}: no spec")
+    return spec
+
+
+def class_token(path, name):
+    """(credentialsFile, audience) of scrape class NAME in the Prometheus at PATH."""
+    spec = prometheus_spec(path)
+    classes = [c for c in spec.get("scrapeClasses") or [] if isinstance(c, dict) and c.get("name") == name]
+    if len(classes) != 1:
+        raise Refused(f"{path}: no scrape class {name!r} (or more than one)")
+    cls = classes[0]
+    check_keys(f"scrape class {name}", cls, SCRAPE_CLASS_FIELDS)
+    auth = cls.get("authorization") or {}
+    check_keys(f"scrape class {name}: authorization", auth, {"type", "credentialsFile"})
+    if auth.get("type", "Bearer") != "Bearer" or not auth.get("credentialsFile"):
+        raise Refused(f"scrape class {name}: authorization needs type Bearer and credentialsFile")
+    file = auth["credentialsFile"]
+    mounts = [m for m in spec.get("volumeMounts") or []
+              if isinstance(m, dict) and file.startswith(str(m.get("mountPath", "")).rstrip("/") + "/")]
+    if len(mounts) != 1:
+        raise Refused(f"scrape class {name}: credentialsFile {file} is in no one volumeMount")
+    rel = file[len(mounts[0]["mountPath"].rstrip("/")) + 1:]
+    volumes = [v for v in spec.get("volumes") or [] if isinstance(v, dict) and v.get("name") == mounts[0].get("name")]
+    sources = ((volumes[0].get("projected") or {}).get("sources") or []) if len(volumes) == 1 else []
+    tokens = [src["serviceAccountToken"] for src in sources
+              if isinstance(src, dict) and isinstance(src.get("serviceAccountToken"), dict)
+              and src["serviceAccountToken"].get("path") == rel]
+    if len(tokens) != 1 or not tokens[0].get("audience"):
+        raise Refused(f"scrape class {name}: {file} is no projected serviceAccountToken with an audience")
+    return file, tokens[0]["audience"]
+
+
 def scrape_job(monitor, index, ep, opts):
     meta = monitor.get("metadata") or {}
     ns, name = meta.get("namespace"), meta.get("name")
@@ -175,6 +222,16 @@ def scrape_job(monitor, index, ep, opts):
         if "serverName" in ep["tlsConfig"]:
             tls["server_name"] = ep["tlsConfig"]["serverName"]
         job["tls_config"] = tls
+    scrape_class = monitor["spec"].get("scrapeClass")
+    if scrape_class and "authorization" not in ep:
+        # The operator's merge: the endpoint's own authorization wins.
+        if not opts.prometheus:
+            raise Refused(f"PodMonitor {ns}/{name}: scrapeClass {scrape_class} needs --prometheus")
+        file, _ = class_token(opts.prometheus, scrape_class)
+        local = dict(m.split("=", 1) for m in opts.pod_file if "=" in m).get(file)
+        if not local:
+            raise Refused(f"scrape class {scrape_class}: no --pod-file {file}=LOCAL")
+        job["authorization"] = {"type": "Bearer", "credentials_file": local}
     if "authorization" in ep:
         auth = ep["authorization"]
         check_keys(f"{where}.authorization", auth, {"type", "credentials"})
@@ -223,6 +280,10 @@ def scrape(opts):
     if opts.rule_file:
         config["rule_files"] = opts.rule_file
     return yaml.safe_dump(config, sort_keys=False)
+
+
+def token_audience(opts):
+    return class_token(opts.prometheus, opts.scrape_class)[1] + "\n"
 
 
 def rules(opts):
@@ -290,6 +351,11 @@ def main(argv):
     s.add_argument("--secrets-dir", required=True)
     s.add_argument("--interval")
     s.add_argument("--rule-file", action="append", default=[])
+    s.add_argument("--prometheus")
+    s.add_argument("--pod-file", action="append", default=[])
+    a = sub.add_parser("token-audience")
+    a.add_argument("prometheus")
+    a.add_argument("scrape_class")
     r = sub.add_parser("rules")
     r.add_argument("rule")
     r.add_argument("--max-for")
@@ -301,7 +367,8 @@ def main(argv):
         for name in ("interval", "max_for"):
             if getattr(opts, name, None):
                 duration(f"--{name.replace('_', '-')}", getattr(opts, name))
-        out = {"scrape": scrape, "rules": rules, "panels": panels}[opts.cmd](opts)
+        out = {"scrape": scrape, "rules": rules, "panels": panels,
+               "token-audience": token_audience}[opts.cmd](opts)
     except Refused as e:
         print(f"prometheus_config: {e}", file=sys.stderr)
         return 1

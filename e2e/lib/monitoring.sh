@@ -9,7 +9,7 @@
 #                         is not applicable and the alert hooks say `skip:` (kind only)
 #
 # monitoring_up (before the scenarios, when 6 or 27 is selected):
-#   - the Prometheus Operator's PodMonitor and PrometheusRule CRDs, from its Go
+#   - the Prometheus Operator's PodMonitor, PrometheusRule and Prometheus CRDs, from its Go
 #     module (tools/prometheus-operator pins v0.85.0; scripts/go-module-dir.sh),
 #     applied to the cluster, then `kubectl apply --server-side -k monitoring/`
 #     validated against their schemas by the API server;
@@ -17,8 +17,10 @@
 #     loopback; it reaches only the cluster's own addresses), its
 #     scrape_configs translated from the PodMonitors by
 #     scripts/prometheus_config.py (kubernetes_sd pod role, the shipped
-#     selectors, port name, job relabelings; the reporter over HTTPS with the
-#     token of the Secret nfguard-metrics-scraper), its rules the
+#     selectors, port name, job relabelings; the reporter over HTTPS with a
+#     token of Prometheus's ServiceAccount for the audience its scrape class
+#     projects, monitoring/prometheus-scrape-class.yaml, which is checked
+#     against the operator's Prometheus CRD), its rules the
 #     PrometheusRule's spec. Test-only: every scrape and evaluation each 2 s,
 #     and every alert's `for:` shortened to 5 s in the test's copy (the
 #     shipped values are 2m to 1h; scenario 6 alone lasts ~100 s).
@@ -39,8 +41,15 @@ PROM_DIR=""
 PROM_PID=""
 PROM_STARTED=0
 PROM_OPERATOR_MODULE=github.com/prometheus-operator/prometheus-operator
-PROM_CRDS=(monitoring.coreos.com_podmonitors.yaml monitoring.coreos.com_prometheusrules.yaml)
-PROM_NS=nfguard-e2e-monitoring
+PROM_CRDS=(monitoring.coreos.com_podmonitors.yaml monitoring.coreos.com_prometheusrules.yaml
+  monitoring.coreos.com_prometheuses.yaml)
+# Prometheus's identity as kube-prometheus names it: monitoring/reporter-scraper.yaml
+# binds it as shipped.
+PROM_NS=monitoring
+PROM_SA=prometheus-k8s
+PROM_SCRAPE_CLASS=nfguard-reporter
+# Where monitoring/prometheus-scrape-class.yaml mounts the projected token.
+PROM_REPORTER_TOKEN_IN_POD=/var/run/secrets/nfguard/reporter-metrics/token
 
 # prom_api PATH [CURL_ARGS...]: Prometheus' HTTP API, from inside the
 # control plane's namespace (the only place it listens); bounded answer.
@@ -162,17 +171,19 @@ targets_up() {
 # prom_ready: Prometheus answers /-/ready; otherwise WHY says what its log
 # last said, and whether it is still running (the log goes with the cluster).
 prom_ready() {
-  prom_api /-/ready >/dev/null 2>&1 && return 0
+  # Its own process first: another Prometheus left on the port (a kept
+  # cluster's) would answer for it.
+  kill -0 "$PROM_PID" 2>/dev/null && prom_api /-/ready >/dev/null 2>&1 && return 0
   WHY="its log: $(tail -n 3 "$PROM_DIR/prometheus.log" 2>/dev/null | tr '\n' ' ')"
   kill -0 "$PROM_PID" 2>/dev/null || WHY="Prometheus exited; $WHY"
   return 1
 }
 
 prom_start() {
-  local module crds t cadata api token version c
+  local module crds t cadata api audience version c out
   PROM_DIR=${NFGUARD_E2E_LOG_DIR:?monitoring needs the local provider (NFGUARD_E2E_LOG_DIR)}/prometheus
   rm -rf "$PROM_DIR"
-  mkdir -p "$PROM_DIR/data" "$PROM_DIR/secrets/$NS/nfguard-metrics-scraper"
+  mkdir -p "$PROM_DIR/data" "$PROM_DIR/secrets"
   chmod 700 "$PROM_DIR"
 
   # The operator's CRDs, from its module, and monitoring/ against them.
@@ -183,10 +194,10 @@ prom_start() {
     kubectl apply --server-side -f "$crds/$c" >/dev/null || fail "applying $c from $PROM_OPERATOR_MODULE failed"
   done
   kubectl wait --for=condition=Established --timeout=60s crd/podmonitors.monitoring.coreos.com \
-    crd/prometheusrules.monitoring.coreos.com >/dev/null
+    crd/prometheusrules.monitoring.coreos.com crd/prometheuses.monitoring.coreos.com >/dev/null
   kubectl apply --server-side -k "$REPO/monitoring" >"$PROM_DIR/apply.log" 2>&1 ||
     fail "kubectl apply --server-side -k monitoring/ against the operator's CRDs failed: $(cat "$PROM_DIR/apply.log")"
-  ok "the Prometheus Operator's PodMonitor and PrometheusRule CRDs (${module##*/}) applied; kubectl apply --server-side -k monitoring/ passes their schemas: $(tr '\n' ';' <"$PROM_DIR/apply.log")"
+  ok "the Prometheus Operator's PodMonitor, PrometheusRule and Prometheus CRDs (${module##*/}) applied; kubectl apply --server-side -k monitoring/ passes their schemas: $(tr '\n' ';' <"$PROM_DIR/apply.log")"
 
   # Prometheus' own identity: pods of nfguard's namespace, for kubernetes_sd.
   kubectl apply -f - >/dev/null <<YAML
@@ -196,7 +207,7 @@ metadata: {name: $PROM_NS, labels: {app.kubernetes.io/part-of: nfguard-e2e}}
 ---
 apiVersion: v1
 kind: ServiceAccount
-metadata: {name: prometheus, namespace: $PROM_NS}
+metadata: {name: $PROM_SA, namespace: $PROM_NS}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
@@ -207,19 +218,18 @@ apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata: {name: nfguard-e2e-prometheus, namespace: $NS}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: nfguard-e2e-prometheus}
-subjects: [{kind: ServiceAccount, name: prometheus, namespace: $PROM_NS}]
+subjects: [{kind: ServiceAccount, name: $PROM_SA, namespace: $PROM_NS}]
 YAML
-  kubectl -n "$PROM_NS" create token prometheus --duration=2h >"$PROM_DIR/sd-token"
-  # What the operator would mount: the scraper Secret's token (filled by the
-  # API server's token controller).
-  token=""
-  for _ in $(seq 30); do
-    token=$(get secret nfguard-metrics-scraper '{.data.token}' -n "$NS")
-    [ -z "$token" ] || break
-    sleep 1
-  done
-  [ -n "$token" ] || fail "Secret $NS/nfguard-metrics-scraper has no token (the token controller did not fill it)"
-  base64 -d <<<"$token" >"$PROM_DIR/secrets/$NS/nfguard-metrics-scraper/token"
+  kubectl -n "$PROM_NS" create token "$PROM_SA" --duration=2h >"$PROM_DIR/sd-token"
+  # What a Prometheus pod gets from the scrape class's projected volume: a
+  # token of its own ServiceAccount for the class's audience (the kubelet
+  # asks the same TokenRequest API), longer than a run lasts.
+  out=$(kubectl apply --dry-run=server -f "$REPO/monitoring/prometheus-scrape-class.yaml" 2>&1) ||
+    fail "monitoring/prometheus-scrape-class.yaml does not pass the operator's Prometheus CRD: $out"
+  audience=$(python3 "$REPO/scripts/prometheus_config.py" token-audience \
+    "$REPO/monitoring/prometheus-scrape-class.yaml" "$PROM_SCRAPE_CLASS") || fail "no audience for scrape class $PROM_SCRAPE_CLASS"
+  kubectl -n "$PROM_NS" create token "$PROM_SA" --audience "$audience" --duration=1h >"$PROM_DIR/reporter-token"
+  ok "monitoring/prometheus-scrape-class.yaml passes the Prometheus CRD ($out); $PROM_NS/$PROM_SA's token for audience $audience written where the class reads it"
   cadata=$(kubectl config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')
   base64 -d <<<"$cadata" >"$PROM_DIR/ca.crt"
   api=$(kubectl -n default get endpointslices -l kubernetes.io/service-name=kubernetes \
@@ -232,6 +242,8 @@ YAML
   python3 "$REPO/scripts/prometheus_config.py" scrape "$REPO/monitoring/podmonitors.yaml" \
     --api-server "https://$api" --ca-file "$PROM_DIR/ca.crt" --token-file "$PROM_DIR/sd-token" \
     --secrets-dir "$PROM_DIR/secrets" --interval "$PROM_INTERVAL" --rule-file "$PROM_DIR/rules.yaml" \
+    --prometheus "$REPO/monitoring/prometheus-scrape-class.yaml" \
+    --pod-file "$PROM_REPORTER_TOKEN_IN_POD=$PROM_DIR/reporter-token" \
     >"$PROM_DIR/prometheus.yml" || fail "translating the PodMonitors failed"
   ok "prometheus.yml from the PodMonitors ($(grep -c '^- job_name' "$PROM_DIR/prometheus.yml") jobs), rules from the PrometheusRule ($(cat "$PROM_DIR/rules.log"))"
 
@@ -267,7 +279,7 @@ prom_stop() {
   kubectl -n "$NS" delete role,rolebinding nfguard-e2e-prometheus --ignore-not-found >/dev/null || rc=1
   kubectl delete namespace "$PROM_NS" --ignore-not-found --wait=true --timeout=120s >/dev/null || rc=1
   kubectl delete crd podmonitors.monitoring.coreos.com prometheusrules.monitoring.coreos.com \
-    --ignore-not-found --wait=true >/dev/null || rc=1
+    prometheuses.monitoring.coreos.com --ignore-not-found --wait=true >/dev/null || rc=1
   [ -z "$PROM_DIR" ] || rm -rf "$PROM_DIR"
   return "$rc"
 }

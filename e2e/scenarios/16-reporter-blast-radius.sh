@@ -2,8 +2,8 @@
 # Scenario 16: the reporter's blast radius: only the probed host paths, read-only; /metrics for allowed tokens only; control-plane nodes by opt-in.
 #
 # the reporter's blast radius: it sees only the host directories it
-# probes, read-only; its /metrics answers only a token allowed `get /metrics`,
-# from anywhere; its probes' port says "ok" and nothing else; control-plane
+# probes, read-only; its /metrics answers only a token for its own audience
+# allowed `get /metrics`, from anywhere; its probes' port says "ok" and nothing else; control-plane
 # nodes get a reporter only by opt-in
 #
 # Runs on: kind, local.
@@ -13,6 +13,7 @@
 #   - node_exec "$node" rm -f "/proc/$pid/root/host/usr/.nfguard-e2e-write"
 #   - namespace e2e-s16 (scenario_ns)
 #   - kubectl delete clusterrolebinding e2e-s16-scraper --ignore-not-found
+#   - rm -f "$kc" (the scraper's token kubeconfig)
 #   - s16_untaint
 #   - s16_opt_out
 
@@ -29,6 +30,8 @@ SCENARIO_RUN=s16_reporter_blast_radius
 S16_MOUNTS="/host/bin /host/etc/alternatives /host/sbin /host/usr"
 S16_CP_TAINT="node-role.kubernetes.io/control-plane"
 S16_TAINTED=""
+# What the reporter requires of a scraper's token (--metrics-audience default).
+S16_AUDIENCE=nfguard-reporter-metrics
 
 s16_pod_on() { # NODE: the reporter pod there (empty: none)
   kubectl -n "$NS" get pods -l app.kubernetes.io/component=reporter \
@@ -98,7 +101,7 @@ s16_curl() { # FROM_NODE URL [CURL ARGS...]: "CODE BODY..." (CODE 000: no HTTP a
 }
 
 s16_metrics() {
-  local a=${NODES[0]} b=${NODES[1]} ip pod port hport url r reader nobody
+  local a=${NODES[0]} b=${NODES[1]} ip pod port hport url r reader nobody api_reader kc out
   pod=$(s16_pod_on "$a")
   ip=$(get node "$a" '{.status.addresses[?(@.type=="InternalIP")].address}')
   port=$(get pod "$pod" '{.spec.containers[0].ports[?(@.name=="metrics")].containerPort}' -n "$NS")
@@ -123,15 +126,33 @@ s16_metrics() {
   defer kubectl delete clusterrolebinding e2e-s16-scraper --ignore-not-found
   kubectl create clusterrolebinding e2e-s16-scraper --clusterrole nfguard-metrics-reader \
     --serviceaccount e2e-s16:scraper >/dev/null
-  nobody=$(kubectl -n e2e-s16 create token nobody --duration=10m)
-  reader=$(kubectl -n e2e-s16 create token scraper --duration=10m)
+  nobody=$(kubectl -n e2e-s16 create token nobody --audience "$S16_AUDIENCE" --duration=10m)
+  reader=$(kubectl -n e2e-s16 create token scraper --audience "$S16_AUDIENCE" --duration=10m)
+  api_reader=$(kubectl -n e2e-s16 create token scraper --duration=10m)
   r=$(s16_curl "$b" "$url" -H "Authorization: Bearer $nobody")
   [[ "$r" == "403 forbidden"* ]] || fail "a ServiceAccount without nfguard-metrics-reader: '$r', not 403"
   ok "a ServiceAccount without nfguard-metrics-reader: 403"
   r=$(s16_curl "$b" "$url" -H "Authorization: Bearer $reader")
   [[ "$r" == 200* && "$r" == *"nfguard_reporter_status_writes_total"* ]] ||
     fail "the scraper bound to nfguard-metrics-reader: '${r:0:300}'"
-  ok "a ServiceAccount bound to nfguard-metrics-reader scrapes from node $b: $(grep '^nfguard_reporter_status_writes_total' <<<"$r" || true)"
+  ok "a ServiceAccount bound to nfguard-metrics-reader scrapes from node $b with a token for audience $S16_AUDIENCE: $(grep '^nfguard_reporter_status_writes_total' <<<"$r" || true)"
+  # The same ServiceAccount's token for the API server: valid, allowed, and
+  # still refused (a node that receives it could replay it there).
+  kc=$(mktemp)
+  defer rm -f "$kc"
+  token_kubeconfig "$kc" "$api_reader"
+  out=$(kubectl --kubeconfig "$kc" get --raw /metrics 2>&1 >/dev/null) ||
+    fail "the scraper's API-server token cannot get /metrics from the API server itself: ${out:0:300}"
+  r=$(s16_curl "$b" "$url" -H "Authorization: Bearer $api_reader")
+  [[ "$r" == "401 unauthorized"* ]] || fail "the scraper's token for the API server's audience: '${r:0:200}', not 401"
+  ok "the same ServiceAccount's token for the API server (which accepts it for its own /metrics): 401 here"
+  # And the reporter's audience token is worth nothing at the API server.
+  token_kubeconfig "$kc" "$reader"
+  if out=$(kubectl --kubeconfig "$kc" get --raw /metrics 2>&1); then
+    fail "the API server accepted a token for audience $S16_AUDIENCE"
+  fi
+  [[ "$out" == *Unauthorized* ]] || fail "the API server refused the $S16_AUDIENCE token otherwise than Unauthorized: ${out:0:200}"
+  ok "the API server refuses the token for audience $S16_AUDIENCE: $out"
 
   r=$(s16_curl "$b" "http://$ip:$hport/healthz")
   [ "$r" = "200 ok" ] || fail "the health port's /healthz: '$r'"

@@ -69,7 +69,7 @@ s27_targets() {
     [ "$(prom_query "up{job=\"nfguard-reporter\", node=\"$n\"} == 1" | jq length)" = 1 ] ||
       fail "no reporter target labelled node=$n is up"
   done
-  ok "jobs nfguard-webhook, nfguard-controller, nfguard-reporter as the PodMonitors name them; every reporter over HTTPS with the scraper's token, labelled with its node (${NODES[*]})"
+  ok "jobs nfguard-webhook, nfguard-controller, nfguard-reporter as the PodMonitors name them; every reporter over HTTPS with Prometheus's token for the scrape class's audience, labelled with its node (${NODES[*]})"
 }
 
 s27_invalid_policy() {

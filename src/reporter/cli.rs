@@ -5,7 +5,8 @@
 use super::authz_cache::Limits;
 use super::metrics::{Metrics, checks, router};
 use super::metrics_auth::{
-    Guard, KubeReviewer, MetricsAuth, check_listen, health_router, metrics_router, self_signed_tls,
+    DEFAULT_AUDIENCE, Guard, KubeReviewer, MetricsAuth, check_listen, health_router,
+    metrics_router, self_signed_tls,
 };
 use super::nft_watch::NftWatcher;
 use super::prober::NodeProber;
@@ -60,6 +61,13 @@ pub struct Args {
         default_value = "kubernetes"
     )]
     pub metrics_auth: MetricsAuth,
+    /// The audience a scraper's token must be issued for: a projected
+    /// ServiceAccount token with this audience (docs/observability.md). ""
+    /// accepts tokens for the API server's own audiences instead (a
+    /// Pod's default token, a legacy Secret): weaker, as a node that
+    /// receives such a token could replay it against the API server.
+    #[arg(long, env = "NFGUARD_METRICS_AUDIENCE", default_value = DEFAULT_AUDIENCE)]
+    pub metrics_audience: String,
     /// Serve /healthz and /readyz (plain HTTP, a status code and "ok" or
     /// "not ok", nothing else) here for the kubelet's probes; "off" disables.
     #[arg(long, env = "NFGUARD_HEALTH_LISTEN", default_value = "0.0.0.0:9091")]
@@ -214,12 +222,18 @@ async fn serve_metrics(
             };
             let names = vec![node_name.to_string(), "localhost".to_string()];
             let acceptor = self_signed_tls(names)?;
+            let audience = Some(args.metrics_audience.trim().to_string()).filter(|a| !a.is_empty());
+            let reviewer = KubeReviewer {
+                client,
+                audience: audience.clone(),
+            };
             let guard = Guard::new(
-                Arc::new(KubeReviewer { client }),
+                Arc::new(reviewer),
                 Limits::default(),
                 REVIEWS_IN_FLIGHT,
                 REVIEW_TIMEOUT,
-            );
+            )
+            .with_audience(audience);
             let app = metrics_router(Arc::new(guard), metrics);
             tokio::spawn(crate::webhook::server::serve_tls(listener, acceptor, app));
         }

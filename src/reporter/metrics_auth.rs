@@ -3,6 +3,11 @@
 //! (a self-signed certificate made at start, so a bearer token never crosses
 //! the node network in clear), a bearer token checked with a TokenReview,
 //! and a SubjectAccessReview for `get` on the non-resource URL `/metrics`.
+//! The token must be issued for the reporter's own audience
+//! (`--metrics-audience`, a projected token the scraper's pod mounts): one
+//! the API server accepts is refused, so a node that receives a scraper's
+//! token cannot replay it against the API server, and a stolen API token
+//! does not scrape.
 //! Answers are cached (`authz_cache`), reviews in flight are bounded, a
 //! token that cannot be a ServiceAccount JWT is refused before any review
 //! (`token_shape`), each source address may cause only a few reviews a
@@ -37,6 +42,9 @@ pub const METRICS_VERB: &str = "get";
 /// Longest `Authorization` header value looked at: a ServiceAccount JWT is
 /// ~1 KiB; anything longer is refused before any review.
 pub const MAX_TOKEN_BYTES: usize = 8 << 10;
+
+/// The audience a scraper's token must be issued for (`--metrics-audience`).
+pub const DEFAULT_AUDIENCE: &str = "nfguard-reporter-metrics";
 
 /// How `--metrics-listen` is protected.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,9 +93,11 @@ pub trait Reviewer: Send + Sync {
     async fn review(&self, token: &str) -> Result<Decision, ReviewError>;
 }
 
-/// TokenReview, then SubjectAccessReview for the user it names.
+/// TokenReview (for `audience`, if set), then SubjectAccessReview for the
+/// user it names.
 pub struct KubeReviewer {
     pub client: kube::Client,
+    pub audience: Option<String>,
 }
 
 #[async_trait::async_trait]
@@ -97,7 +107,7 @@ impl Reviewer for KubeReviewer {
         let tr = TokenReview {
             spec: TokenReviewSpec {
                 token: Some(token.to_string()),
-                audiences: None,
+                audiences: self.audience.clone().map(|a| vec![a]),
             },
             ..Default::default()
         };
@@ -105,10 +115,7 @@ impl Reviewer for KubeReviewer {
             .create(&pp, &tr)
             .await
             .map_err(|e| ReviewError::Api(format!("TokenReview: {e}")))?;
-        let Some(status) = tr.status.filter(|s| s.authenticated == Some(true)) else {
-            return Ok(Decision::Unauthenticated);
-        };
-        let Some(user) = status.user else {
+        let Some(user) = authenticated_user(tr.status, self.audience.as_deref()) else {
             return Ok(Decision::Unauthenticated);
         };
         let sar = SubjectAccessReview {
@@ -124,6 +131,24 @@ impl Reviewer for KubeReviewer {
             _ => Decision::Forbidden,
         })
     }
+}
+
+/// The user a TokenReview authenticated, if it did so for `audience`: the
+/// API server answers with the audiences it found the token valid for, and
+/// an authenticator that ignores audiences (an empty list) is not taken for
+/// a yes, as the API server's own webhook authenticator does not.
+pub fn authenticated_user(
+    status: Option<k8s_openapi::api::authentication::v1::TokenReviewStatus>,
+    audience: Option<&str>,
+) -> Option<k8s_openapi::api::authentication::v1::UserInfo> {
+    let status = status.filter(|s| s.authenticated == Some(true))?;
+    if let Some(want) = audience {
+        let granted = status.audiences.as_deref().unwrap_or_default();
+        if !granted.iter().any(|a| a == want) {
+            return None;
+        }
+    }
+    status.user
 }
 
 /// The question asked for an authenticated user: may they `get /metrics`?
@@ -191,6 +216,7 @@ pub struct Guard {
     quota: Mutex<ReviewQuota>,
     slots: Semaphore,
     review_timeout: Duration,
+    audience: Option<String>,
 }
 
 impl Guard {
@@ -206,7 +232,15 @@ impl Guard {
             quota: Mutex::new(ReviewQuota::new_default()),
             slots: Semaphore::new(max_in_flight),
             review_timeout,
+            audience: None,
         }
+    }
+
+    /// Tokens whose `aud` claim does not name `audience` are refused
+    /// without a review (the review itself asks for it too: `KubeReviewer`).
+    pub fn with_audience(mut self, audience: Option<String>) -> Self {
+        self.audience = audience;
+        self
     }
 
     /// Another review quota per source address than the default.
@@ -226,7 +260,7 @@ impl Guard {
         let now_unix = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        if let Err(why) = token_shape::check(token, now_unix) {
+        if let Err(why) = token_shape::check(token, now_unix, self.audience.as_deref()) {
             tracing::debug!(%why, "metrics token refused without a review");
             return Verdict::Unauthenticated;
         }
@@ -741,5 +775,72 @@ mod tests {
             g.check(&sa("made-up-0"), flooder).await,
             Verdict::Unauthenticated
         );
+    }
+
+    #[test]
+    fn a_review_counts_only_for_the_audience_asked() {
+        use k8s_openapi::api::authentication::v1::{TokenReviewStatus, UserInfo};
+        let status = |auds: Option<Vec<&str>>| {
+            Some(TokenReviewStatus {
+                authenticated: Some(true),
+                audiences: auds.map(|a| a.into_iter().map(String::from).collect()),
+                user: Some(UserInfo {
+                    username: Some("system:serviceaccount:monitoring:prometheus-k8s".into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+        };
+        let ours = Some(DEFAULT_AUDIENCE);
+        assert!(authenticated_user(status(Some(vec![DEFAULT_AUDIENCE])), ours).is_some());
+        assert!(
+            authenticated_user(status(Some(vec![])), ours).is_none(),
+            "an authenticator that ignores audiences is no yes"
+        );
+        assert!(authenticated_user(status(None), ours).is_none());
+        assert!(
+            authenticated_user(status(Some(vec!["https://kubernetes.default.svc"])), ours)
+                .is_none()
+        );
+        assert!(
+            authenticated_user(status(None), None).is_some(),
+            "no audience asked: the API server's own"
+        );
+        let mut refused = status(Some(vec![DEFAULT_AUDIENCE]));
+        refused.as_mut().unwrap().authenticated = Some(false);
+        assert!(authenticated_user(refused, ours).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_token_for_another_audience_is_refused_without_a_review() {
+        use base64::Engine;
+        let (g, table) = guard(Duration::ZERO, 4);
+        let g = Arc::try_unwrap(g)
+            .ok()
+            .unwrap()
+            .with_audience(Some(DEFAULT_AUDIENCE.into()));
+        let app = app(Arc::new(g));
+        let b = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
+        let with_aud = |aud: &str| {
+            format!(
+                "{}.{}.{}",
+                b(r#"{"alg":"RS256"}"#),
+                b(&format!(r#"{{"sub":"scraper","aud":{aud}}}"#)),
+                b("signature")
+            )
+        };
+        for other in [
+            tok("scraper"),
+            with_aud(r#"["https://kubernetes.default.svc"]"#),
+        ] {
+            assert_eq!(
+                scrape(&app, bearer(&other)).await,
+                (StatusCode::UNAUTHORIZED, "unauthorized\n".to_string())
+            );
+        }
+        assert_eq!(table.calls.load(Ordering::SeqCst), 0, "no review asked");
+        let ours = with_aud(&format!(r#"["{DEFAULT_AUDIENCE}"]"#));
+        assert_eq!(scrape(&app, bearer(&ours)).await.0, StatusCode::OK);
+        assert_eq!(table.calls.load(Ordering::SeqCst), 1);
     }
 }

@@ -4,6 +4,9 @@
 //! header naming a signing algorithm and a JSON claims object, or that says
 //! it has expired, is refused at once with the same 401 a review would give.
 //! A made-up token then costs the node a few microseconds, not two reviews.
+//! Where the reporter requires an audience (`--metrics-audience`), a token
+//! whose `aud` claim does not name it (a legacy Secret token has none; a
+//! Pod's default token names the API server) is refused the same way.
 //! Only the shape is read: the signature and the claims' truth are the
 //! TokenReview's to check.
 
@@ -21,11 +24,14 @@ pub enum Malformed {
     Unsigned,
     #[error("expired")]
     Expired,
+    #[error("not issued for this audience")]
+    Audience,
 }
 
 /// Whether `token` can be a ServiceAccount JWT still valid at `now_unix`
-/// (seconds). `exp` is optional: legacy Secret tokens have none.
-pub fn check(token: &str, now_unix: u64) -> Result<(), Malformed> {
+/// (seconds) and, given `audience`, issued for it. `exp` is optional:
+/// legacy Secret tokens have none.
+pub fn check(token: &str, now_unix: u64, audience: Option<&str>) -> Result<(), Malformed> {
     let parts: Vec<&str> = token.split('.').collect();
     let [header, claims, signature] = parts[..] else {
         return Err(Malformed::Parts);
@@ -52,12 +58,25 @@ pub fn check(token: &str, now_unix: u64) -> Result<(), Malformed> {
     }
     let claims = object(claims)?;
     match claims.get("exp") {
-        None => Ok(()),
+        None => {}
         Some(exp) => match exp.as_f64() {
-            Some(exp) if exp > now_unix as f64 => Ok(()),
-            Some(_) => Err(Malformed::Expired),
-            None => Err(Malformed::Json),
+            Some(exp) if exp > now_unix as f64 => {}
+            Some(_) => return Err(Malformed::Expired),
+            None => return Err(Malformed::Json),
         },
+    }
+    match audience {
+        Some(want) if !names_audience(claims.get("aud"), want) => Err(Malformed::Audience),
+        _ => Ok(()),
+    }
+}
+
+/// RFC 7519: `aud` is one string or an array of strings.
+fn names_audience(aud: Option<&serde_json::Value>, want: &str) -> bool {
+    match aud {
+        Some(serde_json::Value::String(a)) => a == want,
+        Some(serde_json::Value::Array(list)) => list.iter().any(|a| a.as_str() == Some(want)),
+        _ => false,
     }
 }
 
@@ -81,12 +100,12 @@ mod tests {
             r#"{"alg":"RS256","kid":"k"}"#,
             r#"{"iss":"kubernetes/serviceaccount","sub":"system:serviceaccount:monitoring:prometheus"}"#,
         );
-        assert_eq!(check(&legacy, NOW), Ok(()));
+        assert_eq!(check(&legacy, NOW, None), Ok(()));
         let projected = jwt(
             r#"{"alg":"ES256"}"#,
             r#"{"aud":["https://kubernetes.default.svc"],"exp":1800003600,"sub":"system:serviceaccount:m:p"}"#,
         );
-        assert_eq!(check(&projected, NOW), Ok(()));
+        assert_eq!(check(&projected, NOW, None), Ok(()));
     }
 
     #[test]
@@ -99,24 +118,72 @@ mod tests {
             ("a+b.c/d.e=", Malformed::Parts),
             ("YQ.YQ.YQ", Malformed::Json),
         ] {
-            assert_eq!(check(token, NOW), Err(why), "{token}");
+            assert_eq!(check(token, NOW, None), Err(why), "{token}");
         }
         assert_eq!(
-            check(&jwt(r#"{"alg":"none"}"#, "{}"), NOW),
+            check(&jwt(r#"{"alg":"none"}"#, "{}"), NOW, None),
             Err(Malformed::Unsigned)
         );
-        assert_eq!(check(&jwt("{}", "{}"), NOW), Err(Malformed::Unsigned));
+        assert_eq!(check(&jwt("{}", "{}"), NOW, None), Err(Malformed::Unsigned));
         assert_eq!(
-            check(&jwt(r#"{"alg":"RS256"}"#, "[1]"), NOW),
+            check(&jwt(r#"{"alg":"RS256"}"#, "[1]"), NOW, None),
             Err(Malformed::Json)
         );
         assert_eq!(
-            check(&jwt(r#"{"alg":"RS256"}"#, r#"{"exp":1799999999}"#), NOW),
+            check(
+                &jwt(r#"{"alg":"RS256"}"#, r#"{"exp":1799999999}"#),
+                NOW,
+                None
+            ),
             Err(Malformed::Expired)
         );
         assert_eq!(
-            check(&jwt(r#"{"alg":"RS256"}"#, r#"{"exp":"soon"}"#), NOW),
+            check(&jwt(r#"{"alg":"RS256"}"#, r#"{"exp":"soon"}"#), NOW, None),
             Err(Malformed::Json)
         );
+    }
+
+    #[test]
+    fn an_audience_is_required_when_asked_for() {
+        const AUD: &str = "nfguard-reporter-metrics";
+        let legacy = jwt(
+            r#"{"alg":"RS256"}"#,
+            r#"{"sub":"system:serviceaccount:m:p"}"#,
+        );
+        let api = jwt(
+            r#"{"alg":"RS256"}"#,
+            r#"{"aud":["https://kubernetes.default.svc"],"exp":1800003600}"#,
+        );
+        let ours = jwt(
+            r#"{"alg":"RS256"}"#,
+            r#"{"aud":["https://kubernetes.default.svc","nfguard-reporter-metrics"],"exp":1800003600}"#,
+        );
+        let ours_as_string = jwt(
+            r#"{"alg":"RS256"}"#,
+            r#"{"aud":"nfguard-reporter-metrics","exp":1800003600}"#,
+        );
+        let odd = jwt(
+            r#"{"alg":"RS256"}"#,
+            r#"{"aud":{"nfguard-reporter-metrics":1}}"#,
+        );
+        for (token, want) in [
+            (&legacy, Err(Malformed::Audience)),
+            (&api, Err(Malformed::Audience)),
+            (&odd, Err(Malformed::Audience)),
+            (&ours, Ok(())),
+            (&ours_as_string, Ok(())),
+        ] {
+            assert_eq!(check(token, NOW, Some(AUD)), want, "{token}");
+            assert_eq!(
+                check(token, NOW, None),
+                Ok(()),
+                "no audience asked: {token}"
+            );
+        }
+        let expired = jwt(
+            r#"{"alg":"RS256"}"#,
+            r#"{"aud":"nfguard-reporter-metrics","exp":1799999999}"#,
+        );
+        assert_eq!(check(&expired, NOW, Some(AUD)), Err(Malformed::Expired));
     }
 }

@@ -607,8 +607,6 @@ fn kustomize_renders_the_rules_the_monitors_and_the_dashboard() {
     let want: BTreeSet<(String, String)> = [
         ("ClusterRoleBinding", "nfguard-metrics-scraper"),
         ("ConfigMap", "nfguard-grafana-dashboard"),
-        ("Secret", "nfguard-metrics-scraper"),
-        ("ServiceAccount", "nfguard-metrics-scraper"),
         ("PodMonitor", "nfguard-controller"),
         ("PodMonitor", "nfguard-reporter"),
         ("PodMonitor", "nfguard-webhook"),

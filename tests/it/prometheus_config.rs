@@ -29,14 +29,20 @@ fn ok_stdout(out: &Output) -> String {
 /// The scrape config for monitoring/podmonitors.yaml (or another file),
 /// written into `dir` with the files it names, as the e2e calls it.
 fn scrape_config(dir: &Path, podmonitors: &Path) -> Output {
-    let secrets = dir.join("secrets");
-    std::fs::create_dir_all(secrets.join("nfguard-system/nfguard-metrics-scraper")).unwrap();
-    std::fs::write(
-        secrets.join("nfguard-system/nfguard-metrics-scraper/token"),
-        "t",
+    scrape_config_with(
+        dir,
+        podmonitors,
+        &files::monitoring("prometheus-scrape-class.yaml"),
     )
-    .unwrap();
-    for f in ["ca.crt", "sd-token", "rules.yaml"] {
+}
+
+/// In-pod path of the reporter scrape class's token (the shipped file).
+const POD_TOKEN: &str = "/var/run/secrets/nfguard/reporter-metrics/token";
+
+fn scrape_config_with(dir: &Path, podmonitors: &Path, prometheus: &Path) -> Output {
+    let secrets = dir.join("secrets");
+    std::fs::create_dir_all(&secrets).unwrap();
+    for f in ["ca.crt", "sd-token", "rules.yaml", "reporter-token"] {
         std::fs::write(dir.join(f), "").unwrap();
     }
     std::fs::write(dir.join("rules.yaml"), "groups: []\n").unwrap();
@@ -56,6 +62,10 @@ fn scrape_config(dir: &Path, podmonitors: &Path) -> Output {
         "2s",
         "--rule-file",
         &p("rules.yaml"),
+        "--prometheus",
+        &prometheus.display().to_string(),
+        "--pod-file",
+        &format!("{POD_TOKEN}={}", p("reporter-token")),
     ])
 }
 
@@ -164,9 +174,10 @@ fn the_podmonitors_become_scrape_jobs_promtool_accepts_with_the_shipped_selector
             );
             assert_eq!(job["authorization"]["type"].as_str(), Some("Bearer"));
             let file = job["authorization"]["credentials_file"].as_str().unwrap();
-            assert!(
-                file.ends_with("/secrets/nfguard-system/nfguard-metrics-scraper/token"),
-                "the scraper Secret's key as a file: {file}"
+            assert_eq!(
+                Path::new(file),
+                dir.path().join("reporter-token"),
+                "the scrape class's projected token, as the local file"
             );
             assert!(has_rule(
                 &rules,
@@ -210,6 +221,49 @@ fn a_podmonitor_field_the_translation_does_not_know_is_refused_by_name() {
         "{}",
         text(&out)
     );
+}
+
+/// The shipped scrape class projects a token for the audience the
+/// reporter requires by default, and a class whose token file is not a
+/// projected ServiceAccount token with an audience is refused.
+#[test]
+fn the_scrape_class_token_is_projected_for_the_reporter_s_audience() {
+    let shipped = files::monitoring("prometheus-scrape-class.yaml");
+    let out = script(&[
+        "token-audience",
+        &shipped.display().to_string(),
+        "nfguard-reporter",
+    ]);
+    assert_eq!(
+        ok_stdout(&out).trim(),
+        nfguard::reporter::metrics_auth::DEFAULT_AUDIENCE
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let shipped_text = std::fs::read_to_string(&shipped).unwrap();
+    for (from, to, why) in [
+        (
+            "              audience: nfguard-reporter-metrics\n",
+            "",
+            "no projected serviceAccountToken with an audience",
+        ),
+        (
+            "credentialsFile: /var/run/secrets/nfguard/reporter-metrics/token",
+            "credentialsFile: /etc/prometheus/token",
+            "is in no one volumeMount",
+        ),
+        (
+            "- name: nfguard-reporter\n",
+            "- name: other\n",
+            "no scrape class 'nfguard-reporter'",
+        ),
+    ] {
+        assert!(shipped_text.contains(from), "{from}");
+        let broken = dir.path().join("prometheus.yaml");
+        std::fs::write(&broken, shipped_text.replace(from, to)).unwrap();
+        let out = scrape_config_with(dir.path(), &files::monitoring("podmonitors.yaml"), &broken);
+        assert!(!out.status.success(), "{why}: accepted");
+        assert!(text(&out).contains(why), "{why}: {}", text(&out));
+    }
 }
 
 fn seconds(d: &str) -> u64 {
