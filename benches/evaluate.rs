@@ -279,7 +279,7 @@ fn bench(c: &mut Criterion) {
             CacheTtl::default(),
             metrics.clone(),
         )),
-        client: None,
+        pull_secrets: None,
         metrics,
         timeout: Duration::from_secs(10),
         default_platform: DEFAULT_PLATFORM.parse().unwrap(),

@@ -14,15 +14,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The Secret names a pod's pull credentials come from: its own, then its
-/// ServiceAccount's (`sa_secrets`), without repeats, at most `MAX_PULL_SECRETS`;
+/// ServiceAccount's (`of_sa`), without repeats, at most `MAX_PULL_SECRETS`;
 /// a name no Secret can have is never looked up (it would become a path).
-fn secret_names(refs: &PullSecretRefs, sa_secrets: Option<&ServiceAccount>) -> Vec<String> {
+fn secret_names(refs: &PullSecretRefs, of_sa: &[String]) -> Vec<String> {
     let own = refs.names.iter().map(|n| &**n);
-    let of_sa = sa_secrets
-        .and_then(|sa| sa.image_pull_secrets.as_ref())
-        .into_iter()
-        .flatten()
-        .map(|r| r.name.as_str());
+    let of_sa = of_sa.iter().map(String::as_str);
     let mut names: Vec<String> = Vec::new();
     for name in own.chain(of_sa).filter(|n| is_dns_subdomain(n)) {
         if !names.iter().any(|n| n == name) && names.len() < MAX_PULL_SECRETS {
@@ -41,6 +37,17 @@ pub async fn pull_secrets(
     namespace: &str,
     refs: &PullSecretRefs,
 ) -> PullSecrets {
+    if !valid_names(namespace, refs) {
+        return PullSecrets::default();
+    }
+    let of_sa = service_account_secret_names(client, namespace, refs.service_account())
+        .await
+        .unwrap_or_default();
+    read_secrets(client, namespace, &secret_names(refs, &of_sa)).await
+}
+
+/// Whether the namespace and ServiceAccount names may be looked up.
+fn valid_names(namespace: &str, refs: &PullSecretRefs) -> bool {
     let sa_name = refs.service_account();
     if !is_dns_label(namespace) || !is_dns_subdomain(sa_name) {
         // Debug-escaped and cut: these names come from the request.
@@ -53,20 +60,41 @@ pub async fn pull_secrets(
             service_account = ?sa,
             "no pull secrets read: the namespace or ServiceAccount is not a valid object name"
         );
-        return PullSecrets::default();
+        return false;
     }
+    true
+}
+
+/// The `imagePullSecrets` names of ServiceAccount `sa_name` (none if it does
+/// not exist); None when the API could not answer (not to be cached).
+async fn service_account_secret_names(
+    client: &kube::Client,
+    namespace: &str,
+    sa_name: &str,
+) -> Option<Vec<String>> {
     let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
-    let sa = match sas.get_opt(sa_name).await {
-        Ok(sa) => sa,
+    match sas.get_opt(sa_name).await {
+        Ok(sa) => Some(
+            sa.and_then(|sa| sa.image_pull_secrets)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|r| r.name)
+                .filter(|n| is_dns_subdomain(n))
+                .take(MAX_PULL_SECRETS)
+                .collect(),
+        ),
         Err(e) => {
             tracing::debug!(namespace, sa_name, error = %e, "reading ServiceAccount");
             None
         }
-    };
+    }
+}
+
+async fn read_secrets(client: &kube::Client, namespace: &str, names: &[String]) -> PullSecrets {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let mut out = PullSecrets::default();
-    for name in secret_names(refs, sa.as_ref()) {
-        match secrets.get_opt(&name).await {
+    for name in names {
+        match secrets.get_opt(name).await {
             Ok(Some(s)) => match s.data.as_ref().map(PullSecrets::parse_secret_data) {
                 Some(Ok(Some(a))) => out.push(a),
                 None | Some(Ok(None)) => {}
@@ -81,6 +109,62 @@ pub async fn pull_secrets(
         }
     }
     out
+}
+
+/// How long a ServiceAccount's `imagePullSecrets` names are reused: a
+/// secret added to the account is used within this time.
+pub const SERVICE_ACCOUNT_NAMES_TTL: Duration = Duration::from_secs(30);
+/// ServiceAccounts whose names are kept at once.
+pub const SERVICE_ACCOUNT_NAMES_ENTRIES: u64 = 4096;
+
+/// The webhook's reads: a pod's pull secrets for each review (Secrets are
+/// read every time, so a revoked or rotated one counts at once and no
+/// secret data is kept), its ServiceAccount's `imagePullSecrets` names from
+/// a cache. The replicas of one workload share an account: one GET of it
+/// per [`SERVICE_ACCOUNT_NAMES_TTL`], not one per pod.
+#[derive(Clone)]
+pub struct PodPullSecrets {
+    client: kube::Client,
+    service_accounts: moka::future::Cache<(String, String), Arc<Vec<String>>>,
+}
+
+impl PodPullSecrets {
+    pub fn new(client: kube::Client, ttl: Duration, entries: u64) -> Self {
+        PodPullSecrets {
+            client,
+            service_accounts: ttl_cache(ttl, entries),
+        }
+    }
+
+    pub async fn read(&self, namespace: &str, refs: &PullSecretRefs) -> PullSecrets {
+        if !valid_names(namespace, refs) {
+            return PullSecrets::default();
+        }
+        let sa_name = refs.service_account();
+        let key = (namespace.to_string(), sa_name.to_string());
+        let of_sa = self
+            .service_accounts
+            .optionally_get_with(key, async {
+                service_account_secret_names(&self.client, namespace, sa_name)
+                    .await
+                    .map(Arc::new)
+            })
+            .await
+            .unwrap_or_default();
+        read_secrets(&self.client, namespace, &secret_names(refs, &of_sa)).await
+    }
+}
+
+/// At most `entries` answers, each kept for `ttl`.
+fn ttl_cache<K, V>(ttl: Duration, entries: u64) -> moka::future::Cache<K, V>
+where
+    K: std::hash::Hash + Eq + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+{
+    moka::future::Cache::builder()
+        .max_capacity(entries.max(1))
+        .time_to_live(ttl.max(Duration::from_millis(1)))
+        .build()
 }
 
 /// What a pod's pull secrets depend on: its namespace, ServiceAccount and
@@ -101,10 +185,7 @@ impl PullSecretReader {
     pub fn new(client: kube::Client, ttl: Duration, entries: u64) -> Self {
         PullSecretReader {
             client,
-            cache: moka::future::Cache::builder()
-                .max_capacity(entries.max(1))
-                .time_to_live(ttl.max(Duration::from_millis(1)))
-                .build(),
+            cache: ttl_cache(ttl, entries),
         }
     }
 
@@ -112,7 +193,7 @@ impl PullSecretReader {
         let key = (
             namespace.to_string(),
             refs.service_account().to_string(),
-            secret_names(refs, None),
+            secret_names(refs, &[]),
         );
         self.cache
             .get_with(key, async {
@@ -135,13 +216,9 @@ mod tests {
             "containers": []
         }))
         .unwrap();
-        let sa: ServiceAccount = serde_json::from_value(json!({
-            "metadata": {"name": "default"},
-            "imagePullSecrets": [{"name": "b"}, {"name": "c"}]
-        }))
-        .unwrap();
+        let sa = ["b".to_string(), "c".to_string()];
         assert_eq!(
-            secret_names(&PullSecretRefs::of(&spec), Some(&sa)),
+            secret_names(&PullSecretRefs::of(&spec), &sa),
             ["a", "b", "c"]
         );
         let many: PodSpec = serde_json::from_value(json!({
@@ -150,7 +227,7 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(
-            secret_names(&PullSecretRefs::of(&many), Some(&sa)).len(),
+            secret_names(&PullSecretRefs::of(&many), &sa).len(),
             MAX_PULL_SECRETS
         );
     }
@@ -162,13 +239,9 @@ mod tests {
             "containers": []
         }))
         .unwrap();
-        let sa: ServiceAccount = serde_json::from_value(json!({
-            "metadata": {"name": "default"},
-            "imagePullSecrets": [{"name": "..%2fsecrets"}, {"name": "fine.v2"}]
-        }))
-        .unwrap();
+        let sa = ["..%2fsecrets".to_string(), "fine.v2".to_string()];
         assert_eq!(
-            secret_names(&PullSecretRefs::of(&spec), Some(&sa)),
+            secret_names(&PullSecretRefs::of(&spec), &sa),
             ["ok", "fine.v2"]
         );
     }

@@ -29,7 +29,7 @@ use crate::compat::evaluate::{
     NodeIndex, Reason, ReasonClass, ReasonCode, Verdict, Workload, WorkloadKind, unfinished,
 };
 use crate::facts::{Platform, Severity};
-use crate::judgement::pull_secrets::pull_secrets;
+use crate::judgement::pull_secrets::PodPullSecrets;
 use crate::judgement::{ResolveImages, Scene, Subject};
 use crate::projection::PullSecretRefs;
 use crate::registry::{Chain, PullSecrets};
@@ -56,7 +56,7 @@ pub const MAX_REASONS: usize = 32;
 struct AdmissionImages<'r> {
     cache: &'r ImageCache,
     /// For imagePullSecrets (cluster mode); None in file mode.
-    client: Option<&'r kube::Client>,
+    pull_secrets: Option<&'r PodPullSecrets>,
     namespace: &'r str,
     pod_spec: &'r PodSpec,
     /// The digests read, for the audit annotation (see `judged_images`).
@@ -68,13 +68,13 @@ impl ResolveImages for AdmissionImages<'_> {
     async fn resolve(&self, keys: &[ImageKey], deadline: Instant) -> ImageResolutions {
         let now = Instant::now();
         let budget = deadline.saturating_duration_since(now);
-        let secrets = match self.client {
+        let secrets = match self.pull_secrets {
             // A public image's answer holds for everyone: no Secret to read.
             Some(c) if keys.iter().any(|k| !self.cache.is_public(k)) => {
                 // At most a quarter of the budget on reading Secrets.
                 let until = now + budget / 4;
                 let refs = PullSecretRefs::of(self.pod_spec);
-                tokio::time::timeout_at(until, pull_secrets(c, self.namespace, &refs))
+                tokio::time::timeout_at(until, c.read(self.namespace, &refs))
                     .await
                     .unwrap_or_default()
             }
@@ -97,7 +97,7 @@ pub struct Judge {
     pub facts: Arc<Facts>,
     pub images: Arc<ImageCache>,
     /// For imagePullSecrets (cluster mode); None in file mode.
-    pub client: Option<kube::Client>,
+    pub pull_secrets: Option<PodPullSecrets>,
     pub metrics: Arc<Metrics>,
     /// The whole request's budget (`--timeout`).
     pub timeout: Duration,
@@ -309,7 +309,7 @@ impl Judge {
         let prepared = scene.prepare_within(Subject::Workload(w), &stop)?;
         let images = AdmissionImages {
             cache: &self.images,
-            client: self.client.as_ref(),
+            pull_secrets: self.pull_secrets.as_ref(),
             namespace,
             pod_spec: &w.pod_spec,
             judged: Default::default(),

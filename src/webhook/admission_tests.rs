@@ -138,7 +138,7 @@ fn judge(facts: Arc<Facts>, timeout: Duration) -> Judge {
     Judge {
         facts,
         images: Arc::new(images),
-        client: None,
+        pull_secrets: None,
         metrics,
         timeout,
         default_platform: "linux/amd64".parse().unwrap(),

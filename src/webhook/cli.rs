@@ -12,6 +12,9 @@ use super::server::{self, AppState};
 use super::tls::{self, CertStore};
 use crate::check::load;
 use crate::compat::evaluate::DEFAULT_PLATFORM;
+use crate::judgement::pull_secrets::{
+    PodPullSecrets, SERVICE_ACCOUNT_NAMES_ENTRIES, SERVICE_ACCOUNT_NAMES_TTL,
+};
 use crate::registry::cli::RegistryArgs;
 use crate::registry::{DockerConfigFile, ImageInspector, MemoryPlan};
 use crate::runtime::admin;
@@ -317,10 +320,13 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
         facts: facts.clone(),
         images,
         // Pull secrets only make sense with the cluster's own facts.
-        client: if args.profiles.is_none() {
-            client.clone()
-        } else {
-            None
+        pull_secrets: match (&args.profiles, &client) {
+            (None, Some(c)) => Some(PodPullSecrets::new(
+                c.clone(),
+                SERVICE_ACCOUNT_NAMES_TTL,
+                SERVICE_ACCOUNT_NAMES_ENTRIES,
+            )),
+            _ => None,
         },
         metrics: metrics.clone(),
         timeout: Duration::from_secs_f64(args.timeout),

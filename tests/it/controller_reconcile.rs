@@ -1048,7 +1048,7 @@ async fn webhook_decision(f: &SharedFacts) -> Decision {
             CacheTtl::default(),
             metrics.clone(),
         )),
-        client: None,
+        pull_secrets: None,
         metrics,
         timeout: Duration::from_secs(5),
         default_platform: "linux/amd64".parse().unwrap(),

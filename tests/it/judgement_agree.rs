@@ -570,7 +570,11 @@ async fn by_webhook(f: &Facts3, lookup: Arc<dyn ImageLookup>) -> Decision {
             CacheTtl::default(),
             metrics.clone(),
         )),
-        client: Some(f.api.client()),
+        pull_secrets: Some(nfguard::judgement::pull_secrets::PodPullSecrets::new(
+            f.api.client(),
+            nfguard::judgement::pull_secrets::SERVICE_ACCOUNT_NAMES_TTL,
+            nfguard::judgement::pull_secrets::SERVICE_ACCOUNT_NAMES_ENTRIES,
+        )),
         metrics,
         timeout: Duration::from_secs(5),
         default_platform: Platform::linux_amd64(),

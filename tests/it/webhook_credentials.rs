@@ -106,3 +106,98 @@ async fn pod_and_service_account_pull_secrets() {
     );
     assert_eq!(secrets.credentials_for("nginx:1"), None);
 }
+
+/// The webhook's reads: the ServiceAccount's names come from a cache, the
+/// Secrets are read at every review (a revoked one counts at once); an API
+/// error is not cached.
+#[tokio::test]
+async fn the_service_account_is_read_once_and_its_secrets_every_time() {
+    use nfguard::judgement::pull_secrets::PodPullSecrets;
+    let (svc, mut h) = mock::pair::<Request<Body>, Response<Body>>();
+    let client = kube::Client::new(svc, "default");
+    let reads = PodPullSecrets::new(client, Duration::from_secs(3600), 16);
+    let spec: PodSpec = serde_json::from_value(json!({
+        "serviceAccountName": "builder",
+        "containers": [{"name": "c", "image": "reg.example:443/team/b:1"}]
+    }))
+    .unwrap();
+    let refs = PullSecretRefs::of(&spec);
+    let sa = || {
+        ok(json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": "builder", "namespace": "apps"},
+            "imagePullSecrets": [{"name": "sa-secret"}]}))
+    };
+    let failure = || {
+        Response::builder()
+            .status(500)
+            .body(Body::from(serde_json::to_vec(&json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "InternalError", "code": 500, "message": "etcd"})).unwrap()))
+            .unwrap()
+    };
+    // First review: the account fails to answer; nothing is cached.
+    let task = {
+        let (reads, refs) = (reads.clone(), refs.clone());
+        tokio::spawn(async move { reads.read("apps", &refs).await })
+    };
+    let (_, p, send) = next(&mut h).await;
+    assert_eq!(p, "/api/v1/namespaces/apps/serviceaccounts/builder");
+    send.send_response(failure());
+    assert_eq!(
+        task.await
+            .unwrap()
+            .credentials_for("reg.example:443/team/b:1"),
+        None
+    );
+    // Three reviews: one GET of the account, three of its Secret.
+    for review in 0..3 {
+        let task = {
+            let (reads, refs) = (reads.clone(), refs.clone());
+            tokio::spawn(async move { reads.read("apps", &refs).await })
+        };
+        let (m, p, send) = next(&mut h).await;
+        if review == 0 {
+            assert_eq!(
+                (m.clone(), p.as_str()),
+                (
+                    Method::GET,
+                    "/api/v1/namespaces/apps/serviceaccounts/builder"
+                )
+            );
+            send.send_response(sa());
+            let (m, p, send) = next(&mut h).await;
+            assert_eq!(
+                (m, p.as_str()),
+                (Method::GET, "/api/v1/namespaces/apps/secrets/sa-secret")
+            );
+            send.send_response(ok(dockercfg_secret("sa-secret", "reg.example:443", "bob")));
+        } else {
+            assert_eq!(
+                (m, p.as_str()),
+                (Method::GET, "/api/v1/namespaces/apps/secrets/sa-secret"),
+                "review {review}: the account's names come from the cache"
+            );
+            send.send_response(ok(dockercfg_secret("sa-secret", "reg.example:443", "bob")));
+        }
+        assert!(
+            task.await
+                .unwrap()
+                .credentials_for("reg.example:443/team/b:1")
+                .is_some(),
+            "review {review}"
+        );
+    }
+    // Another namespace's account of the same name is its own entry.
+    let task = tokio::spawn(async move { reads.read("other", &refs).await });
+    let (_, p, send) = next(&mut h).await;
+    assert_eq!(p, "/api/v1/namespaces/other/serviceaccounts/builder");
+    send.send_response(ok(json!({"apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": "builder", "namespace": "other"}})));
+    task.await.unwrap();
+    // Every client is gone with the task: the handle ends without another request.
+    assert!(
+        !matches!(
+            tokio::time::timeout(Duration::from_millis(200), h.next_request()).await,
+            Ok(Some(_))
+        ),
+        "no further request"
+    );
+}

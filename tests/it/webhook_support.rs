@@ -189,7 +189,7 @@ pub fn state(
         judge: Arc::new(Judge {
             facts,
             images,
-            client: None,
+            pull_secrets: None,
             metrics: metrics.clone(),
             timeout,
             default_platform: "linux/amd64".parse().unwrap(),
