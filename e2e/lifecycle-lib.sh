@@ -61,11 +61,15 @@ listable_kinds() {
 # NAMESPACE/NAME" lines. CRDS=kept leaves out what Helm keeps by design: the
 # CRDs, the APIService the API server registers for their group
 # (automanaged) and nfguard's namespace itself (the caller checks what it
-# holds). CRDS=gone leaves out nothing.
+# holds). CRDS=gone leaves out nothing. Either way the reporters'
+# certificate requests (signer nfguard.io/reporter-metrics) are left out:
+# records, like events, that the cluster deletes itself (kube-controller-
+# manager's csrcleaner: an hour after they were answered).
 nfguard_objects() {
   jq -r --arg ns "$NS" --arg crds "$2" '.items[]
     | select((.metadata.name | test("nfguard")) or (.metadata.labels["app.kubernetes.io/name"] == "nfguard")
              or (.metadata.namespace == $ns))
+    | select((.kind == "CertificateSigningRequest" and .spec.signerName == "nfguard.io/reporter-metrics") | not)
     | select($crds == "gone"
              or ((.kind == "CustomResourceDefinition")
                  or (.kind == "APIService" and .metadata.labels["kube-aggregator.kubernetes.io/automanaged"] != null)

@@ -354,7 +354,9 @@ def check_rbac(objs):
                              (None, nfg, "nodenetfilterprofiles/status", "patch", ()),
                              (None, "", "nodes", "get", ()),
                              (None, "authentication.k8s.io", "tokenreviews", "create", ()),
-                             (None, "authorization.k8s.io", "subjectaccessreviews", "create", ())},
+                             (None, "authorization.k8s.io", "subjectaccessreviews", "create", ()),
+                             (None, "certificates.k8s.io", "certificatesigningrequests", "create", ()),
+                             (None, "certificates.k8s.io", "certificatesigningrequests", "get", ())},
         "nfguard-controller": {
             (None, nfg, "nodenetfilterprofiles", v, ()) for v in ("list", "watch", "delete")
         } | {(None, nfg, "nodenetfilterprofiles/status", "patch", ())}
@@ -370,7 +372,14 @@ def check_rbac(objs):
           | {(None, "", r, "get", ()) for r in ("serviceaccounts", "secrets")}
           | {(None, "events.k8s.io", "events", v, ()) for v in ("create", "patch")}
           | {(NS, "coordination.k8s.io", "leases", v, ("nfguard-controller",)) for v in ("get", "update")}
-          | {(NS, "coordination.k8s.io", "leases", "create", ())},
+          | {(NS, "coordination.k8s.io", "leases", "create", ())}
+          | {(None, "certificates.k8s.io", "certificatesigningrequests", v, ()) for v in ("list", "watch")}
+          | {(None, "certificates.k8s.io", f"certificatesigningrequests/{sub}", "patch", ())
+             for sub in ("approval", "status")}
+          | {(None, "certificates.k8s.io", "signers", v, ("nfguard.io/reporter-metrics",))
+             for v in ("approve", "sign")}
+          | {(NS, "", "secrets", "update", ("nfguard-reporter-metrics-ca",))}
+          | {(NS, "", "configmaps", v, ("nfguard-reporter-metrics-ca",)) for v in ("get", "update")},
         "nfguard-webhook": {
             (None, nfg, r, v, ()) for r in ("nodenetfilterprofiles", "netfilterpolicies")
             for v in ("list", "watch")

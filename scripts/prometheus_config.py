@@ -13,7 +13,8 @@ Prometheus, e2e/lib/monitoring.sh; tests/it/monitoring_live.rs tests this script
       with --ca-file and the token in --token-file (Prometheus' own identity);
       a secret reference (authorization.credentials) becomes a credentials
       file DIR/NAMESPACE/SECRET/KEY, which the caller fills from the Secret as
-      the operator would. --interval replaces every scrape interval and sets
+      the operator would; a CA from a ConfigMap (tlsConfig.ca.configMap) the
+      file --configmaps-dir/NAMESPACE/CONFIGMAP/KEY. --interval replaces every scrape interval and sets
       the evaluation interval (a test's short cycle).
       A PodMonitor's spec.scrapeClass is looked up in --prometheus F (a
       Prometheus resource, monitoring/prometheus-scrape-class.yaml): its
@@ -215,8 +216,18 @@ def scrape_job(monitor, index, ep, opts):
             raise Refused(f"{where}.scheme: {ep['scheme']!r} is neither http nor https")
         job["scheme"] = ep["scheme"]
     if "tlsConfig" in ep:
-        check_keys(f"{where}.tlsConfig", ep["tlsConfig"], {"insecureSkipVerify", "serverName"})
+        check_keys(f"{where}.tlsConfig", ep["tlsConfig"], {"insecureSkipVerify", "serverName", "ca"})
         tls = {}
+        if "ca" in ep["tlsConfig"]:
+            ca = ep["tlsConfig"]["ca"]
+            check_keys(f"{where}.tlsConfig.ca", ca, {"configMap"})
+            ref = ca.get("configMap") or {}
+            check_keys(f"{where}.tlsConfig.ca.configMap", ref, {"name", "key"})
+            if not ref.get("name") or not ref.get("key"):
+                raise Refused(f"{where}.tlsConfig.ca.configMap: needs name and key")
+            if not opts.configmaps_dir:
+                raise Refused(f"{where}.tlsConfig.ca.configMap needs --configmaps-dir")
+            tls["ca_file"] = f"{opts.configmaps_dir}/{ns}/{ref['name']}/{ref['key']}"
         if "insecureSkipVerify" in ep["tlsConfig"]:
             tls["insecure_skip_verify"] = bool(ep["tlsConfig"]["insecureSkipVerify"])
         if "serverName" in ep["tlsConfig"]:
@@ -351,6 +362,7 @@ def main(argv):
     s.add_argument("--secrets-dir", required=True)
     s.add_argument("--interval")
     s.add_argument("--rule-file", action="append", default=[])
+    s.add_argument("--configmaps-dir")
     s.add_argument("--prometheus")
     s.add_argument("--pod-file", action="append", default=[])
     a = sub.add_parser("token-audience")

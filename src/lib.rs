@@ -22,6 +22,7 @@ pub mod reporter;
 pub mod reports;
 pub mod rootfs;
 pub mod runtime;
+pub mod serving_certs;
 pub mod status;
 pub mod webhook;
 pub mod wellknown;

@@ -20,7 +20,8 @@
 #     selectors, port name, job relabelings; the reporter over HTTPS with a
 #     token of Prometheus's ServiceAccount for the audience its scrape class
 #     projects, monitoring/prometheus-scrape-class.yaml, which is checked
-#     against the operator's Prometheus CRD), its rules the
+#     against the operator's Prometheus CRD, verifying each reporter's
+#     certificate with the CA the controller publishes), its rules the
 #     PrometheusRule's spec. Test-only: every scrape and evaluation each 2 s,
 #     and every alert's `for:` shortened to 5 s in the test's copy (the
 #     shipped values are 2m to 1h; scenario 6 alone lasts ~100 s).
@@ -50,6 +51,19 @@ PROM_SA=prometheus-k8s
 PROM_SCRAPE_CLASS=nfguard-reporter
 # Where monitoring/prometheus-scrape-class.yaml mounts the projected token.
 PROM_REPORTER_TOKEN_IN_POD=/var/run/secrets/nfguard/reporter-metrics/token
+
+# reporter_ca FILE: the reporter-metrics CA the controller publishes in
+# ConfigMap nfguard-reporter-metrics-ca (made when it first leads), written
+# to FILE; waits for it.
+reporter_ca_published() {
+  [ -n "$(get configmap nfguard-reporter-metrics-ca '{.data.ca\.crt}' -n "$NS")" ] ||
+    { WHY="ConfigMap $NS/nfguard-reporter-metrics-ca has no ca.crt"; return 1; }
+}
+reporter_ca() {
+  wait_for 60 "the controller to publish the reporter-metrics CA" reporter_ca_published
+  get configmap nfguard-reporter-metrics-ca '{.data.ca\.crt}' -n "$NS" >"$1"
+  grep -q 'BEGIN CERTIFICATE' "$1" || fail "ConfigMap $NS/nfguard-reporter-metrics-ca holds no PEM certificate"
+}
 
 # prom_api PATH [CURL_ARGS...]: Prometheus' HTTP API, from inside the
 # control plane's namespace (the only place it listens); bounded answer.
@@ -229,6 +243,10 @@ YAML
   audience=$(python3 "$REPO/scripts/prometheus_config.py" token-audience \
     "$REPO/monitoring/prometheus-scrape-class.yaml" "$PROM_SCRAPE_CLASS") || fail "no audience for scrape class $PROM_SCRAPE_CLASS"
   kubectl -n "$PROM_NS" create token "$PROM_SA" --audience "$audience" --duration=1h >"$PROM_DIR/reporter-token"
+  # The CA the reporter PodMonitor's tlsConfig names, where the operator
+  # would mount the ConfigMap's key.
+  mkdir -p "$PROM_DIR/configmaps/$NS/nfguard-reporter-metrics-ca"
+  reporter_ca "$PROM_DIR/configmaps/$NS/nfguard-reporter-metrics-ca/ca.crt"
   ok "monitoring/prometheus-scrape-class.yaml passes the Prometheus CRD ($out); $PROM_NS/$PROM_SA's token for audience $audience written where the class reads it"
   cadata=$(kubectl config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')
   base64 -d <<<"$cadata" >"$PROM_DIR/ca.crt"
@@ -242,7 +260,7 @@ YAML
   python3 "$REPO/scripts/prometheus_config.py" scrape "$REPO/monitoring/podmonitors.yaml" \
     --api-server "https://$api" --ca-file "$PROM_DIR/ca.crt" --token-file "$PROM_DIR/sd-token" \
     --secrets-dir "$PROM_DIR/secrets" --interval "$PROM_INTERVAL" --rule-file "$PROM_DIR/rules.yaml" \
-    --prometheus "$REPO/monitoring/prometheus-scrape-class.yaml" \
+    --configmaps-dir "$PROM_DIR/configmaps" --prometheus "$REPO/monitoring/prometheus-scrape-class.yaml" \
     --pod-file "$PROM_REPORTER_TOKEN_IN_POD=$PROM_DIR/reporter-token" \
     >"$PROM_DIR/prometheus.yml" || fail "translating the PodMonitors failed"
   ok "prometheus.yml from the PodMonitors ($(grep -c '^- job_name' "$PROM_DIR/prometheus.yml") jobs), rules from the PrometheusRule ($(cat "$PROM_DIR/rules.log"))"

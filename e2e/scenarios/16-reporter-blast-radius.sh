@@ -3,7 +3,8 @@
 #
 # the reporter's blast radius: it sees only the host directories it
 # probes, read-only; its /metrics answers only a token for its own audience
-# allowed `get /metrics`, from anywhere; its probes' port says "ok" and nothing else; control-plane
+# allowed `get /metrics`, from anywhere, over a certificate nfguard's
+# signer issued for its node only; its probes' port says "ok" and nothing else; control-plane
 # nodes get a reporter only by opt-in
 #
 # Runs on: kind, local.
@@ -14,6 +15,8 @@
 #   - namespace e2e-s16 (scenario_ns)
 #   - kubectl delete clusterrolebinding e2e-s16-scraper --ignore-not-found
 #   - rm -f "$kc" (the scraper's token kubeconfig)
+#   - rm -f "$ca" (the published CA)
+#   - kubectl delete csr e2e-s16-other-node e2e-s16-not-reporter --ignore-not-found
 #   - s16_untaint
 #   - s16_opt_out
 
@@ -163,6 +166,84 @@ s16_metrics() {
   ok "the health port $hport answers /healthz and /readyz with 'ok' only, no /metrics"
 }
 
+# s16_csr NAME KUBECONFIG IP: a request for nfguard's signer, for IP, made
+# with KUBECONFIG's identity (a P-256 key made here and thrown away).
+s16_csr() {
+  local name=$1 kc=$2 ip=$3 pem key
+  key=$(mktemp)
+  pem=$(openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$key" \
+    -subj "/CN=e2e-s16" -addext "subjectAltName=IP:$ip" 2>/dev/null) || fail "openssl could not make a request"
+  rm -f "$key"
+  kubectl --kubeconfig "$kc" create -f - >/dev/null <<YAML
+apiVersion: certificates.k8s.io/v1
+kind: CertificateSigningRequest
+metadata: {name: $name, labels: {app.kubernetes.io/part-of: nfguard-e2e}}
+spec:
+  signerName: nfguard.io/reporter-metrics
+  request: $(base64 -w0 <<<"$pem")
+  usages: [digital signature, server auth]
+YAML
+}
+s16_csr_answer() { # NAME: "TYPE REASON: MESSAGE" of its first condition
+  local out
+  out=$(get csr "$1" '{.status.conditions[0].type} {.status.conditions[0].reason}: {.status.conditions[0].message}')
+  WHY="CSR $1: '$out'"
+  [[ "$out" == Approved* || "$out" == Denied* || "$out" == Failed* ]]
+}
+
+# Each reporter serves a certificate nfguard's signer issued for its node's
+# addresses; scrapers verify it with the published CA. The signer refuses
+# a reporter's request for another node's address and anyone else's.
+s16_certificate() {
+  local a=${NODES[0]} b=${NODES[1]} ip ip_b pod port url ca r reader kc name answer rc
+  pod=$(s16_pod_on "$a")
+  ip=$(get node "$a" '{.status.addresses[?(@.type=="InternalIP")].address}')
+  ip_b=$(get node "$b" '{.status.addresses[?(@.type=="InternalIP")].address}')
+  port=$(get pod "$pod" '{.spec.containers[0].ports[?(@.name=="metrics")].containerPort}' -n "$NS")
+  url="https://$ip:$port/metrics"
+  ca=$(mktemp)
+  defer rm -f "$ca"
+  reporter_ca "$ca"
+  reader=$(kubectl -n e2e-s16 create token scraper --audience "$S16_AUDIENCE" --duration=10m)
+  r=$(node_exec "$b" curl -s --max-time 10 --cacert "$ca" -o /dev/null -w '%{http_code}' \
+    -H "Authorization: Bearer $reader" "$url" 2>&1) || true
+  [ "$r" = 200 ] || fail "verifying reporter $pod's certificate ($url) with the CA of ConfigMap nfguard-reporter-metrics-ca: '$r'"
+  ok "from node $b, $url verified against the CA the controller publishes (no -k): 200"
+  # The same certificate does not pass for another node's address.
+  r=$(node_exec "$b" curl -s --max-time 10 --cacert "$ca" -o /dev/null -w '%{http_code}' \
+    --connect-to "$ip_b:$port:$ip:$port" "https://$ip_b:$port/metrics" 2>&1) && rc=0 || rc=$?
+  [ "$rc" = 60 ] || fail "reporter $pod's certificate presented as $ip_b's: curl exit $rc ('$r'), not 60 (certificate refused)"
+  ok "its certificate presented for $b's address $ip_b is refused by a verifying client (curl exit 60)"
+  r=$(kubectl get csr -l app.kubernetes.io/component=reporter \
+    -o jsonpath='{range .items[*]}{.metadata.name} {.status.conditions[0].type} {.spec.username}{"\n"}{end}')
+  show <<<"$r"
+  grep -q " Approved system:serviceaccount:$NS:nfguard-reporter\$" <<<"$r" || fail "no reporter certificate request approved"
+
+  # A reporter's own token asking for another node's address: denied.
+  reporter_kubeconfig "$a"
+  kc=${REPORTER%% *}
+  name=e2e-s16-other-node
+  defer kubectl delete csr "$name" --ignore-not-found
+  s16_csr "$name" "$kc" "$ip_b"
+  wait_for 30 "nfguard's signer to answer $name" s16_csr_answer "$name"
+  answer=$(get csr "$name" '{.status.conditions[0].type} {.status.conditions[0].reason}: {.status.conditions[0].message}')
+  [[ "$answer" == "Denied NotTheNodes: $ip_b is not an address of node $a" ]] ||
+    fail "the reporter on $a asking for $b's address $ip_b: '$answer'"
+  [ -z "$(get csr "$name" '{.status.certificate}')" ] || fail "CSR $name was signed"
+  ok "the reporter on $a (its own pod-bound token) asking for $b's address: $answer; nothing signed"
+  # Someone else (the e2e's admin) asking for a reporter's address: denied.
+  name=e2e-s16-not-reporter
+  defer kubectl delete csr "$name" --ignore-not-found
+  kc=$(mktemp)
+  defer rm -f "$kc"
+  kubectl config view --raw --minify >"$kc"
+  s16_csr "$name" "$kc" "$ip"
+  wait_for 30 "nfguard's signer to answer $name" s16_csr_answer "$name"
+  answer=$(get csr "$name" '{.status.conditions[0].type} {.status.conditions[0].reason}')
+  [ "$answer" = "Denied NotTheReporter" ] || fail "the admin asking for $a's address: '$answer'"
+  ok "another identity asking for $a's address: $answer"
+}
+
 s16_no_pod_on() { # NODE
   [ -z "$(s16_pod_on "$1")" ] || { WHY="reporter $(s16_pod_on "$1") on $1"; return 1; }
 }
@@ -233,5 +314,6 @@ s16_opt_out() { # removes the control-plane toleration again (if there)
 s16_reporter_blast_radius() {
   s16_mounts
   s16_metrics
+  s16_certificate
   s16_control_plane
 }

@@ -53,13 +53,25 @@ YAML
   ok "the Helm chart's rendered PodMonitors and PrometheusRule pass the same schemas (server-side dry run): $(tr '\n' ';' <<<"$out")"
 }
 
+# Every active nfguard target healthy in /api/v1/targets (TARGETS holds the
+# listing): a reporter that has just started (scenario 16 rolls them) is
+# discovered before its first scrape, and scraped before its certificate
+# from nfguard's signer arrives.
+S27_TARGETS=""
+s27_targets_healthy() {
+  local bad
+  S27_TARGETS=$(prom_api /api/v1/targets --data-urlencode state=active) || { WHY="cannot read /api/v1/targets"; return 1; }
+  bad=$(jq -r '.data.activeTargets[] | select(.labels.job | startswith("nfguard-"))
+    | select(.health != "up") | "\(.labels.job) \(.scrapeUrl): \(.health) \(.lastError)"' <<<"$S27_TARGETS")
+  WHY="targets not up: $bad"
+  [ -z "$bad" ]
+}
+
 s27_targets() {
   local targets n bad
   wait_for 120 "every nfguard pod to be scraped" targets_up
-  targets=$(prom_api /api/v1/targets --data-urlencode state=active) || fail "cannot read /api/v1/targets"
-  bad=$(jq -r '.data.activeTargets[] | select(.labels.job | startswith("nfguard-"))
-    | select(.health != "up") | "\(.labels.job) \(.scrapeUrl): \(.lastError)"' <<<"$targets")
-  [ -z "$bad" ] || fail "targets not up: $bad"
+  wait_for 60 "every nfguard target to be healthy" s27_targets_healthy
+  targets=$S27_TARGETS
   jq -r '.data.activeTargets[] | select(.labels.job | startswith("nfguard-"))
     | "\(.labels.job) \(.scrapeUrl) pod=\(.labels.pod) node=\(.labels.node // "-") \(.health)"' <<<"$targets" | sort | show
   bad=$(jq -r '.data.activeTargets[] | select(.labels.job == "nfguard-reporter")

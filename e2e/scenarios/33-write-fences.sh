@@ -12,6 +12,7 @@
 # Undoes (defer: also when it fails, last first):
 #   - rm -f "$kc"
 #   - delete_report_crds "$crd"
+#   - kubectl delete csr e2e-s33-other-signer --ignore-not-found
 #   - namespace "$S33_NS" (scenario_ns)
 
 SCENARIO_TITLE="the webhook's and the controller's own tokens: no Secret created, of the gate only its caBundle, only nfguard's reports, only the controller's profile status fields; their own writes pass"
@@ -33,7 +34,8 @@ SCENARIO_RUN=s33_write_fences
 #     app.kubernetes.io/managed-by=nfguard (nfguard-controller-report-writes,
 #     on the wgpolicyk8s.io PolicyReport CRD this scenario applies and
 #     removes) and only its own status fields of a NodeNetfilterProfile
-#     (nfguard-controller-profile-writes);
+#     (nfguard-controller-profile-writes), and may approve certificate
+#     requests for its own signer only (RBAC, checked by the API server);
 #   - neither component logged a refusal by these policies: their own writes
 #     pass.
 # Writes that are meant to pass are server-side dry runs where a real write
@@ -189,6 +191,36 @@ s33_controller() {
   out=$(api_as_token "$kc" POST "$S33_REPORTS_API?dryRun=All" application/json "$(s33_report nfguard-pod-a nfguard)") ||
     fail "the controller's token may not create a report of its own (dry run): $out"
   ok "the controller creating a report of its own (a dry run): $out"
+
+  # Certificates: it approves for nfguard's signer only (RBAC's approve verb
+  # names that signer; the API server checks it on every approval).
+  s33_other_signer_csr | kubectl create -f - >/dev/null
+  defer kubectl delete csr e2e-s33-other-signer --ignore-not-found
+  s33_refused "$kc" "the controller approving a kube-apiserver-client certificate request" RBAC \
+    'user not permitted to approve requests with signerName "kubernetes.io/kube-apiserver-client"' \
+    PATCH /apis/certificates.k8s.io/v1/certificatesigningrequests/e2e-s33-other-signer/approval "$MERGE" \
+    '{"status":{"conditions":[{"type":"Approved","status":"True","reason":"E2E","message":"e2e"}]}}'
+  [ -z "$(get csr e2e-s33-other-signer '{.status.conditions}')" ] ||
+    fail "the kube-apiserver-client request has a condition after the refused approval"
+}
+
+# A client-certificate request for the API server's own signer, as an
+# administrator would make it (a throwaway P-256 key).
+s33_other_signer_csr() {
+  local key pem
+  key=$(mktemp)
+  pem=$(openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$key" \
+    -subj "/CN=e2e-s33" 2>/dev/null) || fail "openssl could not make a request"
+  rm -f "$key"
+  cat <<YAML
+apiVersion: certificates.k8s.io/v1
+kind: CertificateSigningRequest
+metadata: {name: e2e-s33-other-signer, labels: {app.kubernetes.io/part-of: nfguard-e2e}}
+spec:
+  signerName: kubernetes.io/kube-apiserver-client
+  request: $(base64 -w0 <<<"$pem")
+  usages: [client auth]
+YAML
 }
 
 s33_write_fences() {

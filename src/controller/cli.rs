@@ -1,6 +1,7 @@
 //! `nfguard controller`: leader election, then the node controller, the
-//! NetfilterPolicy status controller and the periodic orphan sweep while
-//! leading; metrics and probes always.
+//! NetfilterPolicy status controller, the periodic orphan sweep and the
+//! reporter-metrics certificate signer while leading; metrics and probes
+//! always.
 
 use crate::controller::EVENT_REPORTER;
 use crate::controller::apply::policy_status::run_policy_status;
@@ -16,6 +17,7 @@ use crate::registry::cli::RegistryArgs;
 use crate::reports::NamespaceCaps;
 use crate::runtime::clock::{Clock, SystemClock};
 use crate::runtime::{admin, flag_raised};
+use crate::serving_certs::signer::{SignerConfig, run_signer};
 use kube::runtime::events::{Recorder, Reporter};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -71,6 +73,15 @@ pub struct Args {
     #[arg(long, env = "NFGUARD_MAX_REPORT_BYTES_PER_NAMESPACE", default_value_t = NamespaceCaps::default().bytes,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub max_report_bytes_per_namespace: u64,
+    /// The reporter's ServiceAccount (in the controller's namespace): the
+    /// only requester whose certificate requests for nfguard's
+    /// reporter-metrics signer are approved.
+    #[arg(
+        long,
+        env = "NFGUARD_REPORTER_SERVICE_ACCOUNT",
+        default_value = "nfguard-reporter"
+    )]
+    pub reporter_service_account: String,
 }
 
 fn identity(args: &Args) -> String {
@@ -178,7 +189,12 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
             recorder.clone(),
             flag_raised(term_rx.clone()),
         );
-        let work = futures::future::join(controller, policy_status);
+        let signer = run_signer(
+            client.clone(),
+            SignerConfig::new(&args.lease_namespace, &args.reporter_service_account),
+            flag_raised(term_rx.clone()),
+        );
+        let work = futures::future::join3(controller, policy_status, signer);
         tokio::pin!(work);
         let mut shutting_down = false;
         tokio::select! {

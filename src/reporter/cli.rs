@@ -6,7 +6,7 @@ use super::authz_cache::Limits;
 use super::metrics::{Metrics, checks, router};
 use super::metrics_auth::{
     DEFAULT_AUDIENCE, Guard, KubeReviewer, MetricsAuth, check_listen, health_router,
-    metrics_router, self_signed_tls,
+    metrics_router, self_signed_store,
 };
 use super::nft_watch::NftWatcher;
 use super::prober::NodeProber;
@@ -68,6 +68,17 @@ pub struct Args {
     /// receives such a token could replay it against the API server.
     #[arg(long, env = "NFGUARD_METRICS_AUDIENCE", default_value = DEFAULT_AUDIENCE)]
     pub metrics_audience: String,
+    /// Where /metrics's certificate comes from: signer (asked of nfguard's
+    /// controller through a CertificateSigningRequest, for this node's
+    /// addresses, so scrapers can verify it; self-signed until it is
+    /// issued) or self-signed (scrapers cannot verify it).
+    #[arg(
+        long,
+        env = "NFGUARD_METRICS_CERTIFICATE",
+        value_enum,
+        default_value = "signer"
+    )]
+    pub metrics_certificate: MetricsCertificate,
     /// Serve /healthz and /readyz (plain HTTP, a status code and "ok" or
     /// "not ok", nothing else) here for the kubelet's probes; "off" disables.
     #[arg(long, env = "NFGUARD_HEALTH_LISTEN", default_value = "0.0.0.0:9091")]
@@ -86,6 +97,13 @@ pub struct Args {
     /// generation id): for testing the fallback and for debugging.
     #[arg(long, env = "NFGUARD_NO_NFT_NOTIFICATIONS", hide = true)]
     pub no_nft_notifications: bool,
+}
+
+/// Where the reporter's /metrics certificate comes from.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetricsCertificate {
+    Signer,
+    SelfSigned,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<u8> {
@@ -221,7 +239,14 @@ async fn serve_metrics(
                 return Ok(());
             };
             let names = vec![node_name.to_string(), "localhost".to_string()];
-            let acceptor = self_signed_tls(names)?;
+            let (acceptor, store) = self_signed_store(names)?;
+            if args.metrics_certificate == MetricsCertificate::Signer {
+                tokio::spawn(crate::serving_certs::request::keep_certified(
+                    client.clone(),
+                    node_name.to_string(),
+                    store,
+                ));
+            }
             let audience = Some(args.metrics_audience.trim().to_string()).filter(|a| !a.is_empty());
             let reviewer = KubeReviewer {
                 client,

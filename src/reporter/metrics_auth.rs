@@ -370,10 +370,23 @@ async fn data_free(check: Check) -> Response {
 }
 
 /// TLS for the metrics listener: a self-signed certificate for `names`,
-/// made at start and kept in memory only (scrapers authenticate with their
-/// token; they do not verify the reporter, as with kube-rbac-proxy's
-/// default).
+/// made at start and kept in memory only, until nfguard's signer issues
+/// one scrapers can verify (`--metrics-certificate signer`).
 pub fn self_signed_tls(names: Vec<String>) -> Result<tokio_rustls::TlsAcceptor, AuthError> {
+    Ok(self_signed_store(names)?.0)
+}
+
+/// [`self_signed_tls`] and the store behind it, for a certificate that
+/// replaces the self-signed one later (`serving_certs::request`).
+pub fn self_signed_store(
+    names: Vec<String>,
+) -> Result<
+    (
+        tokio_rustls::TlsAcceptor,
+        std::sync::Arc<crate::webhook::tls::CertStore>,
+    ),
+    AuthError,
+> {
     use crate::webhook::tls::{CertStore, load_pem, server_config};
     let cert = rcgen::generate_simple_self_signed(names)
         .map_err(|e| AuthError::Certificate(e.to_string()))?;
@@ -384,7 +397,10 @@ pub fn self_signed_tls(names: Vec<String>) -> Result<tokio_rustls::TlsAcceptor, 
     .map_err(|e| AuthError::Certificate(e.to_string()))?;
     let store = CertStore::new(None);
     store.set(loaded);
-    Ok(tokio_rustls::TlsAcceptor::from(server_config(store)))
+    Ok((
+        tokio_rustls::TlsAcceptor::from(server_config(store.clone())),
+        store,
+    ))
 }
 
 #[cfg(test)]

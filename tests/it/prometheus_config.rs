@@ -62,6 +62,8 @@ fn scrape_config_with(dir: &Path, podmonitors: &Path, prometheus: &Path) -> Outp
         "2s",
         "--rule-file",
         &p("rules.yaml"),
+        "--configmaps-dir",
+        &dir.join("configmaps").display().to_string(),
         "--prometheus",
         &prometheus.display().to_string(),
         "--pod-file",
@@ -168,9 +170,18 @@ fn the_podmonitors_become_scrape_jobs_promtool_accepts_with_the_shipped_selector
         }
         if component == "reporter" {
             assert_eq!(job["scheme"].as_str(), Some("https"));
+            assert!(
+                job["tls_config"]["insecure_skip_verify"].is_null(),
+                "the reporter's certificate is verified"
+            );
             assert_eq!(
-                job["tls_config"]["insecure_skip_verify"].as_bool(),
-                Some(true)
+                job["tls_config"]["ca_file"].as_str().map(Path::new),
+                Some(
+                    dir.path()
+                        .join("configmaps/nfguard-system/nfguard-reporter-metrics-ca/ca.crt")
+                        .as_path()
+                ),
+                "the CA the controller publishes"
             );
             assert_eq!(job["authorization"]["type"].as_str(), Some("Bearer"));
             let file = job["authorization"]["credentials_file"].as_str().unwrap();
