@@ -8,7 +8,7 @@
 #                         scripts/go-tool.sh prometheus); unset, scenario 27
 #                         is not applicable and the alert hooks say `skip:` (kind only)
 #
-# monitoring_up (before the scenarios, when 6 or 27 is selected):
+# monitoring_up (before the scenarios, when 6, 16 or 27 is selected):
 #   - the Prometheus Operator's PodMonitor, PrometheusRule and Prometheus CRDs, from its Go
 #     module (tools/prometheus-operator pins v0.85.0; scripts/go-module-dir.sh),
 #     applied to the cluster, then `kubectl apply --server-side -k monitoring/`
@@ -304,7 +304,7 @@ prom_stop() {
 
 monitoring_up() {
   [ -n "$PROM_BIN" ] || return 0
-  selected 6 || selected 27 || return 0
+  selected 6 || selected 16 || selected 27 || return 0
   CURRENT="monitoring up"
   prom_start
 }

@@ -7,7 +7,7 @@ use crate::controller::EVENT_REPORTER;
 use crate::controller::apply::policy_status::run_policy_status;
 use crate::controller::http::{self, HttpState};
 use crate::controller::lease::{LeaderElector, LeaseConfig};
-use crate::controller::metrics::Metrics;
+use crate::controller::metrics::{CertificateLabel, CertificateOutcome, Metrics};
 use crate::controller::run::{RunOptions, run_controller};
 use crate::judgement::Bounded;
 use crate::judgement::pull_secrets::PullSecretReader;
@@ -17,7 +17,7 @@ use crate::registry::cli::RegistryArgs;
 use crate::reports::NamespaceCaps;
 use crate::runtime::clock::{Clock, SystemClock};
 use crate::runtime::{admin, flag_raised};
-use crate::serving_certs::signer::{SignerConfig, run_signer};
+use crate::serving_certs::signer::{Outcome, SignerConfig, run_signer};
 use kube::runtime::events::{Recorder, Reporter};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -189,9 +189,22 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
             recorder.clone(),
             flag_raised(term_rx.clone()),
         );
+        let counted = metrics.clone();
         let signer = run_signer(
             client.clone(),
             SignerConfig::new(&args.lease_namespace, &args.reporter_service_account),
+            move |outcome| {
+                let outcome = match outcome {
+                    Outcome::Signed => CertificateOutcome::signed,
+                    Outcome::Denied(_) => CertificateOutcome::denied,
+                    Outcome::Failed(_) => CertificateOutcome::failed,
+                    Outcome::Settled => return,
+                };
+                counted
+                    .certificate_requests
+                    .get_or_create(&CertificateLabel { outcome })
+                    .inc();
+            },
             flag_raised(term_rx.clone()),
         );
         let work = futures::future::join3(controller, policy_status, signer);

@@ -99,6 +99,22 @@ pub struct ReportWriteLabel {
     pub api: &'static str,
 }
 
+/// How nfguard's reporter-metrics signer answered a certificate request.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types)]
+pub enum CertificateOutcome {
+    signed,
+    /// Not a reporter asking for its own node (the request's Denied condition).
+    denied,
+    /// Approved by someone else, but not a request nfguard signs.
+    failed,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CertificateLabel {
+    pub outcome: CertificateOutcome,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReportApiLabel {
     pub api: &'static str,
@@ -227,6 +243,8 @@ pub struct Metrics {
     /// Workloads whose report the last pass did not write: their
     /// namespace was at its cap.
     pub reports_over_cap: Gauge,
+    /// Reporter-metrics certificate requests the signer answered.
+    pub certificate_requests: Family<CertificateLabel, Counter>,
     /// Per-node facts behind the gauges.
     nodes: Mutex<HashMap<String, NodeObservation>>,
 }
@@ -263,6 +281,7 @@ impl Metrics {
             report_writes: Family::default(),
             reports: Gauge::default(),
             reports_over_cap: Gauge::default(),
+            certificate_requests: Family::default(),
             nodes: Mutex::new(HashMap::new()),
             registry: Registry::default(),
         };
@@ -361,8 +380,22 @@ impl Metrics {
             "Workloads whose policy report the last pass did not write because their namespace held its cap of reports or bytes (--max-reports-per-namespace, --max-report-bytes-per-namespace)",
             m.reports_over_cap.clone(),
         );
+        registry.register(
+            "certificate_requests",
+            "Reporter-metrics certificate requests nfguard's signer answered: signed, denied (not a reporter asking for its own node's addresses), failed (approved by someone else, not signed)",
+            m.certificate_requests.clone(),
+        );
         // Every series from the start (0 until discovery answers, and
         // counters at 0), so dashboards and rate() see them before a write.
+        for outcome in [
+            CertificateOutcome::signed,
+            CertificateOutcome::denied,
+            CertificateOutcome::failed,
+        ] {
+            let _ = m
+                .certificate_requests
+                .get_or_create(&CertificateLabel { outcome });
+        }
         let apis = crate::reports::ReportApi::ALL.map(|a| a.api_version());
         for api in apis.into_iter().chain([REPORTS_API_NONE]) {
             let _ = m.reports_api.get_or_create(&ReportApiLabel { api });

@@ -182,6 +182,8 @@ fn condition(type_: &str, reason: &str, message: &str) -> serde_json::Value {
 pub enum Outcome {
     Signed,
     Denied(String),
+    /// Approved by someone else; nfguard does not sign it.
+    Failed(String),
     /// Already answered (a certificate, or denied or failed).
     Settled,
 }
@@ -273,7 +275,10 @@ pub async fn answer(
             };
             done.map_err(api("denying"))?;
             tracing::warn!(csr = name, requester = ?spec.username, %why, "denied a reporter-metrics certificate request");
-            Ok(Outcome::Denied(why))
+            Ok(match kind {
+                "Failed" => Outcome::Failed(why),
+                _ => Outcome::Denied(why),
+            })
         }
     }
 }
@@ -289,10 +294,12 @@ fn reason(d: &Denial) -> &'static str {
 }
 
 /// Runs until `stop`: the CA first (retried), then every request for
-/// nfguard's signer as the watch sees it.
+/// nfguard's signer as the watch sees it; `answered` hears each answer
+/// (the controller counts them).
 pub async fn run_signer(
     client: kube::Client,
     cfg: SignerConfig,
+    answered: impl Fn(&Outcome),
     stop: impl std::future::Future<Output = ()>,
 ) {
     tokio::pin!(stop);
@@ -321,11 +328,12 @@ pub async fn run_signer(
         };
         match next {
             None => return,
-            Some(Ok(csr)) => {
-                if let Err(e) = answer(&client, &ca, &cfg, &csr).await {
-                    tracing::warn!(error = %e, "answering a reporter-metrics certificate request failed");
+            Some(Ok(csr)) => match answer(&client, &ca, &cfg, &csr).await {
+                Ok(outcome) => answered(&outcome),
+                Err(e) => {
+                    tracing::warn!(error = %e, "answering a reporter-metrics certificate request failed")
                 }
-            }
+            },
             Some(Err(e)) => tracing::warn!(error = %e, "watching certificate requests (retrying)"),
         }
     }

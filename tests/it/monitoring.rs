@@ -26,7 +26,8 @@ const TARGET_LABELS: [&str; 6] = [
 ];
 /// Labels whose values come from a closed set: a value used in a query must
 /// be one the component really exports.
-const CLOSED_LABELS: [&str; 9] = [
+const CLOSED_LABELS: [&str; 10] = [
+    "outcome",
     "condition",
     "status",
     "verdict",
