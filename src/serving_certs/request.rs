@@ -48,16 +48,16 @@ async fn own_names(client: &kube::Client, node: &str) -> Result<Vec<SanType>, Re
         .get(node)
         .await
         .map_err(|e| RequestError::Api(format!("reading node {node}: {e}")))?;
-    let mut names: Vec<SanType> = n
-        .status
-        .and_then(|s| s.addresses)
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|a| a.type_ == "InternalIP" || a.type_ == "ExternalIP")
-        .filter_map(|a| a.address.parse::<IpAddr>().ok())
-        .map(SanType::IpAddress)
-        .collect();
-    names.dedup();
+    let mut ips: Vec<IpAddr> = Vec::new();
+    for a in n.status.and_then(|s| s.addresses).unwrap_or_default() {
+        let parsed = (a.type_ == "InternalIP" || a.type_ == "ExternalIP")
+            .then(|| a.address.parse::<IpAddr>().ok())
+            .flatten();
+        if let Some(ip) = parsed.filter(|ip| !ips.contains(ip)) {
+            ips.push(ip);
+        }
+    }
+    let mut names: Vec<SanType> = ips.into_iter().map(SanType::IpAddress).collect();
     if names.is_empty() {
         return Err(RequestError::NoAddress(node.to_string()));
     }
