@@ -7,14 +7,14 @@ use crate::controller::apply::gather::plan_from_caches;
 use crate::controller::apply::node::{Applier, ApplyError, Versions};
 use crate::controller::apply::orphans::orphans;
 use crate::controller::cache::in_flight::Written;
-use crate::controller::cache::stores::{Caches, Feeds, Unlisted, keep_pod};
+use crate::controller::cache::stores::{Caches, Feeds, Unlisted, project_pod};
 use crate::controller::metrics::{Metrics, NodeLabel, Stage, StageLabel};
 use crate::controller::plan::NodePlan;
 use crate::controller::reports::judge::raw_workload;
 use crate::controller::reports::owners::{JobMeta, ReplicaSetMeta};
 use crate::controller::reports::write::{ReportQueue, ReportWriter};
 use crate::judgement::Bounded;
-use crate::projection::{PodFacts, SlimNode};
+use crate::projection::SlimNode;
 use crate::runtime::clock::Clock;
 use futures::{FutureExt, Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -376,14 +376,16 @@ pub async fn run_controller(
         {
             let queue = queue.clone();
             watch(Api::<Pod>::all(client.clone()), move |e| {
+                // Projected once, for the store and for the reports.
+                let Some(e) = project_pod(e) else {
+                    return Vec::new();
+                };
                 // A deleted writer pod is on no node any more: mark its
                 // workload here (other pods are in no report).
-                if let watcher::Event::Delete(p) = &e
-                    && keep_pod(p)
-                {
-                    queue.mark(raw_workload(&PodFacts::of(p)));
+                if let watcher::Event::Delete(f) = &e {
+                    queue.mark(raw_workload(f));
                 }
-                node_refs(pods.feed(e))
+                node_refs(pods.feed_projected(e))
             })
             .boxed()
         },

@@ -377,29 +377,29 @@ pub struct PodFeed {
     listed: MarkListed,
 }
 
+/// The event's pod as the controller keeps it: projected once, or None
+/// for a pod that is no writer (removing a pod never kept removes nothing:
+/// most deletions, as a pod's writer test holds for its whole life).
+pub fn project_pod(event: Event<Pod>) -> Option<Event<PodFacts>> {
+    let kept = |p: Pod| keep_pod(&p).then(|| PodFacts::of(&p));
+    Some(match event {
+        Event::Apply(p) => Event::Apply(kept(p)?),
+        Event::InitApply(p) => Event::InitApply(kept(p)?),
+        Event::Delete(p) => Event::Delete(kept(p)?),
+        Event::Init => Event::Init,
+        Event::InitDone => Event::InitDone,
+    })
+}
+
 impl PodFeed {
     /// Project the event's pod, apply it; the nodes whose kept pods changed
     /// in what is read of them (status churn aside: see [`PodStore`]).
     pub fn feed(&mut self, event: Event<Pod>) -> Vec<String> {
-        let kept = |p: Pod| keep_pod(&p).then(|| PodFacts::of(&p));
-        let event = match event {
-            Event::Apply(p) => match kept(p) {
-                Some(f) => Event::Apply(f),
-                None => return Vec::new(),
-            },
-            Event::InitApply(p) => match kept(p) {
-                Some(f) => Event::InitApply(f),
-                None => return Vec::new(),
-            },
-            // Removing a pod never kept removes nothing (most deletions:
-            // a pod's writer test holds for its whole life).
-            Event::Delete(p) => match kept(p) {
-                Some(f) => Event::Delete(f),
-                None => return Vec::new(),
-            },
-            Event::Init => Event::Init,
-            Event::InitDone => Event::InitDone,
-        };
+        project_pod(event).map_or_else(Vec::new, |e| self.feed_projected(e))
+    }
+
+    /// [`Self::feed`] for an event already projected ([`project_pod`]).
+    pub fn feed_projected(&mut self, event: Event<PodFacts>) -> Vec<String> {
         let done = matches!(event, Event::InitDone);
         let nodes = self
             .store
@@ -693,6 +693,26 @@ mod tests {
         assert!(feeds.pods.feed(Event::Delete(app)).is_empty());
         assert!(caches.pods_on("n1").is_empty());
         assert!(caches.pods().is_empty());
+    }
+
+    #[test]
+    fn a_writer_pod_is_projected_once_for_the_store_and_the_reports() {
+        let (caches, mut feeds) = caches();
+        let proxy = pod("proxy", "n1", &["NET_ADMIN"], "Running", json!({}));
+        let app = pod("app", "n1", &[], "Running", json!({}));
+        assert!(
+            project_pod(Event::Delete(app)).is_none(),
+            "no writer: nothing to do"
+        );
+        let _ = feeds.pods.feed(Event::Apply(proxy.clone()));
+        // The watch's path: one projection, read by the reports' queue and
+        // handed to the store as it is.
+        let Some(Event::Delete(facts)) = project_pod(Event::Delete(proxy.clone())) else {
+            panic!("a deleted writer pod projects to a Delete");
+        };
+        assert_eq!(facts, PodFacts::of(&proxy));
+        assert_eq!(feeds.pods.feed_projected(Event::Delete(facts)), ["n1"]);
+        assert!(caches.pods_on("n1").is_empty());
     }
 
     #[test]
