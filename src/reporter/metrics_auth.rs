@@ -370,14 +370,9 @@ async fn data_free(check: Check) -> Response {
 }
 
 /// TLS for the metrics listener: a self-signed certificate for `names`,
-/// made at start and kept in memory only, until nfguard's signer issues
-/// one scrapers can verify (`--metrics-certificate signer`).
-pub fn self_signed_tls(names: Vec<String>) -> Result<tokio_rustls::TlsAcceptor, AuthError> {
-    Ok(self_signed_store(names)?.0)
-}
-
-/// [`self_signed_tls`] and the store behind it, for a certificate that
-/// replaces the self-signed one later (`serving_certs::request`).
+/// made at start and kept in memory only, and the store behind it, where
+/// the certificate nfguard's signer issues (one scrapers can verify:
+/// `serving_certs::request`) replaces it.
 pub fn self_signed_store(
     names: Vec<String>,
 ) -> Result<
@@ -661,7 +656,7 @@ mod tests {
         let (g, _) = guard(Duration::ZERO, 4);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let acceptor = self_signed_tls(vec!["node-a".into(), "localhost".into()]).unwrap();
+        let (acceptor, _) = self_signed_store(vec!["node-a".into(), "localhost".into()]).unwrap();
         let server = tokio::spawn(crate::webhook::server::serve_tls(
             listener,
             acceptor,
