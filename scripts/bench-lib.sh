@@ -228,5 +228,7 @@ hist_q() {
 pct() { sort -n "$1" | awk -v q="$2" '{a[NR] = $1} END { printf "%.1f", a[int((NR - 1) * q + 0.5) + 1] / 1000 }'; }
 # ratio A B: A / B to two places.
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+# goal VALUE LIMIT: "met" when VALUE <= LIMIT, "missed" otherwise (n/a: missed).
+goal() { awk -v v="$1" -v l="$2" 'BEGIN { print (v != "n/a" && v + 0 <= l + 0) ? "met" : "missed" }'; }
 # minus A B: A - B (ms) to one place.
 minus() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", a - b }'; }

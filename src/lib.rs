@@ -11,6 +11,7 @@ mod docs_block;
 pub mod facts;
 pub mod judgement;
 pub mod kernel;
+pub mod kube_protobuf;
 mod named;
 pub mod node;
 pub mod object_names;

@@ -4,7 +4,8 @@
 # policy reports (e2e/scenarios/30-policy-reports.sh): none without a report CRD
 # (said once), PolicyReport with only the wgpolicyk8s.io CRD, Report
 # once the openreports.io CRDs are applied (the PolicyReport removed);
-# written only when their content changes; removed with the workload
+# written only when their content changes; removed with the workload; the
+# pods behind the reports read as protobuf
 #
 # Runs on: kind, local.
 # Starts from: a healthy cluster (every node Ready and untainted, nfguard
@@ -191,6 +192,11 @@ s30_policy_reports() {
   wait_for 90 "a PolicyReport of the incident DaemonSet, warn on $RULES_NODE" \
     s30_result policyreports.wgpolicyk8s.io "$RULES_NODE" OldReaderNewRules warn
   ok "PolicyReport $S30_NS/$S30_REPORT: $(jq -c '{summary, owner: .metadata.ownerReferences[0].kind}' <<<"$S30_JSON")"
+  # The report came from the pods the leader read: as protobuf, not JSON.
+  [ "$(s30_counter 'nfguard_controller_pods_encoding{encoding="protobuf"}')" = 1 ] &&
+    [ "$(s30_counter 'nfguard_controller_pods_encoding{encoding="json"}')" = 0 ] ||
+    fail "the leader does not list and watch pods as protobuf: $(pod_metrics "$(s30_controller)" | grep pods_encoding)"
+  ok "the leader lists and watches pods as protobuf: nfguard_controller_pods_encoding{encoding=\"protobuf\"} 1"
 
   # openreports.io: preferred as soon as it is served; the PolicyReport goes.
   defer delete_report_crds "$or_crd" "$cr_crd"

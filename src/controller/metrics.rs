@@ -116,6 +116,14 @@ pub struct CertificateLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EncodingLabel {
+    pub encoding: &'static str,
+}
+
+/// `encoding` of `pods_encoding`.
+const POD_ENCODINGS: [&str; 2] = ["protobuf", "json"];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReportApiLabel {
     pub api: &'static str,
 }
@@ -245,6 +253,8 @@ pub struct Metrics {
     pub reports_over_cap: Gauge,
     /// Reporter-metrics certificate requests the signer answered.
     pub certificate_requests: Family<CertificateLabel, Counter>,
+    /// 1 for the encoding the pods were last listed in, 0 for the other.
+    pub pods_encoding: Family<EncodingLabel, Gauge>,
     /// Per-node facts behind the gauges.
     nodes: Mutex<HashMap<String, NodeObservation>>,
 }
@@ -282,6 +292,7 @@ impl Metrics {
             reports: Gauge::default(),
             reports_over_cap: Gauge::default(),
             certificate_requests: Family::default(),
+            pods_encoding: Family::default(),
             nodes: Mutex::new(HashMap::new()),
             registry: Registry::default(),
         };
@@ -385,6 +396,14 @@ impl Metrics {
             "Reporter-metrics certificate requests nfguard's signer answered: signed, denied (not a reporter asking for its own node's addresses), failed (approved by someone else, not signed)",
             m.certificate_requests.clone(),
         );
+        registry.register(
+            "pods_encoding",
+            "1 for the encoding the controller lists and watches pods in (protobuf; json where the API server or a proxy refuses protobuf), 0 for the other; both 0 until the first list",
+            m.pods_encoding.clone(),
+        );
+        for encoding in POD_ENCODINGS {
+            let _ = m.pods_encoding.get_or_create(&EncodingLabel { encoding });
+        }
         // Every series from the start (0 until discovery answers, and
         // counters at 0), so dashboards and rate() see them before a write.
         for outcome in [
@@ -411,6 +430,19 @@ impl Metrics {
                 .get_or_create(&BackendLabel { backend: b.into() });
         }
         Metrics { registry, ..m }
+    }
+
+    /// The encoding the pods were listed in.
+    pub fn set_pods_encoding(&self, encoding: crate::kube_protobuf::pods::Encoding) {
+        let current = match encoding {
+            crate::kube_protobuf::pods::Encoding::Protobuf => "protobuf",
+            crate::kube_protobuf::pods::Encoding::Json => "json",
+        };
+        for encoding in POD_ENCODINGS {
+            self.pods_encoding
+                .get_or_create(&EncodingLabel { encoding })
+                .set(i64::from(encoding == current));
+        }
     }
 
     /// The policy report API in use (None: neither is served).

@@ -17,7 +17,7 @@ use crate::judgement::Bounded;
 use crate::projection::SlimNode;
 use crate::runtime::clock::Clock;
 use futures::{FutureExt, Stream, StreamExt};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, Preconditions};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
@@ -258,25 +258,37 @@ fn error_policy(node: Arc<SlimNode>, err: &ReconcileError, ctx: Arc<Ctx>) -> Act
 /// retried with backoff.
 fn watch<K, T>(
     api: Api<K>,
-    mut feed: impl FnMut(watcher::Event<K>) -> Vec<T> + Send + 'static,
+    feed: impl FnMut(watcher::Event<K>) -> Vec<T> + Send + 'static,
 ) -> impl Stream<Item = T> + Send + 'static
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
     T: Send + 'static,
 {
-    watcher(api, watcher::Config::default())
-        .default_backoff()
-        .flat_map(move |event| {
-            let out = match event {
-                Ok(event) => feed(event),
-                Err(error) => {
-                    let kind = std::any::type_name::<K>();
-                    tracing::warn!(%error, kind, "watch failed (retrying)");
-                    Vec::new()
-                }
-            };
-            futures::stream::iter(out)
-        })
+    follow(watcher(api, watcher::Config::default()), feed)
+}
+
+/// A watch's events fed to `feed`, its errors logged and retried with
+/// kube's default backoff.
+fn follow<K, E, T>(
+    events: impl Stream<Item = Result<watcher::Event<K>, E>> + Send + 'static,
+    mut feed: impl FnMut(watcher::Event<K>) -> Vec<T> + Send + 'static,
+) -> impl Stream<Item = T> + Send + 'static
+where
+    K: Send + 'static,
+    E: std::fmt::Display + Send + 'static,
+    T: Send + 'static,
+{
+    events.default_backoff().flat_map(move |event| {
+        let out = match event {
+            Ok(event) => feed(event),
+            Err(error) => {
+                let kind = std::any::type_name::<K>();
+                tracing::warn!(%error, kind, "watch failed (retrying)");
+                Vec::new()
+            }
+        };
+        futures::stream::iter(out)
+    })
 }
 
 /// Keep `node_last_probe_timestamp_seconds` on every heartbeat, though a
@@ -375,7 +387,12 @@ pub async fn run_controller(
         .boxed(),
         {
             let queue = queue.clone();
-            watch(Api::<Pod>::all(client.clone()), move |e| {
+            let told = metrics.clone();
+            // As protobuf (JSON where refused): the largest list by far.
+            let events = crate::kube_protobuf::pods::all(client.clone(), move |encoding| {
+                told.set_pods_encoding(encoding)
+            });
+            follow(events, move |e| {
                 // Projected once, for the store and for the reports.
                 let Some(e) = project_pod(e) else {
                     return Vec::new();

@@ -57,6 +57,7 @@ mod node_nft_skew;
 mod node_scenarios;
 mod plugin_cli;
 mod plugin_krew;
+mod pods_protobuf;
 mod prometheus_config;
 mod registry_egress;
 mod registry_stale;
