@@ -228,6 +228,13 @@ hist_q() {
 pct() { sort -n "$1" | awk -v q="$2" '{a[NR] = $1} END { printf "%.1f", a[int((NR - 1) * q + 0.5) + 1] / 1000 }'; }
 # ratio A B: A / B to two places.
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+# hist_le SUM SOURCE Q: the bucket bound (s) hist_q names, as a number.
+hist_le() {
+  awk -v src="$2" -v q="$3" '$1 == src { le = ($2 == "+Inf") ? 1e30 : $2 + 0; c[le] = $3; if ($3 > n) n = $3 }
+    END { m = 0; for (le in c) les[++m] = le + 0
+          for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (les[j] < les[i]) { t = les[i]; les[i] = les[j]; les[j] = t }
+          for (i = 1; i <= m; i++) if (c[les[i]] >= q * n) { print les[i]; break } }' "$1"
+}
 # goal VALUE LIMIT: "met" when VALUE <= LIMIT, "missed" otherwise (n/a: missed).
 goal() { awk -v v="$1" -v l="$2" 'BEGIN { print (v != "n/a" && v + 0 <= l + 0) ? "met" : "missed" }'; }
 # minus A B: A - B (ms) to one place.

@@ -190,17 +190,18 @@ async fn step(client: &kube::Client, mut state: State) -> (Result<Event<Pod>, Er
                 // The server closed the watch (its timeout): open the next.
                 Ok(None) => State::Watching { rv, events: None },
                 Ok(Some(Watched::Bookmark(at))) => {
-                    rv = at;
+                    advance(&mut rv, at);
                     State::Watching {
                         rv,
                         events: Some(r),
                     }
                 }
                 Ok(Some(Watched::Object { event, at })) => {
+                    advance(&mut rv, at);
                     return (
                         Ok(*event),
                         State::Watching {
-                            rv: at,
+                            rv,
                             events: Some(r),
                         },
                     );
@@ -209,6 +210,14 @@ async fn step(client: &kube::Client, mut state: State) -> (Result<Event<Pod>, Er
                 Err(e) => return (Err(e), State::Empty),
             },
         }
+    }
+}
+
+/// Resumes from `at`, unless the server sent none: an empty version would
+/// watch from "now" and miss what came between.
+fn advance(rv: &mut String, at: String) {
+    if !at.is_empty() {
+        *rv = at;
     }
 }
 

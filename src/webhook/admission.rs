@@ -17,7 +17,7 @@
 //! - a broken policy: judged with the valid ones, with a warning.
 
 use super::decisions::{self, Answer, DecisionCache};
-use super::facts::Facts;
+use super::facts::{Facts, Snapshot};
 use super::images::ImageCache;
 use super::metrics::Metrics;
 use super::pod_update::images_changed;
@@ -275,7 +275,8 @@ impl Judge {
             max_reasons: usize::MAX,
             policy: &policy,
         };
-        match self.judge_reporting(w, run).await {
+        let (_, snap) = self.facts.snapshot();
+        match self.judge_reporting(w, run, &snap).await {
             Some(j) => j.listed.decision,
             None => unreachable!("a judgement without a cut-off finishes"),
         }
@@ -284,11 +285,11 @@ impl Judge {
     /// The steps of `Scene::judge` (prepare, resolve, decide), with the
     /// policy recorded as soon as it is known and judging stopped at
     /// `run.cutoff`: None then.
-    async fn judge_reporting(&self, w: &Workload, run: Run<'_>) -> Option<Judged> {
-        let snap = self.facts.snapshot();
+    async fn judge_reporting(&self, w: &Workload, run: Run<'_>, snap: &Snapshot) -> Option<Judged> {
         let profiles: Vec<_> = snap.profiles.iter().map(|p| p.as_ref()).collect();
         let nodes: Vec<_> = snap.nodes.iter().map(|n| n.as_ref()).collect();
-        // Built by the first request of a facts generation, shared by the rest.
+        // Built with the snapshot in cluster mode; by the first request
+        // for files.
         let index = snap
             .index
             .get_or_init(|| NodeIndex::new(&profiles, &nodes, &self.default_platform));
@@ -367,11 +368,13 @@ impl Judge {
         let Some(object) = req.object.as_ref() else {
             return self.unreadable(&req, kind, "incomplete", "the request has no object");
         };
-        // Facts and image generations are read before judging: a change
-        // while judging leaves this answer under the older generation.
+        // The facts judged with, and the image generation, are read before
+        // judging: the answer is cached under the generation it was judged
+        // at (a newer one may be building, or a change come while judging).
+        let (generation, snap) = self.facts.snapshot();
         let cached = self.decisions.as_ref().map(|cache| {
             let key = decisions::Key::new(
-                (self.facts.generation(), self.images.epoch()),
+                (generation, self.images.epoch()),
                 kind,
                 req.namespace.as_deref(),
                 object.json(),
@@ -409,7 +412,7 @@ impl Judge {
             max_reasons: MAX_REASONS,
             policy: &policy,
         };
-        let judged = tokio::time::timeout_at(cutoff, self.judge_reporting(&w, run)).await;
+        let judged = tokio::time::timeout_at(cutoff, self.judge_reporting(&w, run, &snap)).await;
         let Ok(Some(judged)) = judged else {
             return self.timed_out(&req, kind, &w, policy.get());
         };
@@ -496,7 +499,7 @@ impl Judge {
             .get_or_create(&[("cause", cause)])
             .inc();
         let namespace = req.namespace.as_deref().unwrap_or("default");
-        let policy = self.facts.snapshot().policies.for_namespace(namespace);
+        let policy = self.facts.snapshot().1.policies.for_namespace(namespace);
         let name = req.name.as_deref().unwrap_or("(unnamed)");
         let object = format!("{}/{namespace}/{name}", kind.as_str());
         let deny = policy.applies() && policy.action == PolicyAction::Deny;

@@ -225,7 +225,7 @@ pub async fn run(args: Args) -> anyhow::Result<u8> {
                 .as_deref()
                 .map(load::load_policies)
                 .transpose()?;
-            facts::start_cluster(c.clone(), nodes, policies)
+            facts::start_cluster(c.clone(), nodes, policies, default_platform.clone())
         }
         (None, None) => anyhow::bail!("no facts: pass --profiles PATH or run with cluster access"),
     };
