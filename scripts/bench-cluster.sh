@@ -131,6 +131,9 @@ start_controller() {
   controller_pid=$!
 }
 peak_rss_kib() { awk '/^VmHWM/ {print $2}' "/proc/$controller_pid/status"; }
+# cpu_ms PID: the process's user + system CPU time so far, in ms.
+cpu_ms() { awk -v tick="$(getconf CLK_TCK)" '{ sub(/.*\) /, ""); print int(($12 + $13) * 1000 / tick) }' "/proc/$1/stat"; }
+apiserver_pid() { local p; p=$(pgrep -f "kube-apiserver --etcd" || true); echo "${p%%$'\n'*}"; }
 reconciled() {
   curl -fsS "http://127.0.0.1:$PORT/metrics" 2>/dev/null |
     awk '/^nfguard_controller_reconcile_duration_seconds_count/ {print $2}'
@@ -206,9 +209,12 @@ log "controller cold start"
 snapshot cold-before
 converge_in_background
 t0=$(now_ms)
+api_cpu0=$(cpu_ms "$(apiserver_pid)")
 start_controller
 converged_ms "$t0"
 cold_ms=$elapsed_ms
+cold_cpu_controller=$(cpu_ms "$controller_pid")
+cold_cpu_api=$(($(cpu_ms "$(apiserver_pid)") - api_cpu0))
 wait_reconciled
 wait_reports --first-write
 cold_t1=$(now_ms)
@@ -255,7 +261,9 @@ change_audit=$(audit --since-ms "$t0" --until-ms "$t1" --only-node "$changed_nam
 
 # ---- 1: the floor ------------------------------------------------------------------
 stop_controller
+api_cpu0=$(cpu_ms "$(apiserver_pid)")
 floor=$("$GEN" floor)
+floor_cpu_api=$(($(cpu_ms "$(apiserver_pid)") - api_cpu0))
 floor_s=$(sed -n 's/^floor_seconds=//p' <<<"$floor")
 
 value() { sed -n "s/^$1=//p" <<<"$2"; }
@@ -377,6 +385,7 @@ generation: $load_s s
     controller: $cold_s s    floor (the same label patches and status applies, $(value floor_concurrency "$floor") nodes at a time as the controller): $floor_s s
     ratio: $(ratio "$cold_s" "$floor_s")x    goal <= 1.0x (issue #38): $(goal "$(ratio "$cold_s" "$floor_s")" 1.0)
     policy reports (written once every node's first round is over): the last after $((cold_reports_ms / 1000)) s
+    CPU until converged: the controller $((cold_cpu_controller / 1000)) s, the API server $((cold_cpu_api / 1000)) s (the floor's API server: $((floor_cpu_api / 1000)) s for its reset and its replay, the same writes twice)
 
 (2) API writes (apiserver_request_total deltas)
   cold start, per hollow node:

@@ -330,6 +330,8 @@ pub struct RunOptions {
     pub orphan_interval: Duration,
     /// At most so many policy reports and bytes in a namespace.
     pub report_caps: crate::reports::NamespaceCaps,
+    /// How the pods are listed and watched.
+    pub pods_encoding: crate::kube_protobuf::pods::Choice,
 }
 
 /// Fill the caches from watches and run the node Controller on them until
@@ -361,6 +363,7 @@ pub async fn run_controller(
         concurrency,
         orphan_interval,
         report_caps,
+        pods_encoding,
     } = options;
     let (caches, feeds) = crate::controller::cache::stores::caches();
     let (parents, parent_feeds) = crate::controller::reports::owners::parents();
@@ -389,9 +392,10 @@ pub async fn run_controller(
             let queue = queue.clone();
             let told = metrics.clone();
             // As protobuf (JSON where refused): the largest list by far.
-            let events = crate::kube_protobuf::pods::all(client.clone(), move |encoding| {
-                told.set_pods_encoding(encoding)
-            });
+            let events =
+                crate::kube_protobuf::pods::all(client.clone(), pods_encoding, move |encoding| {
+                    told.set_pods_encoding(encoding)
+                });
             follow(events, move |e| {
                 // Projected once, for the store and for the reports.
                 let Some(e) = project_pod(e) else {

@@ -73,10 +73,28 @@ pub enum Encoding {
 
 type Events = Pin<Box<dyn Stream<Item = Result<Event<Pod>, Error>> + Send>>;
 
-/// Every pod's events: protobuf while it works, then JSON. `told` hears
-/// the encoding after the first list that succeeds in it.
-pub fn all(client: kube::Client, told: impl Fn(Encoding) + Send + Sync + 'static) -> Events {
-    let told = std::sync::Arc::new(told);
+/// Which encoding to ask for (`--pods-encoding`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Choice {
+    /// Protobuf, JSON where it is refused.
+    #[default]
+    Auto,
+    /// JSON only: kube's watcher, pages of 500.
+    Json,
+}
+
+/// Every pod's events: protobuf while it works, then JSON (`Choice::Auto`),
+/// or JSON from the start. `told` hears the encoding after the first list
+/// that succeeds in it.
+pub fn all(
+    client: kube::Client,
+    choice: Choice,
+    told: impl Fn(Encoding) + Send + Sync + 'static,
+) -> Events {
+    let told: Told = std::sync::Arc::new(told);
+    if choice == Choice::Json {
+        return json_events(client, told);
+    }
     let proto = protobuf_events(client.clone(), told.clone());
     let state = (Some(proto), None::<Events>, client, told);
     Box::pin(futures::stream::unfold(
@@ -88,21 +106,7 @@ pub fn all(client: kube::Client, told: impl Fn(Encoding) + Send + Sync + 'static
                         Some(Err(e)) if e.refuses_protobuf() => {
                             tracing::warn!(error = %e, "pods: protobuf refused or unreadable, listing and watching as JSON from now on");
                             proto = None;
-                            let told = told.clone();
-                            let mut listed = false;
-                            json = Some(Box::pin(
-                                watcher(
-                                    kube::Api::<Pod>::all(client.clone()),
-                                    watcher::Config::default(),
-                                )
-                                .map_err(Error::Json)
-                                .inspect_ok(move |e| {
-                                    if !listed && matches!(e, Event::InitDone) {
-                                        listed = true;
-                                        told(Encoding::Json);
-                                    }
-                                }),
-                            ));
+                            json = Some(json_events(client.clone(), told.clone()));
                             continue;
                         }
                         Some(item) => return Some((item, (proto, json, client, told))),
@@ -117,6 +121,23 @@ pub fn all(client: kube::Client, told: impl Fn(Encoding) + Send + Sync + 'static
 }
 
 use kube::runtime::watcher::watcher;
+
+type Told = std::sync::Arc<dyn Fn(Encoding) + Send + Sync>;
+
+/// kube's JSON watcher, telling `Json` after its first list.
+fn json_events(client: kube::Client, told: Told) -> Events {
+    let mut listed = false;
+    Box::pin(
+        watcher(kube::Api::<Pod>::all(client), watcher::Config::default())
+            .map_err(Error::Json)
+            .inspect_ok(move |e| {
+                if !listed && matches!(e, Event::InitDone) {
+                    listed = true;
+                    told(Encoding::Json);
+                }
+            }),
+    )
+}
 
 enum State {
     /// Next: the list.

@@ -1345,6 +1345,7 @@ fn start_controller(
             concurrency: nfguard::controller::run::CONCURRENCY,
             orphan_interval: Duration::from_secs(600),
             report_caps: nfguard::reports::NamespaceCaps::default(),
+            pods_encoding: nfguard::kube_protobuf::pods::Choice::Json,
         },
         async move {
             let _ = stop_rx.await;

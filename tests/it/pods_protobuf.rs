@@ -99,7 +99,7 @@ fn kind(e: &Event<k8s_openapi::api::core::v1::Pod>) -> &'static str {
 async fn pods_are_listed_in_one_protobuf_page_then_watched_from_its_version() {
     let (svc, mut h) = mock::pair::<Request<Body>, Response<Body>>();
     let (seen, tell) = told();
-    let mut events = pods::all(kube::Client::new(svc, "default"), tell);
+    let mut events = pods::all(kube::Client::new(svc, "default"), pods::Choice::Auto, tell);
     let server = tokio::spawn(async move {
         let (list, send) = next(&mut h).await;
         assert_eq!(list.uri().path(), "/api/v1/pods");
@@ -190,7 +190,7 @@ async fn where_protobuf_is_refused_the_pods_are_listed_as_json() {
     ] {
         let (svc, mut h) = mock::pair::<Request<Body>, Response<Body>>();
         let (seen, tell) = told();
-        let mut events = pods::all(kube::Client::new(svc, "default"), tell);
+        let mut events = pods::all(kube::Client::new(svc, "default"), pods::Choice::Auto, tell);
         let server = tokio::spawn(async move {
             let (first, send) = next(&mut h).await;
             assert_eq!(accept(&first), PROTOBUF);
@@ -219,4 +219,34 @@ async fn where_protobuf_is_refused_the_pods_are_listed_as_json() {
         assert_eq!(kinds.len(), 13, "{status}: {kinds:?}");
         assert_eq!(*seen.lock().unwrap(), [Encoding::Json], "{status}");
     }
+}
+
+/// `--pods-encoding json`: kube's paged JSON from the first request.
+#[tokio::test]
+async fn json_chosen_asks_for_json_from_the_start() {
+    let (svc, mut h) = mock::pair::<Request<Body>, Response<Body>>();
+    let (seen, tell) = told();
+    let mut events = pods::all(kube::Client::new(svc, "default"), pods::Choice::Json, tell);
+    let server = tokio::spawn(async move {
+        let (first, send) = next(&mut h).await;
+        assert_ne!(accept(&first), PROTOBUF);
+        assert!(query(&first).contains("limit=500"), "{}", query(&first));
+        send.send_response(answer(200, "application/json", LIST_JSON));
+        h
+    });
+    let mut n = 0;
+    loop {
+        let e = tokio::time::timeout(Duration::from_secs(10), events.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        n += 1;
+        if matches!(e, Event::InitDone) {
+            break;
+        }
+    }
+    let _h = server.await.unwrap();
+    assert_eq!(n, 13);
+    assert_eq!(*seen.lock().unwrap(), [Encoding::Json]);
 }
