@@ -193,9 +193,10 @@ s30_policy_reports() {
     s30_result policyreports.wgpolicyk8s.io "$RULES_NODE" OldReaderNewRules warn
   ok "PolicyReport $S30_NS/$S30_REPORT: $(jq -c '{summary, owner: .metadata.ownerReferences[0].kind}' <<<"$S30_JSON")"
   # The report came from the pods the leader read: as protobuf, not JSON.
-  [ "$(s30_counter 'nfguard_controller_pods_encoding{encoding="protobuf"}')" = 1 ] &&
-    [ "$(s30_counter 'nfguard_controller_pods_encoding{encoding="json"}')" = 0 ] ||
+  if [ "$(s30_counter 'nfguard_controller_pods_encoding{encoding="protobuf"}')" != 1 ] ||
+    [ "$(s30_counter 'nfguard_controller_pods_encoding{encoding="json"}')" != 0 ]; then
     fail "the leader does not list and watch pods as protobuf: $(pod_metrics "$(s30_controller)" | grep pods_encoding)"
+  fi
   ok "the leader lists and watches pods as protobuf: nfguard_controller_pods_encoding{encoding=\"protobuf\"} 1"
 
   # openreports.io: preferred as soon as it is served; the PolicyReport goes.
