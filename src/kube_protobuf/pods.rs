@@ -59,7 +59,9 @@ impl Error {
             Error::Status { code, .. } => matches!(code, 406 | 415),
             Error::NotProtobuf(_) | Error::Kind { .. } | Error::Envelope(_) => true,
             Error::Read(ReadError::Wire(_)) => true,
-            Error::Request(_) | Error::Read(ReadError::Io(_)) | Error::Json(_) => false,
+            Error::Request(_)
+            | Error::Read(ReadError::Io(_) | ReadError::Ended)
+            | Error::Json(_) => false,
         }
     }
 }
@@ -318,11 +320,11 @@ impl ListReader {
         }
         loop {
             let Some((field, wire_type)) = r.key().await? else {
-                return Err(WireError::Truncated.into());
+                return Err(ReadError::Ended.into());
             };
             match (field, wire_type) {
                 (1, 2) => {
-                    let len = r.varint().await?.ok_or(WireError::Truncated)?;
+                    let len = r.varint().await?.ok_or(ReadError::Ended)?;
                     let type_meta = r.take(len, MAX_SMALL_BYTES).await?;
                     let kind = envelope::type_meta_kind(&type_meta)?;
                     if kind != "PodList" {
@@ -333,7 +335,7 @@ impl ListReader {
                     }
                 }
                 (2, 2) => {
-                    let len = r.varint().await?.ok_or(WireError::Truncated)?;
+                    let len = r.varint().await?.ok_or(ReadError::Ended)?;
                     let end = r.pos.saturating_add(len);
                     return Ok(ListReader { r, end, rv: None });
                 }
@@ -345,15 +347,15 @@ impl ListReader {
     /// The next pod, or None once the list (and the envelope) has ended.
     async fn next(&mut self) -> Result<Option<Pod>, Error> {
         while self.r.pos < self.end {
-            let (field, wire_type) = self.r.key().await?.ok_or(WireError::Truncated)?;
+            let (field, wire_type) = self.r.key().await?.ok_or(ReadError::Ended)?;
             match (field, wire_type) {
                 (1, 2) => {
-                    let len = self.r.varint().await?.ok_or(WireError::Truncated)?;
+                    let len = self.r.varint().await?.ok_or(ReadError::Ended)?;
                     let meta = self.r.take(len, MAX_SMALL_BYTES).await?;
                     self.rv = Some(envelope::list_resource_version(&meta)?);
                 }
                 (2, 2) => {
-                    let len = self.r.varint().await?.ok_or(WireError::Truncated)?;
+                    let len = self.r.varint().await?.ok_or(ReadError::Ended)?;
                     let item = self.r.take(len, MAX_OBJECT_BYTES).await?;
                     if self.r.pos > self.end {
                         return Err(WireError::Truncated.into());
@@ -535,6 +537,10 @@ mod tests {
         for end in (0..LIST_PB.len()).step_by(61) {
             let got = read_list(vec![LIST_PB[..end].to_vec()]).await;
             assert!(got.is_err(), "cut at {end} of {}", LIST_PB.len());
+            // A body cut short is the connection's doing: retried in
+            // protobuf, not a reason to give it up.
+            let e = got.unwrap_err();
+            assert!(!e.refuses_protobuf(), "cut at {end}: {e}");
         }
     }
 

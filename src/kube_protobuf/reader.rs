@@ -14,6 +14,10 @@ pub type Body = Pin<Box<dyn Stream<Item = Result<Bytes, std::io::Error>> + Send>
 pub enum ReadError {
     #[error("reading the response: {0}")]
     Io(#[from] std::io::Error),
+    /// The body ended inside a field or frame: the connection's doing, not
+    /// the bytes' (retried, where a malformed message is not).
+    #[error("the response ended inside a field")]
+    Ended,
     #[error(transparent)]
     Wire(#[from] WireError),
 }
@@ -57,7 +61,7 @@ impl Reader {
         }
         let n = n as usize;
         if !self.fill(n).await? {
-            return Err(WireError::Truncated.into());
+            return Err(ReadError::Ended);
         }
         self.pos += n as u64;
         Ok(self.buf.split_to(n).freeze())
@@ -67,7 +71,7 @@ impl Reader {
     pub async fn skip(&mut self, mut n: u64) -> Result<(), ReadError> {
         while n > 0 {
             if !self.fill(1).await? {
-                return Err(WireError::Truncated.into());
+                return Err(ReadError::Ended);
             }
             let step = n.min(self.buf.len() as u64);
             self.buf.advance(step as usize);
@@ -84,7 +88,7 @@ impl Reader {
                 if want == 1 {
                     return Ok(None);
                 }
-                return Err(WireError::Truncated.into());
+                return Err(ReadError::Ended);
             }
             if self.buf[want - 1] < 0x80 {
                 let (v, n) = super::wire::varint(&self.buf)?;
@@ -107,14 +111,10 @@ impl Reader {
     /// Passes over a field's value, of any wire type, without keeping it.
     pub async fn skip_value(&mut self, wire_type: u8) -> Result<(), ReadError> {
         match wire_type {
-            0 => self
-                .varint()
-                .await?
-                .map(|_| ())
-                .ok_or(WireError::Truncated.into()),
+            0 => self.varint().await?.map(|_| ()).ok_or(ReadError::Ended),
             1 => self.skip(8).await,
             2 => {
-                let len = self.varint().await?.ok_or(WireError::Truncated)?;
+                let len = self.varint().await?.ok_or(ReadError::Ended)?;
                 self.skip(len).await
             }
             5 => self.skip(4).await,
@@ -129,7 +129,7 @@ impl Reader {
             return if self.buf.is_empty() {
                 Ok(None)
             } else {
-                Err(WireError::Truncated.into())
+                Err(ReadError::Ended)
             };
         }
         let len = u64::from(self.buf.get_u32());
@@ -182,14 +182,8 @@ mod tests {
     #[tokio::test]
     async fn a_body_ending_inside_a_frame_is_truncated() {
         let mut r = Reader::new(body_of(vec![vec![0, 0, 0, 9, 1, 2]]));
-        assert!(matches!(
-            r.frame(16).await,
-            Err(ReadError::Wire(WireError::Truncated))
-        ));
+        assert!(matches!(r.frame(16).await, Err(ReadError::Ended)));
         let mut r = Reader::new(body_of(vec![vec![0, 0]]));
-        assert!(matches!(
-            r.frame(16).await,
-            Err(ReadError::Wire(WireError::Truncated))
-        ));
+        assert!(matches!(r.frame(16).await, Err(ReadError::Ended)));
     }
 }
